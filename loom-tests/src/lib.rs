@@ -1,0 +1,1 @@
+//! Loom models of the shm-layout algorithms; run with RUSTFLAGS="--cfg loom".
