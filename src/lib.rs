@@ -1,1 +1,5 @@
+//! fastpmi: a PMI-1/PMI-2 launcher and runtime for many ranks on one node.
 
+pub mod server;
+pub mod store;
+pub mod wire;

@@ -1,0 +1,382 @@
+//! One function per request. Handlers read and change server state and
+//! return the reply, or `None` when the reply is held (fence, node-attribute
+//! wait) or there is none (abort).
+
+use super::{Activity, ConnId, Event, FailCause, JobIdx, Phase, ReplyTo, Server};
+use crate::store::StoreError;
+use crate::wire::{Request, Response, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
+
+pub(super) fn handle(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    req: Request,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    match req {
+        Request::Init {
+            version,
+            subversion,
+        } => Some(init(s, conn, version, subversion)),
+        Request::InitAck { pmiid } => Some(initack(s, conn, pmiid)),
+        Request::FullInit { rank, .. } => Some(fullinit(s, conn, rank)),
+        Request::Publish { service, port } => Some(publish(s, service, port)),
+        Request::Unpublish { service } => Some(unpublish(s, service)),
+        Request::Lookup { service } => Some(lookup(s, service)),
+        Request::GetMaxes => Some(Response::Maxes {
+            kvsname_max: KVSNAME_MAX,
+            keylen_max: KEYLEN_MAX,
+            vallen_max: VALLEN_MAX,
+        }),
+        other => {
+            let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) else {
+                return Some(Response::Error {
+                    rc: -1,
+                    msg: format!(
+                        "{} before the rank identified itself (initack or fullinit)",
+                        super::name_of(&other)
+                    ),
+                });
+            };
+            if let Some(why) = &s.jobs[job].failed {
+                if !matches!(other, Request::Finalize | Request::Abort { .. }) {
+                    return Some(Response::Error {
+                        rc: -1,
+                        msg: format!("job aborted: {why}"),
+                    });
+                }
+            }
+            bound(s, job, rank, to, other, out)
+        }
+    }
+}
+
+fn bound(
+    s: &mut Server,
+    job: JobIdx,
+    rank: u32,
+    to: &ReplyTo,
+    req: Request,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    let j = &mut s.jobs[job];
+    match req {
+        Request::GetAppnum => Some(Response::Appnum(j.appnum[rank as usize])),
+        Request::GetJobId => Some(Response::JobId(j.id.clone())),
+        Request::GetUniverseSize => Some(Response::UniverseSize(j.universe_size)),
+        Request::Put { key, value } => {
+            s.stats.puts += 1;
+            Some(store_result(j.store.put(rank, &key, &value)))
+        }
+        Request::Get { jobid, key, .. } => {
+            s.stats.gets += 1;
+            Some(get(s, job, to, jobid, key))
+        }
+        Request::Barrier => {
+            s.stats.fences += 1;
+            fence(s, job, rank, to, out)
+        }
+        Request::PutNodeAttr { key, value } => {
+            s.stats.node_attr_ops += 1;
+            let r = j.store.put_node_attr(rank, &key, &value);
+            if r.is_ok() {
+                s.release_attrs(job, Some(&key), out);
+            }
+            Some(store_result(r))
+        }
+        Request::GetNodeAttr { key, wait } => {
+            s.stats.node_attr_ops += 1;
+            match j.store.get_node_attr(&key) {
+                Some(v) => Some(Response::Value {
+                    key,
+                    value: Some(v),
+                }),
+                None if wait => {
+                    j.ranks[rank as usize].activity = Activity::WaitingAttr(key.clone());
+                    j.attr_waiters.push((rank, key, to.clone()));
+                    None
+                }
+                None => Some(Response::Value { key, value: None }),
+            }
+        }
+        Request::GetJobAttr { key } => {
+            s.stats.other += 1;
+            let value = job_attr(j, &key);
+            Some(Response::Value { key, value })
+        }
+        Request::Finalize => {
+            let slot = &mut j.ranks[rank as usize];
+            slot.phase = Phase::Finalized;
+            slot.activity = Activity::Running;
+            // Reply first, then close once it is written.
+            super::reply(out, to, &Response::Ok, Some(&format!("rank {rank}")));
+            out.push(Event::Close { conn: to.conn });
+            None
+        }
+        Request::Abort {
+            exitcode, message, ..
+        } => {
+            let code = exitcode.unwrap_or(1);
+            let message = if message.is_empty() {
+                format!("rank {rank} called abort with code {code}")
+            } else {
+                format!("rank {rank} called abort with code {code}: {message}")
+            };
+            tracing::debug!("{message}");
+            j.store.abort(code, rank);
+            out.push(Event::JobFailed {
+                job,
+                rank,
+                cause: FailCause::Abort { code },
+                message: message.clone(),
+            });
+            s.fail_job(job, &message, out);
+            None
+        }
+        Request::JobConnect { jobid } => {
+            s.stats.other += 1;
+            if s.jobs.iter().any(|j| j.id == jobid) {
+                Some(Response::Connected)
+            } else {
+                Some(Response::Error {
+                    rc: -1,
+                    msg: format!("no job {jobid} in this launcher"),
+                })
+            }
+        }
+        Request::JobDisconnect { .. } => Some(Response::Ok),
+        Request::Spawn(_) => {
+            s.stats.other += 1;
+            Some(Response::Error {
+                rc: -1,
+                msg: "spawn is not supported by this fastpmi launcher yet".into(),
+            })
+        }
+        // Handled before binding.
+        Request::Init { .. }
+        | Request::InitAck { .. }
+        | Request::FullInit { .. }
+        | Request::GetMaxes
+        | Request::Publish { .. }
+        | Request::Unpublish { .. }
+        | Request::Lookup { .. } => None,
+    }
+}
+
+fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response {
+    if let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) {
+        mark_initialized(s, job, rank, conn);
+    }
+    match version {
+        // 1.2 turns on MPICH's group barriers: answer 1.1 until they exist.
+        1 => Response::Init {
+            version: 1,
+            subversion: 1,
+        },
+        2 => Response::Init {
+            version: 2,
+            subversion: 0,
+        },
+        v => Response::Error {
+            rc: -1,
+            msg: format!("PMI version {v}.{subversion} not supported (1.1 and 2.0 are)"),
+        },
+    }
+}
+
+fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: ConnId) {
+    let slot = &mut s.jobs[job].ranks[rank as usize];
+    if slot.phase == Phase::Idle {
+        slot.phase = Phase::Initialized;
+    }
+    slot.conn = Some(conn);
+}
+
+/// Port mode: bind the connection to the rank it names.
+fn identify(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), String> {
+    let c = s.conns.get(&conn).ok_or("unknown connection")?;
+    if let Some(b) = c.bound {
+        if b.1 as i64 != rank {
+            tracing::warn!(
+                "rank {} announced itself as rank {rank}; keeping {}",
+                b.1,
+                b.1
+            );
+        }
+        return Ok(b);
+    }
+    let job = c.port_job.ok_or("connection belongs to no job")?;
+    let j = &s.jobs[job];
+    if rank < 0 || rank >= j.size as i64 {
+        return Err(format!(
+            "rank {rank} out of range for a job of {} ranks",
+            j.size
+        ));
+    }
+    let slot = &j.ranks[rank as usize];
+    if slot.conn.is_some() || slot.phase != Phase::Idle {
+        return Err(format!("rank {rank} is already connected"));
+    }
+    let b = (job, rank as u32);
+    s.conns.get_mut(&conn).expect("checked above").bound = Some(b);
+    mark_initialized(s, b.0, b.1, conn);
+    Ok(b)
+}
+
+fn initack(s: &mut Server, conn: ConnId, pmiid: i64) -> Response {
+    match identify(s, conn, pmiid) {
+        Ok((job, rank)) => Response::InitAck {
+            size: s.jobs[job].size,
+            rank,
+        },
+        Err(msg) => Response::Error { rc: -1, msg },
+    }
+}
+
+fn fullinit(s: &mut Server, conn: ConnId, rank: Option<i64>) -> Response {
+    let bound = s.conns.get(&conn).and_then(|c| c.bound);
+    let r = match (bound, rank) {
+        (Some(b), _) => {
+            mark_initialized(s, b.0, b.1, conn);
+            Ok(b)
+        }
+        (None, Some(r)) => identify(s, conn, r),
+        (None, None) => Err("fullinit without pmirank or srcid".to_string()),
+    };
+    match r {
+        Ok((job, rank)) => {
+            let j = &s.jobs[job];
+            Response::FullInit {
+                rank,
+                size: j.size,
+                appnum: j.appnum[rank as usize],
+                spawner_jobid: j.spawner.clone(),
+                debugged: false,
+                verbose: false,
+            }
+        }
+        Err(msg) => Response::Error { rc: -1, msg },
+    }
+}
+
+fn store_result(r: Result<(), StoreError>) -> Response {
+    match r {
+        Ok(()) => Response::Ok,
+        Err(e) => Response::Error {
+            rc: -1,
+            msg: e.to_string(),
+        },
+    }
+}
+
+fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Vec<u8>) -> Response {
+    let target = match jobid {
+        Some(id) if id != s.jobs[job].id => match s.jobs.iter().position(|j| j.id == id) {
+            Some(t) => t,
+            None => {
+                return Response::Error {
+                    rc: -1,
+                    msg: format!("no job {id} in this launcher"),
+                }
+            }
+        },
+        _ => job,
+    };
+    let j = &s.jobs[target];
+    // PMI-1 clients read job attributes with plain gets.
+    let value = match to.proto {
+        crate::wire::Protocol::Pmi1 if key.starts_with(b"PMI_") || key == b"universeSize" => {
+            job_attr(j, &key)
+        }
+        _ => None,
+    }
+    .or_else(|| j.store.get(&key));
+    Response::Value { key, value }
+}
+
+fn job_attr(j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {
+    match key {
+        // One node: every rank here. The full form, never Hydra's wrap-around.
+        b"PMI_process_mapping" => Some(format!("(vector,(0,1,{}))", j.size).into_bytes()),
+        b"universeSize" => Some(j.universe_size.to_string().into_bytes()),
+        // A miss: an empty list would be an empty value, which clients mishandle.
+        b"PMI_dead_processes" | b"PMI_hwloc_xmlfile" => None,
+        _ => None,
+    }
+}
+
+fn fence(
+    s: &mut Server,
+    job: JobIdx,
+    rank: u32,
+    to: &ReplyTo,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    let j = &mut s.jobs[job];
+    if j.fence_waiters.iter().any(|(r, _, _)| *r == rank) {
+        return Some(Response::Error {
+            rc: -1,
+            msg: format!("rank {rank} is already in a fence"),
+        });
+    }
+    // A fence that some rank can never reach would hang: fail it now.
+    if let Some((r, why)) = j
+        .ranks
+        .iter()
+        .enumerate()
+        .find_map(|(r, slot)| match slot.phase {
+            Phase::Finalized => Some((r, "finalized")),
+            Phase::Idle if slot.exited => Some((r, "exited without PMI")),
+            _ => None,
+        })
+    {
+        let message = format!(
+            "fence {} can never complete: rank {r} {why}",
+            j.store.fences_completed() + 1
+        );
+        return Some(Response::Error {
+            rc: -1,
+            msg: message,
+        });
+    }
+    let ticket = match j.store.fence_arrive(rank) {
+        Ok(t) => t,
+        Err(e) => {
+            return Some(Response::Error {
+                rc: -1,
+                msg: e.to_string(),
+            })
+        }
+    };
+    let slot = &mut j.ranks[rank as usize];
+    slot.fences += 1;
+    slot.activity = Activity::InFence(ticket.generation + 1);
+    j.fence_waiters.push((rank, ticket.generation, to.clone()));
+    s.release_fence(job, out);
+    None
+}
+
+fn publish(s: &mut Server, service: String, port: String) -> Response {
+    if s.names.contains_key(&service) {
+        return Response::Error {
+            rc: 1,
+            msg: format!("service {service} is already published"),
+        };
+    }
+    s.names.insert(service, port);
+    Response::Ok
+}
+
+fn unpublish(s: &mut Server, service: String) -> Response {
+    match s.names.remove(&service) {
+        Some(_) => Response::Ok,
+        None => Response::Error {
+            rc: 1,
+            msg: format!("service {service} is not published"),
+        },
+    }
+}
+
+fn lookup(s: &mut Server, service: String) -> Response {
+    Response::Lookup(s.names.get(&service).cloned())
+}

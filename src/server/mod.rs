@@ -1,0 +1,518 @@
+//! The PMI wire server's protocol core: connections, jobs, handlers.
+//!
+//! No sockets here. The event loop hands in bytes ([`Server::on_bytes`]),
+//! connection ends and rank exits, and carries out the [`Event`]s the server
+//! produces (bytes to send, connections to close, jobs that failed). Handlers
+//! live in [`handlers`], one function per request, over typed requests.
+
+mod handlers;
+
+use std::collections::HashMap;
+
+use crate::store::Store;
+use crate::wire::command::{decode_frame, encode_response, request_name, Decoded};
+use crate::wire::{self, Deframer, Protocol, Request, Response};
+
+/// Identifies a connection (the event loop's token).
+pub type ConnId = usize;
+/// Index of a job in the server's job table.
+pub type JobIdx = usize;
+
+/// What the event loop must do after a call into the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Queue bytes on a connection.
+    Send { conn: ConnId, bytes: Vec<u8> },
+    /// Close the connection once its queued bytes are written.
+    Close { conn: ConnId },
+    /// A rank did something that ends its job (abort, lost connection,
+    /// exit before finalize). The launcher tears the job down.
+    JobFailed {
+        job: JobIdx,
+        rank: u32,
+        cause: FailCause,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FailCause {
+    /// The rank called abort with this exit code.
+    Abort { code: i32 },
+    /// The rank's PMI connection ended before finalize.
+    ConnectionLost,
+    /// The rank exited cleanly but the job cannot go on without it.
+    ExitedEarly,
+}
+
+/// One job as the launcher describes it to the server.
+pub struct JobSpec {
+    pub id: String,
+    /// Ranks per application (MPMD section); appnum = index.
+    pub apps: Vec<u32>,
+    pub universe_size: u32,
+    pub spawner: Option<String>,
+    pub store: Box<dyn Store>,
+}
+
+/// Counters of socket-served operations (for `--stats`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct SocketStats {
+    pub puts: u64,
+    pub gets: u64,
+    pub fences: u64,
+    pub node_attr_ops: u64,
+    pub other: u64,
+    pub errors: u64,
+}
+
+/// Where a (possibly delayed) reply goes, and how it is addressed.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplyTo {
+    conn: ConnId,
+    proto: Protocol,
+    cmd: String,
+    thrid: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// No PMI traffic yet (non-PMI programs stay here).
+    Idle,
+    Initialized,
+    Finalized,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Activity {
+    Running,
+    InFence(u64),
+    WaitingAttr(Vec<u8>),
+}
+
+#[derive(Debug)]
+pub(crate) struct RankSlot {
+    phase: Phase,
+    activity: Activity,
+    conn: Option<ConnId>,
+    exited: bool,
+    fences: u64,
+}
+
+pub(crate) struct Job {
+    id: String,
+    size: u32,
+    appnum: Vec<i32>,
+    universe_size: u32,
+    spawner: Option<String>,
+    store: Box<dyn Store>,
+    ranks: Vec<RankSlot>,
+    fence_waiters: Vec<(u32, u64, ReplyTo)>,
+    attr_waiters: Vec<(u32, Vec<u8>, ReplyTo)>,
+    failed: Option<String>,
+}
+
+struct Conn {
+    deframer: Deframer,
+    /// (job, rank) once known: at connect (FD mode) or from initack/fullinit.
+    bound: Option<(JobIdx, u32)>,
+    /// Port-mode connections of this job identify themselves.
+    port_job: Option<JobIdx>,
+    saw_traffic: bool,
+}
+
+/// The protocol state of every job and connection of one launcher.
+pub struct Server {
+    jobs: Vec<Job>,
+    conns: HashMap<ConnId, Conn>,
+    names: HashMap<String, String>,
+    pub stats: SocketStats,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Server {
+    pub fn new() -> Self {
+        Server {
+            jobs: Vec::new(),
+            conns: HashMap::new(),
+            names: HashMap::new(),
+            stats: SocketStats::default(),
+        }
+    }
+
+    /// Register a job; its ranks connect later.
+    pub fn add_job(&mut self, spec: JobSpec) -> JobIdx {
+        let size: u32 = spec.apps.iter().sum();
+        let mut appnum = Vec::with_capacity(size as usize);
+        for (a, &n) in spec.apps.iter().enumerate() {
+            appnum.extend(std::iter::repeat_n(a as i32, n as usize));
+        }
+        let ranks = (0..size)
+            .map(|_| RankSlot {
+                phase: Phase::Idle,
+                activity: Activity::Running,
+                conn: None,
+                exited: false,
+                fences: 0,
+            })
+            .collect();
+        self.jobs.push(Job {
+            id: spec.id,
+            size,
+            appnum,
+            universe_size: spec.universe_size,
+            spawner: spec.spawner,
+            store: spec.store,
+            ranks,
+            fence_waiters: Vec::new(),
+            attr_waiters: Vec::new(),
+            failed: None,
+        });
+        self.jobs.len() - 1
+    }
+
+    pub fn job_id(&self, job: JobIdx) -> &str {
+        &self.jobs[job].id
+    }
+
+    pub fn job_size(&self, job: JobIdx) -> u32 {
+        self.jobs[job].size
+    }
+
+    /// A new connection. `bound` is the rank on the other end when known
+    /// (FD mode); port-mode connections pass `None` and `port_job`.
+    pub fn connect(
+        &mut self,
+        conn: ConnId,
+        bound: Option<(JobIdx, u32)>,
+        port_job: Option<JobIdx>,
+    ) {
+        self.conns.insert(
+            conn,
+            Conn {
+                deframer: Deframer::new(),
+                bound,
+                port_job,
+                saw_traffic: false,
+            },
+        );
+    }
+
+    /// Bytes arrived on `conn`.
+    pub fn on_bytes(&mut self, conn: ConnId, bytes: &[u8], out: &mut Vec<Event>) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.deframer.feed(bytes);
+        c.saw_traffic = true;
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            let frame = match c.deframer.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => break,
+                Err(e) => {
+                    self.stats.errors += 1;
+                    let who = self.who(conn);
+                    tracing::warn!("{who}: {e}");
+                    // PMI-1 framing error: the stream resynchronises.
+                    let reply = encode_response(
+                        Protocol::Pmi1,
+                        "error",
+                        None,
+                        &Response::Error {
+                            rc: -1,
+                            msg: e.to_string(),
+                        },
+                    );
+                    out.push(Event::Send { conn, bytes: reply });
+                    if self
+                        .conns
+                        .get(&conn)
+                        .is_some_and(|c| c.deframer.is_broken())
+                    {
+                        out.push(Event::Close { conn });
+                        self.on_closed(conn, out);
+                        return;
+                    }
+                    continue;
+                }
+            };
+            match decode_frame(&frame) {
+                Ok(d) => self.dispatch(conn, d, out),
+                Err(e) => {
+                    self.stats.errors += 1;
+                    let proto = if matches!(frame, wire::Frame::Pmi2(_)) {
+                        Protocol::Pmi2
+                    } else {
+                        Protocol::Pmi1
+                    };
+                    tracing::warn!(
+                        "{}: malformed {proto} message {:?}: {e}",
+                        self.who(conn),
+                        wire::show(frame_bytes(&frame))
+                    );
+                    let reply = encode_response(
+                        proto,
+                        "error",
+                        None,
+                        &Response::Error {
+                            rc: -1,
+                            msg: e.to_string(),
+                        },
+                    );
+                    out.push(Event::Send { conn, bytes: reply });
+                }
+            }
+        }
+    }
+
+    /// The peer closed `conn` (or the loop gave up on it).
+    pub fn on_closed(&mut self, conn: ConnId, out: &mut Vec<Event>) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        let Some((job, rank)) = c.bound else { return };
+        let j = &mut self.jobs[job];
+        j.fence_waiters.retain(|(_, _, r)| r.conn != conn);
+        j.attr_waiters.retain(|(_, _, r)| r.conn != conn);
+        let slot = &mut j.ranks[rank as usize];
+        if slot.conn == Some(conn) {
+            slot.conn = None;
+        }
+        if slot.phase == Phase::Initialized && j.failed.is_none() {
+            let message = format!(
+                "rank {rank} closed its PMI connection before finalize {}",
+                activity_text(slot)
+            );
+            out.push(Event::JobFailed {
+                job,
+                rank,
+                cause: FailCause::ConnectionLost,
+                message: message.clone(),
+            });
+            self.fail_job(job, &message, out);
+        }
+    }
+
+    /// The launcher reaped `rank`. `clean` = exit status 0. Returns nothing;
+    /// a clean exit that still breaks the job is reported as `JobFailed`.
+    pub fn rank_exited(&mut self, job: JobIdx, rank: u32, clean: bool, out: &mut Vec<Event>) {
+        let j = &mut self.jobs[job];
+        let Some(slot) = j.ranks.get_mut(rank as usize) else {
+            return;
+        };
+        slot.exited = true;
+        if j.failed.is_some() || !clean {
+            return;
+        }
+        let early = match slot.phase {
+            Phase::Initialized => Some(format!(
+                "rank {rank} exited with status 0 before PMI finalize {}",
+                activity_text(slot)
+            )),
+            // A rank that never spoke PMI may exit freely, unless others
+            // wait in a fence that now cannot complete.
+            Phase::Idle if !j.fence_waiters.is_empty() => Some(format!(
+                "rank {rank} exited without entering fence {}",
+                j.store.fences_completed() + 1
+            )),
+            _ => None,
+        };
+        if let Some(message) = early {
+            out.push(Event::JobFailed {
+                job,
+                rank,
+                cause: FailCause::ExitedEarly,
+                message: message.clone(),
+            });
+            self.fail_job(job, &message, out);
+        }
+    }
+
+    /// End `job`: every waiting rank gets an error reply now, and the store
+    /// is marked aborted so shared-memory waiters wake up too.
+    pub fn fail_job(&mut self, job: JobIdx, message: &str, out: &mut Vec<Event>) {
+        let j = &mut self.jobs[job];
+        if j.failed.is_some() {
+            return;
+        }
+        tracing::debug!(job = %j.id, "job failed: {message}");
+        j.failed = Some(message.to_string());
+        let msg = format!("job aborted: {message}");
+        let waiters: Vec<ReplyTo> = j
+            .fence_waiters
+            .drain(..)
+            .map(|(_, _, r)| r)
+            .chain(j.attr_waiters.drain(..).map(|(_, _, r)| r))
+            .collect();
+        for slot in &mut j.ranks {
+            slot.activity = Activity::Running;
+        }
+        for r in waiters {
+            reply(
+                out,
+                &r,
+                &Response::Error {
+                    rc: -1,
+                    msg: msg.clone(),
+                },
+                None,
+            );
+        }
+    }
+
+    /// What `rank` is doing, for failure messages ("during fence 3").
+    pub fn rank_activity(&self, job: JobIdx, rank: u32) -> String {
+        self.jobs[job]
+            .ranks
+            .get(rank as usize)
+            .map(activity_text)
+            .unwrap_or_default()
+    }
+
+    /// Re-check held requests after the store changed behind the server's
+    /// back (a shared-memory rank completed a fence or put a node attribute).
+    pub fn poll_store(&mut self, out: &mut Vec<Event>) {
+        for job in 0..self.jobs.len() {
+            self.release_fence(job, out);
+            self.release_attrs(job, None, out);
+        }
+    }
+
+    fn who(&self, conn: ConnId) -> String {
+        match self.conns.get(&conn).and_then(|c| c.bound) {
+            Some((job, rank)) if self.jobs.len() > 1 => {
+                format!("job {} rank {rank}", self.jobs[job].id)
+            }
+            Some((_, rank)) => format!("rank {rank}"),
+            None => format!("connection {conn}"),
+        }
+    }
+
+    fn dispatch(&mut self, conn: ConnId, d: Decoded, out: &mut Vec<Event>) {
+        let who = self.who(conn);
+        tracing::debug!("{who} -> {} {}", d.proto, d.cmd);
+        let to = ReplyTo {
+            conn,
+            proto: d.proto,
+            cmd: d.cmd.clone(),
+            thrid: d.thrid.clone(),
+        };
+        let request = match d.request {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.errors += 1;
+                tracing::warn!("{who}: {e}");
+                reply(
+                    out,
+                    &to,
+                    &Response::Error {
+                        rc: -1,
+                        msg: e.to_string(),
+                    },
+                    Some(&who),
+                );
+                return;
+            }
+        };
+        if let Some(resp) = handlers::handle(self, conn, &to, request, out) {
+            if matches!(resp, Response::Error { .. }) {
+                self.stats.errors += 1;
+            }
+            let who = self.who(conn);
+            reply(out, &to, &resp, Some(&who));
+        }
+    }
+
+    /// Release every fence waiter whose fence has completed.
+    fn release_fence(&mut self, job: JobIdx, out: &mut Vec<Event>) {
+        let j = &mut self.jobs[job];
+        let done = j.store.fences_completed();
+        if j.fence_waiters.iter().all(|(_, t, _)| *t >= done) {
+            return;
+        }
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            j.fence_waiters.drain(..).partition(|(_, t, _)| *t < done);
+        j.fence_waiters = waiting;
+        for (rank, _, to) in ready {
+            j.ranks[rank as usize].activity = Activity::Running;
+            reply(out, &to, &Response::Ok, None);
+        }
+    }
+
+    /// Answer node-attribute waiters whose attribute now exists.
+    fn release_attrs(&mut self, job: JobIdx, key: Option<&[u8]>, out: &mut Vec<Event>) {
+        let j = &mut self.jobs[job];
+        let mut i = 0;
+        while i < j.attr_waiters.len() {
+            let (rank, ref k, _) = j.attr_waiters[i];
+            if key.is_some_and(|key| key != k.as_slice()) {
+                i += 1;
+                continue;
+            }
+            if let Some(v) = j.store.get_node_attr(k) {
+                let (_, k, to) = j.attr_waiters.swap_remove(i);
+                j.ranks[rank as usize].activity = Activity::Running;
+                reply(
+                    out,
+                    &to,
+                    &Response::Value {
+                        key: k,
+                        value: Some(v),
+                    },
+                    None,
+                );
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+fn frame_bytes(f: &wire::Frame) -> &[u8] {
+    match f {
+        wire::Frame::Pmi1(b) | wire::Frame::Pmi1Spawn(b) | wire::Frame::Pmi2(b) => b,
+    }
+}
+
+fn activity_text(slot: &RankSlot) -> String {
+    match (&slot.activity, slot.phase) {
+        (Activity::InFence(n), _) => format!("during fence {n}"),
+        (Activity::WaitingAttr(k), _) => {
+            format!("while waiting for node attribute {}", wire::show(k))
+        }
+        (_, Phase::Idle) => "before PMI init".to_string(),
+        (_, Phase::Finalized) => "after PMI finalize".to_string(),
+        (_, Phase::Initialized) => format!("after {} fences", slot.fences),
+    }
+}
+
+pub(crate) fn reply(out: &mut Vec<Event>, to: &ReplyTo, resp: &Response, who: Option<&str>) {
+    let bytes = encode_response(to.proto, &to.cmd, to.thrid.as_deref(), resp);
+    if tracing::enabled!(tracing::Level::DEBUG) {
+        let text = wire::show(&bytes);
+        match who {
+            Some(w) => tracing::debug!("{w} <- {}", text.trim_end_matches("\\n")),
+            None => tracing::debug!("conn {} <- {}", to.conn, text.trim_end_matches("\\n")),
+        }
+    }
+    out.push(Event::Send {
+        conn: to.conn,
+        bytes,
+    });
+}
+
+/// Name for logs (re-exported for the handlers).
+pub(crate) fn name_of(r: &Request) -> &'static str {
+    request_name(r)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+use super::*;
+use crate::store::MemStore;
+use crate::wire::{frame::Frame, pmi1, pmi2};
+
+fn server(n: u32) -> (Server, JobIdx) {
+    let mut s = Server::new();
+    let job = s.add_job(JobSpec {
+        id: "fastpmi_test_0".into(),
+        apps: vec![n],
+        universe_size: n,
+        spawner: None,
+        store: Box::new(MemStore::new(n, VALLEN)),
+    });
+    for r in 0..n {
+        s.connect(r as ConnId, Some((job, r)), None);
+    }
+    (s, job)
+}
+const VALLEN: usize = crate::wire::VALLEN_MAX;
+
+fn sent(out: &[Event], conn: ConnId) -> Vec<Vec<u8>> {
+    out.iter()
+        .filter_map(|e| match e {
+            Event::Send { conn: c, bytes } if *c == conn => Some(bytes.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn pmi2_body(bytes: &[u8]) -> crate::wire::Message {
+    assert_eq!(
+        crate::wire::frame::parse_length(&bytes[..6]),
+        Some(bytes.len() - 6)
+    );
+    pmi2::decode(&bytes[6..]).unwrap()
+}
+
+fn send2(s: &mut Server, conn: ConnId, body: &str) -> Vec<Event> {
+    let mut out = Vec::new();
+    s.on_bytes(
+        conn,
+        format!("{:<6}{body}", body.len()).as_bytes(),
+        &mut out,
+    );
+    out
+}
+
+fn send1(s: &mut Server, conn: ConnId, line: &str) -> Vec<Event> {
+    let mut out = Vec::new();
+    s.on_bytes(conn, format!("{line}\n").as_bytes(), &mut out);
+    out
+}
+
+fn init_all(s: &mut Server, n: u32) {
+    for r in 0..n as ConnId {
+        send1(s, r, "cmd=init pmi_version=2 pmi_subversion=0");
+        send2(s, r, "cmd=fullinit;threaded=FALSE;");
+    }
+}
+
+#[test]
+fn fence_is_a_barrier_and_puts_are_visible_after_it() {
+    let (mut s, _) = server(3);
+    init_all(&mut s, 3);
+    for r in 0..3 {
+        let out = send2(&mut s, r, &format!("cmd=kvs-put;key=k{r};value=v{r};"));
+        assert_eq!(pmi2_body(&sent(&out, r)[0]).get_str("rc"), Some("0"));
+    }
+    assert!(sent(&send2(&mut s, 0, "cmd=kvs-fence;"), 0).is_empty());
+    assert!(sent(&send2(&mut s, 1, "cmd=kvs-fence;"), 1).is_empty());
+    let out = send2(&mut s, 2, "cmd=kvs-fence;");
+    for r in 0..3 {
+        let replies = sent(&out, r);
+        assert_eq!(replies.len(), 1, "rank {r} released once");
+        assert_eq!(pmi2_body(&replies[0]).cmd, "kvs-fence-response");
+    }
+    let out = send2(&mut s, 0, "cmd=kvs-get;jobid=;srcid=2;key=k2;");
+    let m = pmi2_body(&sent(&out, 0)[0]);
+    assert_eq!(
+        (m.get_str("found"), m.get_str("value")),
+        (Some("TRUE"), Some("v2"))
+    );
+}
+
+#[test]
+fn pmi1_and_pmi2_ranks_share_one_barrier() {
+    let (mut s, _) = server(2);
+    send1(&mut s, 0, "cmd=init pmi_version=1 pmi_subversion=1");
+    send1(&mut s, 1, "cmd=init pmi_version=2 pmi_subversion=0");
+    send2(&mut s, 1, "cmd=fullinit;pmirank=1;");
+    send1(&mut s, 0, "cmd=put kvsname=x key=a value=1");
+    assert!(send1(&mut s, 0, "cmd=barrier_in").is_empty());
+    let out = send2(&mut s, 1, "cmd=kvs-fence;");
+    assert_eq!(sent(&out, 0), vec![b"cmd=barrier_out rc=0\n".to_vec()]);
+    let m = pmi2_body(&sent(&send2(&mut s, 1, "cmd=kvs-get;key=a;"), 1)[0]);
+    assert_eq!(m.get_str("value"), Some("1"));
+}
+
+#[test]
+fn node_attr_wait_is_held_until_put() {
+    let (mut s, _) = server(2);
+    init_all(&mut s, 2);
+    let out = send2(&mut s, 1, "cmd=info-getnodeattr;key=bc;wait=TRUE;");
+    assert!(sent(&out, 1).is_empty());
+    let m = pmi2_body(
+        &sent(
+            &send2(&mut s, 1, "cmd=info-getnodeattr;key=other;wait=FALSE;"),
+            1,
+        )[0],
+    );
+    assert_eq!(m.get_str("found"), Some("FALSE"));
+    let out = send2(&mut s, 0, "cmd=info-putnodeattr;key=bc;value=xyz;");
+    let m = pmi2_body(&sent(&out, 1)[0]);
+    assert_eq!(
+        (m.cmd.as_str(), m.get_str("value")),
+        ("info-getnodeattr-response", Some("xyz"))
+    );
+}
+
+#[test]
+fn process_mapping_and_fullinit_keys() {
+    let (mut s, _) = server(4);
+    send1(&mut s, 2, "cmd=init pmi_version=2 pmi_subversion=0");
+    let m = pmi2_body(
+        &sent(
+            &send2(&mut s, 2, "cmd=fullinit;pmirank=2;threaded=FALSE;"),
+            2,
+        )[0],
+    );
+    for k in [
+        "rc",
+        "pmi-version",
+        "pmi-subversion",
+        "rank",
+        "size",
+        "appnum",
+        "debugged",
+        "pmiverbose",
+    ] {
+        assert!(m.get(k).is_some(), "fullinit-response lacks {k}");
+    }
+    let m = pmi2_body(
+        &sent(
+            &send2(&mut s, 2, "cmd=info-getjobattr;key=PMI_process_mapping;"),
+            2,
+        )[0],
+    );
+    assert_eq!(m.get_str("value"), Some("(vector,(0,1,4))"));
+    let r = &sent(
+        &send1(
+            &mut s,
+            2,
+            "cmd=get kvsname=fastpmi_test_0 key=PMI_process_mapping",
+        ),
+        2,
+    )[0];
+    assert_eq!(r, b"cmd=get_result rc=0 value=(vector,(0,1,4))\n");
+}
+
+#[test]
+fn unknown_and_malformed_commands_get_errors_and_conn_stays_usable() {
+    let (mut s, _) = server(1);
+    init_all(&mut s, 1);
+    let r = pmi2_body(&sent(&send2(&mut s, 0, "cmd=frobnicate;thrid=7;"), 0)[0]);
+    assert_eq!(r.cmd, "frobnicate-response");
+    assert_eq!(r.thrid.as_deref(), Some(&b"7"[..]));
+    assert_ne!(r.get_str("rc"), Some("0"));
+    assert!(r.get("errmsg").is_some());
+    let r = &sent(&send1(&mut s, 0, "cmd=bogus a=b"), 0)[0];
+    assert!(
+        r.starts_with(b"cmd=bogus_result rc=-1 msg="),
+        "{}",
+        String::from_utf8_lossy(r)
+    );
+    let r = &sent(&send1(&mut s, 0, "cmd=put notapair"), 0)[0];
+    assert!(r.windows(5).any(|w| w == b"rc=-1"));
+    let r = pmi2_body(
+        &sent(
+            &send2(&mut s, 0, "cmd=spawn;ncmds=1;subcmd=x;maxprocs=1;"),
+            0,
+        )[0],
+    );
+    assert_eq!(r.get_str("rc"), Some("-1"));
+    // Still usable.
+    let r = pmi2_body(&sent(&send2(&mut s, 0, "cmd=job-getid;"), 0)[0]);
+    assert_eq!(r.get_str("jobid"), Some("fastpmi_test_0"));
+}
+
+#[test]
+fn abort_fails_job_and_releases_waiters_with_errors() {
+    let (mut s, job) = server(3);
+    init_all(&mut s, 3);
+    send2(&mut s, 0, "cmd=kvs-fence;");
+    send2(&mut s, 1, "cmd=info-getnodeattr;key=never;wait=TRUE;");
+    let out = send2(&mut s, 2, "cmd=abort;isworld=TRUE;msg=boom;");
+    assert!(out.iter().any(|e| matches!(e, Event::JobFailed { job: j, rank: 2, cause: FailCause::Abort { code: 1 }, .. } if *j == job)));
+    for r in 0..2 {
+        let m = pmi2_body(&sent(&out, r)[0]);
+        assert_eq!(m.get_str("rc"), Some("-1"));
+        assert!(m.get_str("errmsg").unwrap().contains("rank 2"));
+    }
+    assert!(sent(&out, 2).is_empty(), "abort has no reply");
+}
+
+#[test]
+fn lost_connection_fails_job_naming_rank() {
+    let (mut s, _) = server(2);
+    init_all(&mut s, 2);
+    send2(&mut s, 0, "cmd=kvs-fence;");
+    let mut out = Vec::new();
+    s.on_closed(1, &mut out);
+    let failed = out.iter().find_map(|e| match e {
+        Event::JobFailed {
+            rank,
+            message,
+            cause: FailCause::ConnectionLost,
+            ..
+        } => Some((*rank, message.clone())),
+        _ => None,
+    });
+    let (rank, message) = failed.expect("job failed");
+    assert_eq!(rank, 1);
+    assert!(message.contains("rank 1"), "{message}");
+    assert_eq!(pmi2_body(&sent(&out, 0)[0]).get_str("rc"), Some("-1"));
+}
+
+#[test]
+fn non_pmi_rank_exit_is_fine_but_not_during_a_fence() {
+    let (mut s, job) = server(2);
+    let mut out = Vec::new();
+    s.rank_exited(job, 1, true, &mut out);
+    assert!(out.is_empty());
+    let (mut s, job) = server(2);
+    send1(&mut s, 0, "cmd=init pmi_version=1 pmi_subversion=1");
+    send1(&mut s, 0, "cmd=barrier_in");
+    let mut out = Vec::new();
+    s.rank_exited(job, 1, true, &mut out);
+    assert!(out
+        .iter()
+        .any(|e| matches!(e, Event::JobFailed { rank: 1, .. })));
+    assert!(sent(&out, 0)[0].starts_with(b"cmd=barrier_out rc=-1"));
+}
+
+#[test]
+fn port_mode_initack_binds_rank() {
+    let mut s = Server::new();
+    let job = s.add_job(JobSpec {
+        id: "j".into(),
+        apps: vec![2],
+        universe_size: 2,
+        spawner: None,
+        store: Box::new(MemStore::new(2, VALLEN)),
+    });
+    s.connect(10, None, Some(job));
+    s.connect(11, None, Some(job));
+    let out = send1(&mut s, 10, "cmd=initack pmiid=1");
+    assert_eq!(
+        sent(&out, 10)[0],
+        b"cmd=initack rc=0\ncmd=set size=2\ncmd=set rank=1\ncmd=set debug=0\n"
+    );
+    let out = send1(&mut s, 11, "cmd=initack pmiid=1");
+    assert!(sent(&out, 11)[0].starts_with(b"cmd=initack rc=-1"));
+    let out = send1(&mut s, 11, "cmd=initack pmiid=9");
+    assert!(sent(&out, 11)[0].starts_with(b"cmd=initack rc=-1"));
+    // Slurm's client in port mode: fullinit with srcid.
+    send1(&mut s, 11, "cmd=init pmi_version=2 pmi_subversion=0");
+    let m = pmi2_body(
+        &sent(
+            &send2(&mut s, 11, "cmd=fullinit;srcid=0;threaded=FALSE;"),
+            11,
+        )[0],
+    );
+    assert_eq!((m.get_str("rc"), m.get_str("rank")), (Some("0"), Some("0")));
+}
+
+#[test]
+fn frames_split_anywhere() {
+    let (mut s, _) = server(1);
+    let input = b"cmd=init pmi_version=1 pmi_subversion=1\ncmd=get_maxes\ncmd=get_appnum\n";
+    let mut out = Vec::new();
+    for b in input {
+        s.on_bytes(0, &[*b], &mut out);
+    }
+    let replies: Vec<_> = sent(&out, 0);
+    assert_eq!(replies.len(), 3);
+    assert_eq!(
+        replies[1],
+        b"cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024\n"
+    );
+    let _ = Frame::Pmi1(vec![]);
+    let _ = pmi1::decode(b"cmd=x");
+}

@@ -1,0 +1,307 @@
+//! Cutting a byte stream into frames.
+//!
+//! After the PMI-1 style `cmd=init` line, a message that begins with `cmd=`
+//! or `mcmd=` is PMI-1 and anything else is a PMI-2 length-prefixed body;
+//! like Hydra we decide per message, so a stream may mix them. Never assume
+//! one `read()` is one message: bytes are appended with [`Deframer::feed`]
+//! and complete frames taken with [`Deframer::next_frame`].
+
+use super::{WireError, PMI1_LINE_MAX};
+
+/// One complete message as it came off the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A PMI-1 line without its `\n` (a trailing `\r` is removed too).
+    Pmi1(Vec<u8>),
+    /// A PMI-1 `mcmd=spawn` block: every line up to the last `endcmd`.
+    Pmi1Spawn(Vec<u8>),
+    /// A PMI-2 body (the bytes after the 6-byte length).
+    Pmi2(Vec<u8>),
+}
+
+/// Length of the PMI-2 length header.
+pub const PMI2_HEADER: usize = 6;
+
+/// Incremental frame splitter for one connection.
+#[derive(Debug, Default)]
+pub struct Deframer {
+    buf: Vec<u8>,
+    start: usize,
+    /// Inside an overlong PMI-1 line: drop bytes up to the next newline.
+    discarding: bool,
+    /// The stream lost sync (bad PMI-2 header); no further frames.
+    broken: bool,
+}
+
+impl Deframer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Append bytes read from the socket.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.start > 0 && self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > 64 * 1024 && self.start * 2 > self.buf.len() {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes received but not yet part of a complete frame.
+    pub fn pending(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// True once the stream can no longer be framed (see [`WireError::BadLength`]).
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// The next complete frame, `Ok(None)` if more bytes are needed.
+    ///
+    /// An overlong PMI-1 line yields `Err(LineTooLong)` once and the stream
+    /// resynchronises at the next newline; a bad PMI-2 header yields
+    /// `Err(BadLength)` and the deframer stays broken (nothing can be trusted
+    /// after a wrong length).
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, WireError> {
+        if self.broken {
+            return Ok(None);
+        }
+        loop {
+            let data = &self.buf[self.start..];
+            if data.is_empty() {
+                return Ok(None);
+            }
+            if self.discarding {
+                match memchr(b'\n', data) {
+                    Some(i) => {
+                        self.start += i + 1;
+                        self.discarding = false;
+                        return Err(WireError::LineTooLong { max: PMI1_LINE_MAX });
+                    }
+                    None => {
+                        self.start = self.buf.len();
+                        return Ok(None);
+                    }
+                }
+            }
+            // Blank lines between messages carry nothing; skip them.
+            if data[0] == b'\n' || data[0] == b'\r' {
+                self.start += 1;
+                continue;
+            }
+            return match classify(data) {
+                Kind::NeedMore => Ok(None),
+                Kind::Pmi1 => self.take_line(),
+                Kind::Spawn => Ok(self.take_spawn()),
+                Kind::Pmi2 => self.take_pmi2(),
+            };
+        }
+    }
+
+    fn take_line(&mut self) -> Result<Option<Frame>, WireError> {
+        let data = &self.buf[self.start..];
+        match memchr(b'\n', data) {
+            Some(i) if i <= PMI1_LINE_MAX => {
+                let mut line = &data[..i];
+                if line.last() == Some(&b'\r') {
+                    line = &line[..line.len() - 1];
+                }
+                let frame = Frame::Pmi1(line.to_vec());
+                self.start += i + 1;
+                Ok(Some(frame))
+            }
+            Some(i) => {
+                self.start += i + 1;
+                Err(WireError::LineTooLong { max: PMI1_LINE_MAX })
+            }
+            None if data.len() > PMI1_LINE_MAX => {
+                self.start = self.buf.len();
+                self.discarding = true;
+                Ok(None)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// `mcmd=spawn` is complete when the number of `endcmd` lines reaches
+    /// `totspawns` (1 when the key is absent). Older clients write it in
+    /// several `write()` calls, so count over the whole buffer each time.
+    fn take_spawn(&mut self) -> Option<Frame> {
+        let data = &self.buf[self.start..];
+        let mut endcmds = 0usize;
+        let mut totspawns: Option<usize> = None;
+        let mut pos = 0;
+        while let Some(i) = memchr(b'\n', &data[pos..]) {
+            let line = trim_cr(&data[pos..pos + i]);
+            pos += i + 1;
+            if line == b"endcmd" {
+                endcmds += 1;
+                if endcmds >= totspawns.unwrap_or(1) {
+                    let frame = Frame::Pmi1Spawn(data[..pos].to_vec());
+                    self.start += pos;
+                    return Some(frame);
+                }
+            } else if let Some(v) = line.strip_prefix(b"totspawns=") {
+                if totspawns.is_none() {
+                    totspawns = std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|s| s.trim().parse().ok())
+                        .map(|n: usize| n.max(1));
+                }
+            }
+        }
+        if data.len() > 16 * PMI1_LINE_MAX {
+            // A spawn request this large is not a spawn request.
+            self.broken = true;
+        }
+        None
+    }
+
+    fn take_pmi2(&mut self) -> Result<Option<Frame>, WireError> {
+        let data = &self.buf[self.start..];
+        if data.len() < PMI2_HEADER {
+            return Ok(None);
+        }
+        let header = &data[..PMI2_HEADER];
+        let len = match parse_length(header) {
+            Some(n) => n,
+            None => {
+                self.broken = true;
+                return Err(WireError::BadLength(super::show(header)));
+            }
+        };
+        if data.len() < PMI2_HEADER + len {
+            return Ok(None);
+        }
+        let body = data[PMI2_HEADER..PMI2_HEADER + len].to_vec();
+        self.start += PMI2_HEADER + len;
+        Ok(Some(Frame::Pmi2(body)))
+    }
+}
+
+enum Kind {
+    NeedMore,
+    Pmi1,
+    Spawn,
+    Pmi2,
+}
+
+fn classify(data: &[u8]) -> Kind {
+    for (prefix, kind) in [(&b"cmd="[..], Kind::Pmi1), (&b"mcmd="[..], Kind::Spawn)] {
+        let n = data.len().min(prefix.len());
+        if data[..n] == prefix[..n] {
+            return if n == prefix.len() {
+                kind
+            } else {
+                Kind::NeedMore
+            };
+        }
+    }
+    Kind::Pmi2
+}
+
+/// A PMI-2 length: six ASCII bytes, decimal, left- or right-aligned with
+/// blanks (Slurm writes `"38    "`, Hydra `"   113"`).
+pub fn parse_length(header: &[u8]) -> Option<usize> {
+    let s = std::str::from_utf8(header).ok()?;
+    let t = s.trim_matches(|c: char| c == ' ' || c == '\0' || c == '\t');
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    t.parse().ok()
+}
+
+fn trim_cr(line: &[u8]) -> &[u8] {
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+pub(crate) fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
+    hay.iter().position(|&b| b == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(input: &[u8], chunk: usize) -> Vec<Result<Frame, WireError>> {
+        let mut d = Deframer::new();
+        let mut out = Vec::new();
+        for piece in input.chunks(chunk.max(1)) {
+            d.feed(piece);
+            loop {
+                match d.next_frame() {
+                    Ok(Some(f)) => out.push(Ok(f)),
+                    Ok(None) => break,
+                    Err(e) => out.push(Err(e)),
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn mixed_stream_any_chunking() {
+        let input = b"cmd=init pmi_version=2 pmi_subversion=0\n38    cmd=fullinit;pmirank=0;threaded=FALSE;    14cmd=job-getid;cmd=barrier_in\n";
+        for chunk in 1..input.len() {
+            let got: Vec<_> = frames(input, chunk)
+                .into_iter()
+                .map(|f| f.unwrap())
+                .collect();
+            assert_eq!(
+                got,
+                vec![
+                    Frame::Pmi1(b"cmd=init pmi_version=2 pmi_subversion=0".to_vec()),
+                    Frame::Pmi2(b"cmd=fullinit;pmirank=0;threaded=FALSE;".to_vec()),
+                    Frame::Pmi2(b"cmd=job-getid;".to_vec()),
+                    Frame::Pmi1(b"cmd=barrier_in".to_vec()),
+                ],
+                "chunk size {chunk}"
+            );
+        }
+    }
+
+    #[test]
+    fn spawn_block_waits_for_all_endcmds() {
+        let input = b"mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=2\nspawnssofar=1\nendcmd\nmcmd=spawn\nnprocs=1\nexecname=b\ntotspawns=2\nspawnssofar=2\nendcmd\ncmd=finalize\n";
+        for chunk in [1, 7, input.len()] {
+            let got = frames(input, chunk);
+            assert_eq!(got.len(), 2);
+            match &got[0] {
+                Ok(Frame::Pmi1Spawn(b)) => assert!(b.ends_with(b"spawnssofar=2\nendcmd\n")),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(got[1], Ok(Frame::Pmi1(b"cmd=finalize".to_vec())));
+        }
+    }
+
+    #[test]
+    fn overlong_line_is_an_error_then_resync() {
+        let mut input = b"cmd=put key=".to_vec();
+        input.extend(std::iter::repeat_n(b'A', PMI1_LINE_MAX + 10));
+        input.extend(b"\ncmd=get_maxes\n");
+        let got = frames(&input, 4096);
+        assert_eq!(got[0], Err(WireError::LineTooLong { max: PMI1_LINE_MAX }));
+        assert_eq!(got[1], Ok(Frame::Pmi1(b"cmd=get_maxes".to_vec())));
+    }
+
+    #[test]
+    fn bad_pmi2_header_breaks_stream() {
+        let got = frames(b"xx12  cmd=foo;", 100);
+        assert!(matches!(got[0], Err(WireError::BadLength(_))));
+        assert_eq!(got.len(), 1);
+    }
+
+    #[test]
+    fn length_alignment() {
+        assert_eq!(parse_length(b"   113"), Some(113));
+        assert_eq!(parse_length(b"38    "), Some(38));
+        assert_eq!(parse_length(b"000012"), Some(12));
+        assert_eq!(parse_length(b"      "), None);
+        assert_eq!(parse_length(b"1 2   "), None);
+        assert_eq!(parse_length(b"-1    "), None);
+    }
+}
