@@ -1,5 +1,8 @@
 //! fastpmi: a PMI-1/PMI-2 launcher and runtime for many ranks on one node.
 
+pub mod cli;
+pub mod demo;
+pub mod launcher;
 pub mod server;
 pub mod store;
 pub mod wire;

@@ -1,1 +1,39 @@
-fn main() {}
+use std::process::ExitCode;
+
+use fastpmi::cli::{self, Command};
+
+fn main() -> ExitCode {
+    init_logging();
+    let code = match cli::parse(std::env::args_os().skip(1)) {
+        Ok(Command::Help) => {
+            println!("{}", cli::USAGE);
+            0
+        }
+        Ok(Command::Version) => {
+            println!("fastpmi {}", env!("CARGO_PKG_VERSION"));
+            0
+        }
+        Ok(Command::Run(cfg)) => fastpmi::launcher::run(&cfg),
+        Ok(Command::Demo { nranks, label }) => fastpmi::demo::launch(nranks, label),
+        Ok(Command::DemoRank) => fastpmi::demo::rank_main(),
+        Err(e) => {
+            eprintln!("fastpmi: {e}");
+            2
+        }
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// `FASTPMI_LOG=debug` shows every PMI command and reply (on stderr).
+fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let Ok(spec) = std::env::var("FASTPMI_LOG") else {
+        return;
+    };
+    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

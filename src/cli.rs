@@ -1,0 +1,289 @@
+//! Command line of the launcher, mpiexec-style.
+//!
+//! `fastpmi [global options] [-n N] [-env K V] [-wdir D] PROG ARGS... [: -n M PROG2 ARGS...]`
+//! Parsed by hand: clap cannot express MPMD `:` sections with per-section
+//! options and two-value flags such as `-genv K V`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+pub const USAGE: &str = "\
+usage: fastpmi [options] [-n N] PROG [ARGS...] [: [-n M] PROG2 [ARGS...]]...
+       fastpmi demo [-n N] [--label]
+
+Launch N ranks of PROG on this node with a PMI-1/PMI-2 server (MPICH,
+Intel MPI and Slurm's libpmi2 clients run unmodified). Each `:` section is
+one application of an MPMD job (appnum 0, 1, ...); all sections form one job.
+
+Options (global, before the first program):
+  -genv K V         set K=V in every rank's environment (repeatable)
+  -l, --label       prefix every output line with [rank]
+  --pmi-port        serve PMI on a TCP port on 127.0.0.1 (PMI_PORT/PMI_ID)
+                    instead of an inherited socket (PMI_FD)
+  -h, --help        this help
+  -V, --version     print the version
+
+Options (per section, before its program):
+  -n, -np N         number of ranks of this section (default 1)
+  -env K V          set K=V for the ranks of this section (repeatable)
+  -wdir DIR         working directory of this section's ranks
+
+Environment:
+  FASTPMI_LOG=debug log every PMI command and reply with its rank (stderr)
+
+Exit status: 0 when every rank exits 0; otherwise the first failing rank's
+exit code (128+signal when a signal killed it), with one line on stderr
+naming the rank. SIGINT/SIGTERM are forwarded to the ranks.";
+
+/// One MPMD section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    pub nranks: u32,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub wdir: Option<PathBuf>,
+}
+
+/// Everything the launcher needs to run a job.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LaunchConfig {
+    pub apps: Vec<App>,
+    pub genv: Vec<(OsString, OsString)>,
+    pub label: bool,
+    pub pmi_port: bool,
+}
+
+impl LaunchConfig {
+    pub fn world_size(&self) -> u32 {
+        self.apps.iter().map(|a| a.nranks).sum()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Run(LaunchConfig),
+    Demo {
+        nranks: u32,
+        label: bool,
+    },
+    /// Internal: a rank of `fastpmi demo`.
+    DemoRank,
+    Help,
+    Version,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(pub String);
+
+/// Largest job a single launcher accepts (fds and memory grow with it).
+pub const MAX_RANKS: u32 = 65536;
+
+fn parse_count(flag: &str, v: Option<OsString>) -> Result<u32, CliError> {
+    let v = v.ok_or_else(|| CliError(format!("{flag} needs a number of ranks")))?;
+    let s = v.to_string_lossy();
+    match s.parse::<u32>() {
+        Ok(0) => Err(CliError(format!("{flag} {s}: need at least 1 rank"))),
+        Ok(n) if n > MAX_RANKS => Err(CliError(format!("{flag} {s}: at most {MAX_RANKS} ranks"))),
+        Ok(n) => Ok(n),
+        Err(_) => Err(CliError(format!("{flag} {s}: not a number of ranks"))),
+    }
+}
+
+fn kv(
+    flag: &str,
+    it: &mut impl Iterator<Item = OsString>,
+) -> Result<(OsString, OsString), CliError> {
+    let k = it
+        .next()
+        .ok_or_else(|| CliError(format!("{flag} needs a name and a value")))?;
+    let v = it
+        .next()
+        .ok_or_else(|| CliError(format!("{flag} {} needs a value", k.to_string_lossy())))?;
+    if k.is_empty() || k.to_string_lossy().contains('=') {
+        return Err(CliError(format!(
+            "{flag}: bad variable name {:?}",
+            k.to_string_lossy()
+        )));
+    }
+    Ok((k, v))
+}
+
+/// Parse the arguments after the program name.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliError> {
+    let mut it = args.into_iter().peekable();
+    match it.peek().and_then(|a| a.to_str()) {
+        Some("demo") => {
+            it.next();
+            return parse_demo(it);
+        }
+        Some("__demo-rank") => return Ok(Command::DemoRank),
+        _ => {}
+    }
+    let mut cfg = LaunchConfig::default();
+    let mut app = App {
+        nranks: 1,
+        program: OsString::new(),
+        args: vec![],
+        env: vec![],
+        wdir: None,
+    };
+    let mut nranks_given = false;
+    loop {
+        let Some(arg) = it.next() else { break };
+        let s = arg.to_string_lossy().into_owned();
+        match s.as_str() {
+            "-h" | "--help" | "-help" => return Ok(Command::Help),
+            "-V" | "--version" => return Ok(Command::Version),
+            "-n" | "-np" | "--np" => {
+                app.nranks = parse_count(&s, it.next())?;
+                nranks_given = true;
+            }
+            "-genv" => cfg.genv.push(kv(&s, &mut it)?),
+            "-env" => app.env.push(kv(&s, &mut it)?),
+            "-wdir" | "-dir" => {
+                let d = it
+                    .next()
+                    .ok_or_else(|| CliError(format!("{s} needs a directory")))?;
+                app.wdir = Some(PathBuf::from(d));
+            }
+            "-l" | "--label" | "-prepend-rank" => cfg.label = true,
+            "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
+            ":" => return Err(CliError("':' without a program before it".into())),
+            _ if s.starts_with('-') && s.len() > 1 => {
+                return Err(CliError(format!("unknown option {s} (see fastpmi --help)")));
+            }
+            _ => {
+                app.program = arg;
+                // Everything up to the next ':' belongs to the program.
+                for a in it.by_ref() {
+                    if a == ":" {
+                        break;
+                    }
+                    app.args.push(a);
+                }
+                let _ = nranks_given;
+                cfg.apps.push(std::mem::replace(
+                    &mut app,
+                    App {
+                        nranks: 1,
+                        program: OsString::new(),
+                        args: vec![],
+                        env: vec![],
+                        wdir: None,
+                    },
+                ));
+                nranks_given = false;
+            }
+        }
+    }
+    if !app.program.is_empty() || nranks_given || !app.env.is_empty() || app.wdir.is_some() {
+        if cfg.apps.is_empty() {
+            return Err(CliError("no program to run (see fastpmi --help)".into()));
+        }
+        return Err(CliError(
+            "options after the last ':' section without a program".into(),
+        ));
+    }
+    if cfg.apps.is_empty() {
+        return Err(CliError("no program to run (see fastpmi --help)".into()));
+    }
+    let total: u64 = cfg.apps.iter().map(|a| a.nranks as u64).sum();
+    if total > MAX_RANKS as u64 {
+        return Err(CliError(format!(
+            "{total} ranks in all: at most {MAX_RANKS}"
+        )));
+    }
+    Ok(Command::Run(cfg))
+}
+
+fn parse_demo(mut it: impl Iterator<Item = OsString>) -> Result<Command, CliError> {
+    let mut nranks = 16;
+    let mut label = false;
+    while let Some(arg) = it.next() {
+        let s = arg.to_string_lossy().into_owned();
+        match s.as_str() {
+            "-n" | "-np" => nranks = parse_count(&s, it.next())?,
+            "-l" | "--label" => label = true,
+            "-h" | "--help" => return Ok(Command::Help),
+            _ => {
+                return Err(CliError(format!(
+                    "demo: unknown argument {s} (usage: fastpmi demo [-n N])"
+                )))
+            }
+        }
+    }
+    Ok(Command::Demo { nranks, label })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> Result<Command, CliError> {
+        parse(s.split_whitespace().map(OsString::from))
+    }
+
+    #[test]
+    fn simple_and_mpmd() {
+        let Command::Run(c) =
+            p("-n 4 -genv A 1 -l ./a x y : -n 3 -env B 2 -wdir /tmp ./b").unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(c.apps.len(), 2);
+        assert_eq!(
+            (c.apps[0].nranks, c.apps[0].program.to_str()),
+            (4, Some("./a"))
+        );
+        assert_eq!(
+            c.apps[0].args,
+            vec![OsString::from("x"), OsString::from("y")]
+        );
+        assert_eq!(c.apps[1].nranks, 3);
+        assert_eq!(
+            c.apps[1].env,
+            vec![(OsString::from("B"), OsString::from("2"))]
+        );
+        assert_eq!(c.apps[1].wdir, Some(PathBuf::from("/tmp")));
+        assert_eq!(c.genv, vec![(OsString::from("A"), OsString::from("1"))]);
+        assert!(c.label);
+        assert_eq!(c.world_size(), 7);
+    }
+
+    #[test]
+    fn program_args_may_look_like_options() {
+        let Command::Run(c) = p("-np 2 prog -n 5 --label").unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.apps[0].nranks, 2);
+        assert_eq!(c.apps[0].args.len(), 3);
+        assert!(!c.label);
+    }
+
+    #[test]
+    fn errors() {
+        for bad in [
+            "",
+            "-n",
+            "-n x ./a",
+            "-n 0 ./a",
+            "-genv A",
+            "--frob ./a",
+            "-n 2",
+            "./a : -n 2",
+            ": ./a",
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} should fail");
+        }
+        assert_eq!(
+            p("demo -n 8").unwrap(),
+            Command::Demo {
+                nranks: 8,
+                label: false
+            }
+        );
+        assert_eq!(p("--help").unwrap(), Command::Help);
+    }
+}

@@ -1,0 +1,660 @@
+//! The launcher: starts the ranks, serves PMI on one non-blocking event
+//! loop, supervises the processes and tears the job down on failure.
+
+pub mod os;
+pub mod output;
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream, UnixStream};
+use mio::{Events, Interest, Poll, Token};
+use rustix::process::Signal;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook_mio::v1_0::Signals;
+
+use crate::cli::LaunchConfig;
+use crate::server::{ConnId, Event, FailCause, JobIdx, JobSpec, Server};
+use crate::store::MemStore;
+use output::{Forwarder, Stream};
+
+const SIGNALS: Token = Token(0);
+const LISTENER: Token = Token(1);
+const FIRST_CONN: usize = 16;
+/// Time between SIGTERM and SIGKILL when a job is torn down.
+const KILL_GRACE: Duration = Duration::from_millis(1000);
+/// Bytes read from one connection before others get their turn.
+const READ_BUDGET: usize = 256 * 1024;
+/// A client whose unread replies exceed this is treated as dead.
+const MAX_QUEUED: usize = 16 << 20;
+
+enum Sock {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Sock {
+    fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            Sock::Unix(s) => s,
+            Sock::Tcp(s) => s,
+        }
+    }
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.read(b),
+            Sock::Tcp(s) => s.read(b),
+        }
+    }
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Sock::Unix(s) => s.write(b),
+            Sock::Tcp(s) => s.write(b),
+        }
+    }
+}
+
+struct ConnIo {
+    sock: Sock,
+    out: Vec<u8>,
+    sent: usize,
+    close_when_flushed: bool,
+}
+
+struct RankProc {
+    pid: u32,
+    job: JobIdx,
+    rank: u32,
+    status: Option<ExitStatus>,
+    /// The signal the launcher itself sent, if any.
+    signaled: Option<i32>,
+}
+
+/// Why the job ended badly, first cause wins.
+struct Failure {
+    job: JobIdx,
+    rank: u32,
+    message: String,
+    code: i32,
+    /// What the rank was doing, kept for a better message once it is reaped.
+    activity: String,
+    /// Replace code and message by the rank's own exit status when it ends
+    /// badly by itself (e.g. a lost connection that was really a SIGKILL).
+    prefer_status: bool,
+}
+
+pub struct Launcher {
+    poll: Poll,
+    server: Server,
+    conns: HashMap<Token, ConnIo>,
+    ready: VecDeque<Token>,
+    procs: Vec<RankProc>,
+    by_pid: HashMap<u32, usize>,
+    failure: Option<Failure>,
+    kill_at: Option<Instant>,
+    interrupted: Option<i32>,
+    signals: Signals,
+    listener: Option<TcpListener>,
+    port_job: Option<JobIdx>,
+    next_token: usize,
+    events: Vec<Event>,
+    forwarder: Option<Forwarder>,
+}
+
+/// Run a job to the end; returns the launcher's exit status.
+pub fn run(cfg: &LaunchConfig) -> i32 {
+    let mut l = match Launcher::new() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("fastpmi: cannot start the event loop: {e}");
+            return 1;
+        }
+    };
+    match l.launch(cfg) {
+        Ok(()) => l.serve(cfg),
+        // Shell convention for a program that cannot be found or run.
+        Err(LaunchError::Program(msg)) => {
+            eprintln!("fastpmi: {msg}");
+            127
+        }
+        Err(LaunchError::Io(e)) => {
+            eprintln!("fastpmi: {e}");
+            1
+        }
+    }
+}
+
+impl Launcher {
+    fn new() -> io::Result<Launcher> {
+        os::raise_nofile_limit();
+        os::cloexec_inherited_fds();
+        let poll = Poll::new()?;
+        let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP])?;
+        poll.registry()
+            .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        Ok(Launcher {
+            poll,
+            server: Server::new(),
+            conns: HashMap::new(),
+            ready: VecDeque::new(),
+            procs: Vec::new(),
+            by_pid: HashMap::new(),
+            failure: None,
+            kill_at: None,
+            interrupted: None,
+            signals,
+            listener: None,
+            port_job: None,
+            next_token: FIRST_CONN,
+            events: Vec::new(),
+            forwarder: None,
+        })
+    }
+
+    fn token(&mut self) -> Token {
+        let t = Token(self.next_token);
+        self.next_token += 1;
+        t
+    }
+
+    fn add_conn(
+        &mut self,
+        mut sock: Sock,
+        bound: Option<(JobIdx, u32)>,
+        port_job: Option<JobIdx>,
+    ) -> io::Result<()> {
+        let tok = self.token();
+        self.poll.registry().register(
+            sock.source(),
+            tok,
+            Interest::READABLE | Interest::WRITABLE,
+        )?;
+        self.conns.insert(
+            tok,
+            ConnIo {
+                sock,
+                out: Vec::new(),
+                sent: 0,
+                close_when_flushed: false,
+            },
+        );
+        self.server.connect(tok.0, bound, port_job);
+        Ok(())
+    }
+
+    /// Create the world job and start every rank.
+    fn launch(&mut self, cfg: &LaunchConfig) -> Result<(), LaunchError> {
+        let size = cfg.world_size();
+        // Resolve programs first: one clear error instead of one per rank.
+        let mut programs = Vec::new();
+        for app in &cfg.apps {
+            if let Some(d) = &app.wdir {
+                if !d.is_dir() {
+                    return Err(LaunchError::Program(format!(
+                        "-wdir {}: not a directory",
+                        d.display()
+                    )));
+                }
+            }
+            let p = os::resolve_program(&app.program, app.wdir.as_deref())
+                .map_err(LaunchError::Program)?;
+            programs.push(p);
+        }
+        let jobid = format!("fastpmi_{}_0", std::process::id());
+        let job = self.server.add_job(JobSpec {
+            id: jobid.clone(),
+            apps: cfg.apps.iter().map(|a| a.nranks).collect(),
+            universe_size: size,
+            spawner: None,
+            store: Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)),
+        });
+        if cfg.pmi_port {
+            let mut l = TcpListener::bind("127.0.0.1:0".parse().expect("valid address"))?;
+            self.poll
+                .registry()
+                .register(&mut l, LISTENER, Interest::READABLE)?;
+            self.listener = Some(l);
+            self.port_job = Some(job);
+        }
+        let port = self.listener.as_ref().map(|l| l.local_addr()).transpose()?;
+        let forwarder = Forwarder::start(cfg.label)?;
+        let mut rank = 0u32;
+        for (appnum, app) in cfg.apps.iter().enumerate() {
+            for _ in 0..app.nranks {
+                let mut env: Vec<(OsString, OsString)> = cfg.genv.clone();
+                env.extend(app.env.iter().cloned());
+                let set = |env: &mut Vec<(OsString, OsString)>, k: &str, v: String| {
+                    env.push((k.into(), v.into()))
+                };
+                let mut keep = Vec::new();
+                let child_end = if let Some(addr) = port {
+                    set(&mut env, "PMI_PORT", addr.to_string());
+                    set(&mut env, "PMI_ID", rank.to_string());
+                    None
+                } else {
+                    let (ours, theirs) = os::socketpair()?;
+                    set(&mut env, "PMI_FD", theirs.as_raw_fd().to_string());
+                    set(&mut env, "PMI_RANK", rank.to_string());
+                    set(&mut env, "PMI_SIZE", size.to_string());
+                    keep.push(theirs.as_raw_fd());
+                    let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
+                    stream_nonblocking(&stream)?;
+                    self.add_conn(Sock::Unix(stream), Some((job, rank)), None)?;
+                    Some(theirs)
+                };
+                set(&mut env, "PMI_JOBID", jobid.clone());
+                set(&mut env, "MPI_LOCALNRANKS", size.to_string());
+                set(&mut env, "MPI_LOCALRANKID", rank.to_string());
+                set(&mut env, "FASTPMI_APPNUM", appnum.to_string());
+                let spawned = os::spawn_rank(&os::RankCommand {
+                    program: &programs[appnum],
+                    args: &app.args,
+                    env: &env,
+                    env_remove: ENV_REMOVE,
+                    wdir: app.wdir.as_deref(),
+                    keep_fds: &keep,
+                    stdin_inherit: rank == 0,
+                });
+                drop(child_end);
+                match spawned {
+                    Ok(s) => {
+                        forwarder.add(rank, Stream::Out, s.stdout);
+                        forwarder.add(rank, Stream::Err, s.stderr);
+                        self.by_pid.insert(s.pid, self.procs.len());
+                        self.procs.push(RankProc {
+                            pid: s.pid,
+                            job,
+                            rank,
+                            status: None,
+                            signaled: None,
+                        });
+                    }
+                    Err(e) => {
+                        let message = format!(
+                            "cannot start rank {rank} ({}): {e}",
+                            app.program.to_string_lossy()
+                        );
+                        self.record_failure(job, rank, message.clone(), 127, String::new(), false);
+                        self.server.fail_job(job, &message, &mut self.events);
+                        self.begin_teardown(Signal::TERM);
+                        self.forwarder = Some(forwarder);
+                        return Ok(());
+                    }
+                }
+                rank += 1;
+            }
+        }
+        tracing::debug!(ranks = size, job = %jobid, "all ranks started");
+        self.forwarder = Some(forwarder);
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum LaunchError {
+    #[error("{0}")]
+    Program(String),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// Variables a rank must not inherit from the launcher's own environment:
+/// another launcher's PMI wiring, and PMIx markers that make MPICH 4.1+
+/// refuse to start.
+const ENV_REMOVE: &[&str] = &[
+    "PMI_FD",
+    "PMI_PORT",
+    "PMI_ID",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMI_JOBID",
+    "PMI_SPAWNED",
+    "PMI_TOTALVIEW",
+    "PMIX_RANK",
+    "PMIX_VERSION",
+    "PMIX_NAMESPACE",
+    "PMIX_SERVER_URI",
+    "PRTE_LAUNCHED",
+    "OMPI_COMM_WORLD_SIZE",
+    "MPI_LOCALNRANKS",
+    "MPI_LOCALRANKID",
+];
+
+fn stream_nonblocking(s: &UnixStream) -> io::Result<()> {
+    // mio's from_std expects a non-blocking socket.
+    let fd = unsafe_free_borrow(s);
+    rustix::io::ioctl_fionbio(fd, true)?;
+    Ok(())
+}
+
+fn unsafe_free_borrow(s: &UnixStream) -> std::os::fd::BorrowedFd<'_> {
+    use std::os::fd::AsFd;
+    s.as_fd()
+}
+
+impl Launcher {
+    fn running(&self) -> usize {
+        self.procs.iter().filter(|p| p.status.is_none()).count()
+    }
+
+    /// The event loop: until every rank has been reaped.
+    fn serve(&mut self, cfg: &LaunchConfig) -> i32 {
+        let mut events = Events::with_capacity(1024);
+        let mut buf = vec![0u8; 64 * 1024];
+        self.apply_events();
+        while self.running() > 0 {
+            let timeout = if !self.ready.is_empty() {
+                Some(Duration::ZERO)
+            } else {
+                self.kill_at
+                    .map(|t| t.saturating_duration_since(Instant::now()))
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    eprintln!("fastpmi: event loop failed: {e}");
+                    self.begin_teardown(Signal::KILL);
+                }
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    SIGNALS => self.on_signals(),
+                    LISTENER => self.accept(),
+                    tok => {
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            self.read_conn(tok, &mut buf);
+                        }
+                        if ev.is_writable() {
+                            self.flush(tok);
+                        }
+                    }
+                }
+                self.apply_events();
+            }
+            // Connections that still had input after their read budget.
+            for _ in 0..self.ready.len() {
+                if let Some(tok) = self.ready.pop_front() {
+                    self.read_conn(tok, &mut buf);
+                    self.apply_events();
+                }
+            }
+            if self.kill_at.is_some_and(|t| Instant::now() >= t) {
+                self.kill_at = None;
+                for p in self.procs.iter_mut().filter(|p| p.status.is_none()) {
+                    tracing::debug!(rank = p.rank, "SIGKILL after grace period");
+                    p.signaled = Some(libc::SIGKILL);
+                    os::signal(p.pid, Signal::KILL);
+                }
+            }
+        }
+        if let Some(f) = self.forwarder.take() {
+            f.finish(Duration::from_millis(500));
+        }
+        let _ = cfg;
+        self.exit_code()
+    }
+
+    fn exit_code(&self) -> i32 {
+        if let Some(f) = &self.failure {
+            eprintln!("fastpmi: {}", f.message);
+            return f.code;
+        }
+        if let Some(sig) = self.interrupted {
+            eprintln!(
+                "fastpmi: interrupted by {}; ranks stopped",
+                os::signal_name(sig)
+            );
+            return 128 + sig;
+        }
+        0
+    }
+
+    fn on_signals(&mut self) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for sig in pending {
+            match sig {
+                SIGCHLD => self.reap(),
+                SIGINT | SIGTERM | SIGHUP => {
+                    let again = self.interrupted.is_some();
+                    self.interrupted.get_or_insert(sig);
+                    let s = if again {
+                        Signal::KILL
+                    } else {
+                        Signal::from_named_raw(sig).unwrap_or(Signal::TERM)
+                    };
+                    tracing::debug!("forwarding {} to the ranks", os::signal_name(sig));
+                    let msg = format!("launcher received {}", os::signal_name(sig));
+                    for job in self
+                        .procs
+                        .iter()
+                        .map(|p| p.job)
+                        .collect::<std::collections::BTreeSet<_>>()
+                    {
+                        self.server.fail_job(job, &msg, &mut self.events);
+                    }
+                    self.begin_teardown(s);
+                }
+                _ => {}
+            }
+        }
+        // Signals coalesce; reap anyway so no exit is missed.
+        self.reap();
+    }
+
+    fn reap(&mut self) {
+        for (pid, status) in os::reap() {
+            let Some(&i) = self.by_pid.get(&pid) else {
+                continue;
+            };
+            let p = &mut self.procs[i];
+            if p.status.is_some() {
+                continue;
+            }
+            p.status = Some(status);
+            let (job, rank, ours) = (p.job, p.rank, p.signaled);
+            let clean = status.success();
+            tracing::debug!(rank, "rank {}", os::describe_status(status));
+            let by_us = ours.is_some_and(|s| os::status_code(status) == 128 + s);
+            if !clean && !by_us {
+                let activity = self.server.rank_activity(job, rank);
+                let message = format!("rank {rank} {} {activity}", os::describe_status(status))
+                    .trim_end()
+                    .to_string();
+                let code = os::status_code(status);
+                match &mut self.failure {
+                    // The failing rank's own status says more than "lost connection".
+                    Some(f) if f.prefer_status && f.job == job && f.rank == rank => {
+                        f.message =
+                            format!("rank {rank} {} {}", os::describe_status(status), f.activity)
+                                .trim_end()
+                                .to_string();
+                        f.code = code;
+                        f.prefer_status = false;
+                    }
+                    Some(_) => {}
+                    None => {
+                        self.record_failure(job, rank, message.clone(), code, activity, false);
+                        self.server.fail_job(job, &message, &mut self.events);
+                        self.begin_teardown(Signal::TERM);
+                    }
+                }
+            }
+            self.server.rank_exited(job, rank, clean, &mut self.events);
+        }
+        self.apply_events();
+    }
+
+    fn record_failure(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        message: String,
+        code: i32,
+        activity: String,
+        prefer_status: bool,
+    ) {
+        if self.failure.is_none() {
+            self.failure = Some(Failure {
+                job,
+                rank,
+                message,
+                code,
+                activity,
+                prefer_status,
+            });
+        }
+    }
+
+    /// Send `sig` to every running rank and arm the SIGKILL deadline.
+    fn begin_teardown(&mut self, sig: Signal) {
+        for p in self.procs.iter_mut().filter(|p| p.status.is_none()) {
+            if p.signaled.is_none() || sig == Signal::KILL {
+                p.signaled = Some(sig.as_raw());
+                os::signal(p.pid, sig);
+            }
+        }
+        if sig != Signal::KILL && self.kill_at.is_none() {
+            self.kill_at = Some(Instant::now() + KILL_GRACE);
+        }
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let Some(l) = self.listener.as_ref() else {
+                return;
+            };
+            match l.accept() {
+                Ok((s, _)) => {
+                    let _ = s.set_nodelay(true);
+                    let pj = self.port_job;
+                    if let Err(e) = self.add_conn(Sock::Tcp(s), None, pj) {
+                        tracing::warn!("cannot register PMI connection: {e}");
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn read_conn(&mut self, tok: Token, buf: &mut [u8]) {
+        let mut budget = READ_BUDGET;
+        loop {
+            let Some(c) = self.conns.get_mut(&tok) else {
+                return;
+            };
+            match c.sock.read(buf) {
+                Ok(0) => {
+                    self.close(tok);
+                    return;
+                }
+                Ok(n) => {
+                    self.server.on_bytes(tok.0, &buf[..n], &mut self.events);
+                    budget = budget.saturating_sub(n);
+                    if budget == 0 {
+                        // Fairness: come back after the others.
+                        self.ready.push_back(tok);
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!("read error on connection {}: {e}", tok.0);
+                    self.close(tok);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, tok: Token) {
+        if let Some(mut c) = self.conns.remove(&tok) {
+            let _ = self.poll.registry().deregister(c.sock.source());
+        }
+        self.server.on_closed(tok.0, &mut self.events);
+    }
+
+    fn flush(&mut self, tok: Token) {
+        let Some(c) = self.conns.get_mut(&tok) else {
+            return;
+        };
+        while c.sent < c.out.len() {
+            match c.sock.write(&c.out[c.sent..]) {
+                Ok(0) => break,
+                Ok(n) => c.sent += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    // Peer gone; its EOF will be seen on the read side.
+                    c.out.clear();
+                    c.sent = 0;
+                    break;
+                }
+            }
+        }
+        if c.sent == c.out.len() {
+            c.out.clear();
+            c.sent = 0;
+            if c.close_when_flushed {
+                self.close(tok);
+            }
+        } else if c.sent > 1 << 20 {
+            c.out.drain(..c.sent);
+            c.sent = 0;
+        }
+    }
+
+    /// Carry out what the server asked for.
+    fn apply_events(&mut self) {
+        while !self.events.is_empty() {
+            let batch = std::mem::take(&mut self.events);
+            for ev in batch {
+                match ev {
+                    Event::Send { conn, bytes } => {
+                        let tok = Token(conn as ConnId);
+                        if let Some(c) = self.conns.get_mut(&tok) {
+                            c.out.extend_from_slice(&bytes);
+                            if c.out.len() - c.sent > MAX_QUEUED {
+                                tracing::warn!(
+                                    "connection {conn} does not read its replies; closing it"
+                                );
+                                self.close(tok);
+                                continue;
+                            }
+                            self.flush(tok);
+                        }
+                    }
+                    Event::Close { conn } => {
+                        let tok = Token(conn);
+                        if let Some(c) = self.conns.get_mut(&tok) {
+                            c.close_when_flushed = true;
+                            self.flush(tok);
+                        }
+                    }
+                    Event::JobFailed {
+                        job,
+                        rank,
+                        cause,
+                        message,
+                    } => {
+                        let activity = self.server.rank_activity(job, rank);
+                        let (code, prefer) = match cause {
+                            FailCause::Abort { code } => (code & 0xff, false),
+                            FailCause::ConnectionLost | FailCause::ExitedEarly => (1, true),
+                        };
+                        self.record_failure(job, rank, message, code, activity, prefer);
+                        self.begin_teardown(Signal::TERM);
+                    }
+                }
+            }
+        }
+    }
+}

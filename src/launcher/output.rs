@@ -1,0 +1,204 @@
+//! Forwarding of the ranks' stdout/stderr, line by line, on its own thread
+//! so that a slow terminal or pipe never stalls the PMI event loop.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::unix::pipe::Receiver;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+const WAKER: Token = Token(0);
+/// A line longer than this is forwarded in pieces.
+const MAX_LINE: usize = 64 * 1024;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Stream {
+    Out,
+    Err,
+}
+
+enum Msg {
+    Add {
+        rank: u32,
+        stream: Stream,
+        pipe: Receiver,
+    },
+    /// No more pipes will come; exit once all hit EOF or the deadline passes.
+    Finish { deadline: Instant },
+}
+
+/// Handle to the forwarding thread.
+pub struct Forwarder {
+    tx: mpsc::Sender<Msg>,
+    waker: std::sync::Arc<Waker>,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Source {
+    rank: u32,
+    stream: Stream,
+    pipe: Receiver,
+    partial: Vec<u8>,
+}
+
+impl Forwarder {
+    pub fn start(label: bool) -> io::Result<Forwarder> {
+        let poll = Poll::new()?;
+        let waker = std::sync::Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("fastpmi-output".into())
+            .spawn(move || run(poll, rx, label))?;
+        Ok(Forwarder {
+            tx,
+            waker,
+            thread: Some(thread),
+        })
+    }
+
+    /// Forward `pipe` (a rank's stdout or stderr read end).
+    pub fn add(&self, rank: u32, stream: Stream, pipe: impl Into<std::os::fd::OwnedFd>) {
+        let pipe = Receiver::from(pipe.into());
+        if self.tx.send(Msg::Add { rank, stream, pipe }).is_ok() {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Wait until every pipe reached end-of-file, at most `grace` (ranks may
+    /// leave grandchildren holding the pipes open).
+    pub fn finish(mut self, grace: Duration) {
+        let _ = self.tx.send(Msg::Finish {
+            deadline: Instant::now() + grace,
+        });
+        let _ = self.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(mut poll: Poll, rx: mpsc::Receiver<Msg>, label: bool) {
+    let mut events = Events::with_capacity(256);
+    let mut sources: HashMap<Token, Source> = HashMap::new();
+    let mut next = 1usize;
+    let mut deadline: Option<Instant> = None;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        if let Some(d) = deadline {
+            if sources.is_empty() || Instant::now() >= d {
+                break;
+            }
+        }
+        let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        if let Err(e) = poll.poll(&mut events, timeout) {
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        for ev in events.iter() {
+            if ev.token() == WAKER {
+                continue;
+            }
+            let tok = ev.token();
+            let Some(src) = sources.get_mut(&tok) else {
+                continue;
+            };
+            if !drain(src, &mut buf, label) {
+                let mut src = sources.remove(&tok).expect("present");
+                let _ = poll.registry().deregister(&mut src.pipe);
+                if !src.partial.is_empty() {
+                    src.partial.push(b'\n');
+                    emit(&src, label);
+                }
+            }
+        }
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                Msg::Add {
+                    rank,
+                    stream,
+                    mut pipe,
+                } => {
+                    let tok = Token(next);
+                    next += 1;
+                    if poll
+                        .registry()
+                        .register(&mut pipe, tok, Interest::READABLE)
+                        .is_ok()
+                    {
+                        let mut src = Source {
+                            rank,
+                            stream,
+                            pipe,
+                            partial: Vec::new(),
+                        };
+                        // Data may already be waiting: edge-triggered polls report only new edges.
+                        if drain(&mut src, &mut buf, label) {
+                            sources.insert(tok, src);
+                        }
+                    }
+                }
+                Msg::Finish { deadline: d } => deadline = Some(d),
+            }
+        }
+    }
+    // Whatever is left unterminated is still output.
+    for src in sources.values_mut() {
+        if !src.partial.is_empty() {
+            src.partial.push(b'\n');
+            emit(src, label);
+        }
+    }
+}
+
+/// Read what is available; forward complete lines. Returns false at EOF.
+fn drain(src: &mut Source, buf: &mut [u8], label: bool) -> bool {
+    loop {
+        match src.pipe.read(buf) {
+            Ok(0) => return false,
+            Ok(n) => {
+                src.partial.extend_from_slice(&buf[..n]);
+                if let Some(last_nl) = src.partial.iter().rposition(|&b| b == b'\n') {
+                    let rest = src.partial.split_off(last_nl + 1);
+                    emit(src, label);
+                    src.partial = rest;
+                } else if src.partial.len() >= MAX_LINE {
+                    src.partial.push(b'\n');
+                    emit(src, label);
+                    src.partial.clear();
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Write the complete lines in `src.partial` (it ends with a newline).
+fn emit(src: &Source, label: bool) {
+    let data = &src.partial;
+    let out: Vec<u8> = if label {
+        let prefix = format!("[{}] ", src.rank);
+        let mut v = Vec::with_capacity(data.len() + 16);
+        for line in data.split_inclusive(|&b| b == b'\n') {
+            v.extend_from_slice(prefix.as_bytes());
+            v.extend_from_slice(line);
+        }
+        v
+    } else {
+        data.clone()
+    };
+    // A closed stdout (e.g. `| head`) must not kill the launcher: drop output.
+    let _ = match src.stream {
+        Stream::Out => io::stdout()
+            .lock()
+            .write_all(&out)
+            .and_then(|_| io::stdout().lock().flush()),
+        Stream::Err => io::stderr().lock().write_all(&out),
+    };
+}
