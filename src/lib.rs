@@ -1,6 +1,7 @@
 //! fastpmi: a PMI-1/PMI-2 launcher and runtime for many ranks on one node.
 
 pub mod cli;
+pub mod client;
 pub mod demo;
 pub mod launcher;
 pub mod server;

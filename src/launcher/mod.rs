@@ -63,6 +63,7 @@ struct ConnIo {
     out: Vec<u8>,
     sent: usize,
     close_when_flushed: bool,
+    want_write: bool,
 }
 
 struct RankProc {
@@ -180,6 +181,7 @@ impl Launcher {
                 out: Vec::new(),
                 sent: 0,
                 close_when_flushed: false,
+                want_write: false,
             },
         );
         self.server.connect(tok.0, bound, port_job);
@@ -222,6 +224,7 @@ impl Launcher {
         }
         let port = self.listener.as_ref().map(|l| l.local_addr()).transpose()?;
         let forwarder = Forwarder::start(cfg.label)?;
+        tracing::debug!(ranks = size, "starting ranks");
         let mut rank = 0u32;
         for (appnum, app) in cfg.apps.iter().enumerate() {
             for _ in 0..app.nranks {
@@ -558,6 +561,11 @@ impl Launcher {
                 Ok(n) => {
                     self.server.on_bytes(tok.0, &buf[..n], &mut self.events);
                     budget = budget.saturating_sub(n);
+                    // A short read drained the socket; later data raises a new
+                    // edge, so the usual WouldBlock read can be skipped.
+                    if n < buf.len() {
+                        return;
+                    }
                     if budget == 0 {
                         // Fairness: come back after the others.
                         self.ready.push_back(tok);
@@ -600,7 +608,20 @@ impl Launcher {
                 }
             }
         }
-        if c.sent == c.out.len() {
+        let pending = c.sent < c.out.len();
+        if pending != c.want_write {
+            c.want_write = pending;
+            let interest = if pending {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            let _ = self
+                .poll
+                .registry()
+                .reregister(c.sock.source(), tok, interest);
+        }
+        if !pending {
             c.out.clear();
             c.sent = 0;
             if c.close_when_flushed {
