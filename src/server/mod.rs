@@ -244,6 +244,10 @@ impl Server {
                     continue;
                 }
             };
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let text = wire::show(frame_bytes(&frame));
+                tracing::debug!("{} -> {text}", self.who(conn));
+            }
             match decode_frame(&frame) {
                 Ok(d) => self.dispatch(conn, d, out),
                 Err(e) => {
@@ -398,7 +402,6 @@ impl Server {
 
     fn dispatch(&mut self, conn: ConnId, d: Decoded, out: &mut Vec<Event>) {
         let who = self.who(conn);
-        tracing::debug!("{who} -> {} {}", d.proto, d.cmd);
         let to = ReplyTo {
             conn,
             proto: d.proto,
