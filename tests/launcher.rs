@@ -1,0 +1,220 @@
+//! Launcher behaviour that needs no MPI: demo, environment and descriptors
+//! of ranks, signal forwarding, death of the launcher, port mode.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fastpmi");
+
+fn run(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().expect("run fastpmi")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Processes whose command line contains `marker`.
+fn procs_with(marker: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() {
+            continue;
+        }
+        if let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) {
+            if text(&cmd).contains(marker) {
+                // Zombies are gone for every practical purpose.
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                if !stat.contains(") Z ") {
+                    v.push(pid);
+                }
+            }
+        }
+    }
+    v
+}
+
+fn wait_gone(marker: &str, within: Duration) -> Vec<u32> {
+    let t = Instant::now();
+    loop {
+        let left = procs_with(marker);
+        if left.is_empty() || t.elapsed() > within {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn demo_exchanges_and_verifies_cards() {
+    let out = run(&["demo", "-n", "16"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("16 ranks exchanged business cards (256 gets), all verified"),
+        "{s}"
+    );
+    assert!(s.contains("fence") && s.contains("get-all"), "{s}");
+}
+
+#[test]
+fn rank_environment_and_descriptors() {
+    let script = r#"echo "R=$PMI_RANK S=$PMI_SIZE J=$PMI_JOBID L=$MPI_LOCALRANKID/$MPI_LOCALNRANKS G=$FOO SP=${PMI_SPAWNED-unset} PX=${PMIX_RANK-unset}"; fds=""; for f in /proc/$$/fd/*; do [ -e "$f" ] && fds="$fds ${f##*/}"; done; echo "FD=$PMI_FD fds:$fds""#;
+    let out = Command::new(BIN)
+        .args(["-n", "3", "-genv", "FOO", "bar", "-l", "sh", "-c", script])
+        .env("PMIX_RANK", "7")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    for r in 0..3 {
+        let line = s
+            .lines()
+            .find(|l| l.starts_with(&format!("[{r}] R=")))
+            .unwrap_or_else(|| panic!("{s}"));
+        assert!(line.contains(&format!("R={r} S=3 J=fastpmi_")), "{line}");
+        assert!(
+            line.contains(&format!("L={r}/3 G=bar SP=unset PX=unset")),
+            "{line}"
+        );
+        let fdline = s
+            .lines()
+            .find(|l| l.starts_with(&format!("[{r}] FD=")))
+            .unwrap();
+        let pmi_fd: String = fdline
+            .split("FD=")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .to_string();
+        let mut fds: Vec<String> = fdline
+            .split("fds:")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        fds.sort();
+        let mut want = vec!["0".to_string(), "1".into(), "2".into(), pmi_fd];
+        want.sort();
+        assert_eq!(fds, want, "rank {r} inherited unexpected descriptors");
+    }
+}
+
+#[test]
+fn sigterm_is_forwarded_to_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("fastpmi-sigterm-{}", std::process::id());
+    let script = format!("trap 'echo got-term > {}/$PMI_RANK; exit 0' TERM; echo ready; while :; do sleep 0.05; done # {marker}", dir.path().display());
+    let mut child = Command::new(BIN)
+        .args(["-n", "3", "sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until all three shells run.
+    let t = Instant::now();
+    while procs_with(&marker).len() < 4 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "launcher exit: {}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stderr).contains("SIGTERM"),
+        "{}",
+        text(&out.stderr)
+    );
+    for r in 0..3 {
+        let got = std::fs::read_to_string(dir.path().join(r.to_string())).unwrap_or_default();
+        assert_eq!(got.trim(), "got-term", "rank {r} did not see SIGTERM");
+    }
+    assert!(wait_gone(&marker, Duration::from_secs(3)).is_empty());
+}
+
+#[test]
+fn ranks_die_with_a_killed_launcher() {
+    let marker = format!("fastpmi-orphan-{}", std::process::id());
+    let script = format!("while :; do sleep 0.05; done # {marker}");
+    let mut child = Command::new(BIN)
+        .args(["-n", "4", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while procs_with(&marker).len() < 5 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    let left = wait_gone(&marker, Duration::from_secs(3));
+    assert!(left.is_empty(), "ranks outlived the launcher: {left:?}");
+}
+
+#[test]
+fn port_mode_runs_the_rust_client() {
+    let out = run(&["--pmi-port", "-n", "5", BIN, "__demo-rank"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("5 ranks exchanged business cards"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn failing_rank_is_named_and_its_code_returned() {
+    let out = run(&[
+        "-n",
+        "4",
+        "sh",
+        "-c",
+        "[ $PMI_RANK = 2 ] && exit 5; sleep 0.2",
+    ]);
+    assert_eq!(out.status.code(), Some(5));
+    let err = text(&out.stderr);
+    assert!(err.contains("rank 2 exited with status 5"), "{err}");
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("fastpmi:")).count(),
+        1,
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_arguments_get_one_line_errors() {
+    for args in [
+        &["-n", "x", "true"][..],
+        &["--bogus", "true"],
+        &["-n", "2"],
+        &["-n", "2", "/nonexistent/prog"],
+    ] {
+        let out = run(args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = text(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("fastpmi: "), "{err}");
+    }
+    assert_eq!(
+        run(&["-n", "1", "/nonexistent/prog"]).status.code(),
+        Some(127)
+    );
+    let help = run(&["--help"]);
+    assert!(help.status.success() && text(&help.stdout).contains("usage: fastpmi"));
+}
