@@ -7,3 +7,4 @@ pub mod launcher;
 pub mod server;
 pub mod store;
 pub mod wire;
+pub mod shm;

@@ -1,0 +1,193 @@
+//! OS glue for the job segment: creating and mapping it (memfd or SysV) and
+//! the shared futex. Everything inside the segment is `shm-layout`'s.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::AtomicU32;
+use std::time::Duration;
+
+/// Which kind of memory backs the segment (`memPoolType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemPool {
+    /// An anonymous memfd, inherited by the ranks (`memAnonMMAPfd`).
+    AnonMmap,
+    /// A SysV segment, attached by id (`memSYSVid`).
+    Sysv,
+}
+
+impl MemPool {
+    /// The `memPoolType` node-attribute value.
+    pub fn attr(self) -> &'static str {
+        match self {
+            MemPool::AnonMmap => "anonmmap",
+            MemPool::Sysv => "sysv",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<MemPool> {
+        match s {
+            "anonmmap" | "memfd" => Some(MemPool::AnonMmap),
+            "sysv" => Some(MemPool::Sysv),
+            _ => None,
+        }
+    }
+}
+
+enum Backing {
+    Memfd { fd: OwnedFd, map: memmap2::MmapMut },
+    Sysv { id: i32, addr: *mut u8 },
+}
+
+/// A mapped job segment.
+pub struct Mapping {
+    backing: Backing,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; all access to its contents
+// goes through shm-layout's atomics. The raw SysV address is only a base.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; `&Mapping` hands out only the base pointer and length.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Create a zero-filled segment of `len` bytes, mode 0600.
+    pub fn create(pool: MemPool, len: usize) -> io::Result<Mapping> {
+        match pool {
+            MemPool::AnonMmap => {
+                use rustix::fs::{memfd_create, MemfdFlags};
+                // CLOEXEC: ranks get the fd on purpose (made inheritable in
+                // the child only), nothing else the launcher runs does.
+                let fd = memfd_create("fastpmi-job", MemfdFlags::CLOEXEC)?;
+                rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o600))?;
+                rustix::fs::ftruncate(&fd, len as u64)?;
+                let file = std::fs::File::from(fd);
+                // SAFETY: the memfd is private to this job; other processes
+                // modify it only through shm-layout's atomics.
+                let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
+                Ok(Mapping { backing: Backing::Memfd { fd: file.into(), map }, len })
+            }
+            MemPool::Sysv => {
+                // SAFETY: plain syscall; IPC_PRIVATE always creates a new segment.
+                let id = unsafe { libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
+                if id < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let m = Self::attach_sysv_id(id, len);
+                // Mark it for removal at once: Linux still lets the ranks
+                // attach by id while the launcher is attached, and the kernel
+                // frees it when the last process detaches, however the
+                // launcher ends (even SIGKILL).
+                // SAFETY: plain syscall on the id just created.
+                unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+                m
+            }
+        }
+    }
+
+    fn attach_sysv_id(id: i32, len: usize) -> io::Result<Mapping> {
+        // SAFETY: shmat with a null address lets the kernel choose where.
+        let addr = unsafe { libc::shmat(id, std::ptr::null(), 0) };
+        if addr as isize == -1 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping { backing: Backing::Sysv { id, addr: addr.cast() }, len })
+    }
+
+    /// Map an inherited memfd (`memAnonMMAPfd`).
+    pub fn attach_fd(fd: RawFd) -> io::Result<Mapping> {
+        // SAFETY: borrowing the number only to query it; fails if closed.
+        let b = unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) };
+        let st = rustix::fs::fstat(b)?;
+        let len = st.st_size as usize;
+        let dup = rustix::io::fcntl_dupfd_cloexec(b, 3)?;
+        let file = std::fs::File::from(dup);
+        // SAFETY: shared job memory, accessed only through shm-layout atomics.
+        let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
+        Ok(Mapping { backing: Backing::Memfd { fd: file.into(), map }, len })
+    }
+
+    /// Attach a SysV segment by id (`memSYSVid`).
+    pub fn attach_sysv(id: i32) -> io::Result<Mapping> {
+        let mut ds: libc::shmid_ds = unsafe_zeroed_ds();
+        // SAFETY: IPC_STAT writes into the local struct.
+        if unsafe { libc::shmctl(id, libc::IPC_STAT, &mut ds) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Self::attach_sysv_id(id, ds.shm_segsz)
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        match &self.backing {
+            Backing::Memfd { map, .. } => map.as_ptr() as *mut u8,
+            Backing::Sysv { addr, .. } => *addr,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn pool(&self) -> MemPool {
+        match self.backing {
+            Backing::Memfd { .. } => MemPool::AnonMmap,
+            Backing::Sysv { .. } => MemPool::Sysv,
+        }
+    }
+
+    /// The memfd number (in this process) for `memAnonMMAPfd`.
+    pub fn fd(&self) -> Option<RawFd> {
+        match &self.backing {
+            Backing::Memfd { fd, .. } => Some(fd.as_raw_fd()),
+            Backing::Sysv { .. } => None,
+        }
+    }
+
+    /// The SysV id for `memSYSVid`.
+    pub fn sysv_id(&self) -> Option<i32> {
+        match self.backing {
+            Backing::Sysv { id, .. } => Some(id),
+            Backing::Memfd { .. } => None,
+        }
+    }
+}
+
+fn unsafe_zeroed_ds() -> libc::shmid_ds {
+    // SAFETY: shmid_ds is a plain C struct for which all-zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Backing::Sysv { addr, .. } = self.backing {
+            // SAFETY: detaching the address this mapping attached.
+            unsafe { libc::shmdt(addr.cast()) };
+        }
+    }
+}
+
+/// Shared (cross-process) futex: `FUTEX_WAIT`/`FUTEX_WAKE` without
+/// `FUTEX_PRIVATE_FLAG`, so a wake in one process reaches sleepers in others.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SharedFutex;
+
+impl shm_layout::futex::Futex for SharedFutex {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        use rustix::thread::futex;
+        let ts = timeout.map(|t| rustix::time::Timespec {
+            tv_sec: t.as_secs() as _,
+            tv_nsec: t.subsec_nanos() as _,
+        });
+        // EAGAIN (word changed), EINTR and ETIMEDOUT all mean "re-check".
+        let _ = futex::wait(word, futex::Flags::empty(), expected, ts.as_ref());
+    }
+
+    fn wake(&self, word: &AtomicU32, n: u32) -> usize {
+        use rustix::thread::futex;
+        futex::wake(word, futex::Flags::empty(), n).unwrap_or(0)
+    }
+}
