@@ -218,3 +218,39 @@ fn bad_arguments_get_one_line_errors() {
     let help = run(&["--help"]);
     assert!(help.status.success() && text(&help.stdout).contains("usage: fastpmi"));
 }
+
+#[test]
+fn a_client_that_stops_reading_blocks_nobody() {
+    // Rank 4 puts its card, fences, then floods the server with requests and
+    // never reads a reply; the other ranks must still finish their exchange.
+    let card = fastpmi::demo::card(4);
+    let script = format!(
+        "printf 'cmd=init pmi_version=1 pmi_subversion=1\\n' >&3; read -r l <&3
+printf 'cmd=put kvsname=x key=bc-4 value={card}\\n' >&3; read -r l <&3
+printf 'cmd=barrier_in\\n' >&3; read -r l <&3
+yes cmd=get_maxes | head -n 200000 >&3
+printf 'cmd=barrier_in\\ncmd=finalize\\n' >&3
+sleep 0.3"
+    );
+    let out = Command::new(BIN)
+        .args([
+            "-n",
+            "4",
+            BIN,
+            "__demo-rank",
+            ":",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("5 ranks exchanged business cards"),
+        "{}",
+        text(&out.stdout)
+    );
+}

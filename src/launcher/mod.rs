@@ -23,6 +23,8 @@ use crate::store::MemStore;
 use output::{Forwarder, Stream};
 
 const SIGNALS: Token = Token(0);
+/// Descriptor number of the PMI socket inside every rank.
+const PMI_FD_IN_RANK: i32 = 3;
 const LISTENER: Token = Token(1);
 const FIRST_CONN: usize = 16;
 /// Time between SIGTERM and SIGKILL when a job is torn down.
@@ -240,10 +242,11 @@ impl Launcher {
                     None
                 } else {
                     let (ours, theirs) = os::socketpair()?;
-                    set(&mut env, "PMI_FD", theirs.as_raw_fd().to_string());
+                    // Always fd 3 in the rank (even `sh` can use it).
+                    set(&mut env, "PMI_FD", PMI_FD_IN_RANK.to_string());
                     set(&mut env, "PMI_RANK", rank.to_string());
                     set(&mut env, "PMI_SIZE", size.to_string());
-                    keep.push(theirs.as_raw_fd());
+                    keep.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
                     let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
                     stream_nonblocking(&stream)?;
                     self.add_conn(Sock::Unix(stream), Some((job, rank)), None)?;
@@ -259,7 +262,7 @@ impl Launcher {
                     env: &env,
                     env_remove: ENV_REMOVE,
                     wdir: app.wdir.as_deref(),
-                    keep_fds: &keep,
+                    pass_fds: &keep,
                     stdin_inherit: rank == 0,
                 });
                 drop(child_end);

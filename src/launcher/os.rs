@@ -62,8 +62,9 @@ pub struct RankCommand<'a> {
     pub env: &'a [(OsString, OsString)],
     pub env_remove: &'a [&'a str],
     pub wdir: Option<&'a Path>,
-    /// Descriptors the rank inherits under the same numbers.
-    pub keep_fds: &'a [RawFd],
+    /// Descriptors the rank inherits: `(launcher's fd, number in the rank)`.
+    /// Targets must be 3 and up, distinct.
+    pub pass_fds: &'a [(RawFd, RawFd)],
     pub stdin_inherit: bool,
 }
 
@@ -95,12 +96,13 @@ pub fn spawn_rank(rc: &RankCommand<'_>) -> io::Result<Spawned> {
         Stdio::null()
     });
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let keep: Vec<RawFd> = rc.keep_fds.to_vec();
+    let pass: Vec<(RawFd, RawFd)> = rc.pass_fds.to_vec();
     let parent = rustix::process::getpid();
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe operations are allowed. It makes raw syscalls only
-    // (prctl, getppid, fcntl through rustix), allocates nothing and takes no
-    // locks; `keep` was allocated before the fork and is only read.
+    // (prctl, getppid, fcntl, dup2 through rustix), allocates nothing and
+    // takes no locks; `pass` was allocated before the fork and is only read.
+    // The descriptors it borrows are open in the launcher, hence in the child.
     unsafe {
         cmd.pre_exec(move || {
             rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
@@ -108,9 +110,21 @@ pub fn spawn_rank(rc: &RankCommand<'_>) -> io::Result<Spawned> {
             if rustix::process::getppid() != Some(parent) {
                 return Err(io::Error::other("launcher exited"));
             }
-            for &fd in &keep {
-                let bfd = rustix::fd::BorrowedFd::borrow_raw(fd);
-                rustix::io::fcntl_setfd(bfd, rustix::io::FdFlags::empty())?;
+            // Two steps so a source number that is another's target is not
+            // clobbered: park every source above the targets (close-on-exec
+            // copies), then dup2 onto the small numbers (dup2 clears CLOEXEC).
+            let mut parked = [-1 as RawFd; 8];
+            for (i, &(src, _)) in pass.iter().enumerate().take(parked.len()) {
+                let b = rustix::fd::BorrowedFd::borrow_raw(src);
+                let tmp = rustix::io::fcntl_dupfd_cloexec(b, 64)?;
+                parked[i] = std::os::fd::IntoRawFd::into_raw_fd(tmp);
+            }
+            for (i, &(_, dst)) in pass.iter().enumerate().take(parked.len()) {
+                let tmp = rustix::fd::BorrowedFd::borrow_raw(parked[i]);
+                let raw = libc::dup2(tmp.as_raw_fd(), dst);
+                if raw < 0 {
+                    return Err(io::Error::last_os_error());
+                }
             }
             Ok(())
         });
