@@ -68,6 +68,19 @@ struct ConnIo {
     want_write: bool,
 }
 
+/// A rank not started yet.
+struct PendingRank {
+    job: JobIdx,
+    rank: u32,
+    program: std::path::PathBuf,
+    /// The program as the user wrote it, for messages.
+    shown: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    wdir: Option<std::path::PathBuf>,
+    socketpair: bool,
+}
+
 struct RankProc {
     pid: u32,
     job: JobIdx,
@@ -106,6 +119,7 @@ pub struct Launcher {
     next_token: usize,
     events: Vec<Event>,
     forwarder: Option<Forwarder>,
+    pending: VecDeque<PendingRank>,
 }
 
 /// Run a job to the end; returns the launcher's exit status.
@@ -155,6 +169,7 @@ impl Launcher {
             next_token: FIRST_CONN,
             events: Vec::new(),
             forwarder: None,
+            pending: VecDeque::new(),
         })
     }
 
@@ -225,77 +240,98 @@ impl Launcher {
             self.port_job = Some(job);
         }
         let port = self.listener.as_ref().map(|l| l.local_addr()).transpose()?;
-        let forwarder = Forwarder::start(cfg.label)?;
-        tracing::debug!(ranks = size, "starting ranks");
+        self.forwarder = Some(Forwarder::start(cfg.label)?);
         let mut rank = 0u32;
         for (appnum, app) in cfg.apps.iter().enumerate() {
             for _ in 0..app.nranks {
                 let mut env: Vec<(OsString, OsString)> = cfg.genv.clone();
                 env.extend(app.env.iter().cloned());
-                let set = |env: &mut Vec<(OsString, OsString)>, k: &str, v: String| {
-                    env.push((k.into(), v.into()))
-                };
-                let mut keep = Vec::new();
-                let child_end = if let Some(addr) = port {
-                    set(&mut env, "PMI_PORT", addr.to_string());
-                    set(&mut env, "PMI_ID", rank.to_string());
-                    None
+                let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
+                if let Some(addr) = port {
+                    set("PMI_PORT", addr.to_string());
+                    set("PMI_ID", rank.to_string());
                 } else {
-                    let (ours, theirs) = os::socketpair()?;
                     // Always fd 3 in the rank (even `sh` can use it).
-                    set(&mut env, "PMI_FD", PMI_FD_IN_RANK.to_string());
-                    set(&mut env, "PMI_RANK", rank.to_string());
-                    set(&mut env, "PMI_SIZE", size.to_string());
-                    keep.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
-                    let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
-                    stream_nonblocking(&stream)?;
-                    self.add_conn(Sock::Unix(stream), Some((job, rank)), None)?;
-                    Some(theirs)
-                };
-                set(&mut env, "PMI_JOBID", jobid.clone());
-                set(&mut env, "MPI_LOCALNRANKS", size.to_string());
-                set(&mut env, "MPI_LOCALRANKID", rank.to_string());
-                set(&mut env, "FASTPMI_APPNUM", appnum.to_string());
-                let spawned = os::spawn_rank(&os::RankCommand {
-                    program: &programs[appnum],
-                    args: &app.args,
-                    env: &env,
-                    env_remove: ENV_REMOVE,
-                    wdir: app.wdir.as_deref(),
-                    pass_fds: &keep,
-                    stdin_inherit: rank == 0,
-                });
-                drop(child_end);
-                match spawned {
-                    Ok(s) => {
-                        forwarder.add(rank, Stream::Out, s.stdout);
-                        forwarder.add(rank, Stream::Err, s.stderr);
-                        self.by_pid.insert(s.pid, self.procs.len());
-                        self.procs.push(RankProc {
-                            pid: s.pid,
-                            job,
-                            rank,
-                            status: None,
-                            signaled: None,
-                        });
-                    }
-                    Err(e) => {
-                        let message = format!(
-                            "cannot start rank {rank} ({}): {e}",
-                            app.program.to_string_lossy()
-                        );
-                        self.record_failure(job, rank, message.clone(), 127, String::new(), false);
-                        self.server.fail_job(job, &message, &mut self.events);
-                        self.begin_teardown(Signal::TERM);
-                        self.forwarder = Some(forwarder);
-                        return Ok(());
-                    }
+                    set("PMI_FD", PMI_FD_IN_RANK.to_string());
+                    set("PMI_RANK", rank.to_string());
+                    set("PMI_SIZE", size.to_string());
                 }
+                set("PMI_JOBID", jobid.clone());
+                set("MPI_LOCALNRANKS", size.to_string());
+                set("MPI_LOCALRANKID", rank.to_string());
+                self.pending.push_back(PendingRank {
+                    job,
+                    rank,
+                    program: programs[appnum].clone(),
+                    shown: app.program.clone(),
+                    args: app.args.clone(),
+                    env,
+                    wdir: app.wdir.clone(),
+                    socketpair: port.is_none(),
+                });
                 rank += 1;
             }
         }
-        tracing::debug!(ranks = size, job = %jobid, "all ranks started");
-        self.forwarder = Some(forwarder);
+        tracing::debug!(ranks = size, job = %jobid, "starting ranks");
+        Ok(())
+    }
+
+    /// Start the next pending rank. The event loop calls this between polls
+    /// so early ranks are served while later ones are still being forked.
+    fn spawn_next(&mut self) {
+        let Some(p) = self.pending.pop_front() else {
+            return;
+        };
+        if let Err(e) = self.spawn_rank(&p) {
+            let message = format!(
+                "cannot start rank {} ({}): {e}",
+                p.rank,
+                p.shown.to_string_lossy()
+            );
+            self.record_failure(p.job, p.rank, message.clone(), 127, String::new(), false);
+            self.server.fail_job(p.job, &message, &mut self.events);
+            self.pending.clear();
+            self.begin_teardown(Signal::TERM);
+        } else if self.pending.is_empty() {
+            tracing::debug!("all ranks started");
+        }
+    }
+
+    fn spawn_rank(&mut self, p: &PendingRank) -> io::Result<()> {
+        let mut pass = Vec::new();
+        let mut child_end = None;
+        if p.socketpair {
+            let (ours, theirs) = os::socketpair()?;
+            pass.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
+            let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
+            stream_nonblocking(&stream)?;
+            self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)), None)?;
+            child_end = Some(theirs);
+        }
+        let spawned = os::spawn_rank(&os::RankCommand {
+            program: &p.program,
+            args: &p.args,
+            env: &p.env,
+            env_remove: ENV_REMOVE,
+            wdir: p.wdir.as_deref(),
+            pass_fds: &pass,
+            stdin_inherit: p.rank == 0,
+        });
+        // The rank has its copy (or failed to start): close ours.
+        drop(child_end);
+        let s = spawned?;
+        if let Some(f) = &self.forwarder {
+            f.add(p.rank, Stream::Out, s.stdout);
+            f.add(p.rank, Stream::Err, s.stderr);
+        }
+        self.by_pid.insert(s.pid, self.procs.len());
+        self.procs.push(RankProc {
+            pid: s.pid,
+            job: p.job,
+            rank: p.rank,
+            status: None,
+            signaled: None,
+        });
         Ok(())
     }
 }
@@ -352,8 +388,12 @@ impl Launcher {
         let mut events = Events::with_capacity(1024);
         let mut buf = vec![0u8; 64 * 1024];
         self.apply_events();
-        while self.running() > 0 {
-            let timeout = if !self.ready.is_empty() {
+        while self.running() > 0 || !self.pending.is_empty() {
+            if self.failure.is_some() || self.interrupted.is_some() {
+                self.pending.clear();
+            }
+            self.spawn_next();
+            let timeout = if !self.ready.is_empty() || !self.pending.is_empty() {
                 Some(Duration::ZERO)
             } else {
                 self.kill_at
