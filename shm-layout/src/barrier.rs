@@ -1,0 +1,253 @@
+//! The fence barrier: an arrival counter and a generation word on separate
+//! cache lines.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use shm_layout::{futex::CondvarFutex, heap::HeapJob, SegmentParams};
+//!
+//! let job = Arc::new(HeapJob::new(&SegmentParams::for_ranks(2)));
+//! let futex = Arc::new(CondvarFutex::new());
+//! let peer = {
+//!     let (job, futex) = (job.clone(), futex.clone());
+//!     std::thread::spawn(move || {
+//!         job.view().kvs().put(b"P1-bc", b"hello", &*futex).unwrap();
+//!         job.view().fence().fence(&*futex).unwrap();
+//!     })
+//! };
+//! let fence = job.view().fence();
+//! let arrival = fence.arrive(&*futex);
+//! fence.wait(arrival, &*futex)?;
+//! // Every put made before the fence is visible after it.
+//! assert_eq!(job.view().kvs().get(b"P1-bc"), Some(&b"hello"[..]));
+//! peer.join().unwrap();
+//! # Ok::<(), shm_layout::Aborted>(())
+//! ```
+//!
+//! # Protocol
+//!
+//! `arrive` reads the current generation, then `fetch_add`s the counter. The
+//! party that brings it to `parties` is the last arriver: it resets the
+//! counter, bumps the generation (Release) and wakes every sleeper. `wait`
+//! spins briefly on the generation word, then sleeps on it with the futex in
+//! bounded slices, re-checking the abort word after every wake.
+//!
+//! The generation word counts in steps of 2; its bit 0 is set by an abort, so
+//! that an abort always changes the word a waiter sleeps on (a waiter that
+//! checked the abort word just before it was set cannot then sleep through
+//! the wake).
+//!
+//! **Contract**: each of the `parties` arrives once per generation, and
+//! arrives for the next generation only after it has seen the previous one
+//! complete (its `wait` returned, [`Arrival::last`] was true, or
+//! [`Fence::is_complete`] returned true). This is what makes the
+//! generation read in `arrive` exact and the counter reset safe.
+//!
+//! **Arriving for someone else** (the launcher, for ranks on the socket):
+//! call [`Fence::arrive`] once per rank when its fence request comes in, keep
+//! the returned [`Arrival`], and learn completion later without blocking via
+//! [`Fence::is_complete`] / [`Fence::generation`] (polled from the event
+//! loop, or from a helper thread sleeping in [`Fence::wait_timeout`]). If an
+//! `arrive` returns `last: true`, the generation is already complete.
+
+use std::time::{Duration, Instant};
+
+use crate::abort::{AbortWord, Aborted};
+use crate::cache::CachePadded;
+use crate::futex::{Futex, WAKE_ALL};
+use crate::sync::{spin_loop, spins, AtomicU32, Ordering};
+
+/// Bit 0 of the generation word: the job was aborted.
+pub(crate) const GEN_ABORTED: u32 = 1;
+/// A completed generation adds this to the word.
+pub(crate) const GEN_STEP: u32 = 2;
+
+/// Longest single futex sleep of a waiter: bounds how late an abort that
+/// came without a wake is noticed.
+pub(crate) const SLEEP_SLICE: Duration = Duration::from_millis(100);
+
+/// The barrier's words, in shared memory.
+#[derive(Debug)]
+#[repr(C)]
+pub struct Barrier {
+    /// Parties arrived in the current generation (hot: every arrival RMWs).
+    pub(crate) arrived: CachePadded<AtomicU32>,
+    /// What waiters read and sleep on.
+    pub(crate) generation: CachePadded<GenerationLine>,
+}
+
+#[derive(Debug)]
+#[repr(C)]
+pub(crate) struct GenerationLine {
+    pub(crate) word: AtomicU32,
+    /// Immutable after init.
+    pub(crate) parties: u32,
+}
+
+impl Barrier {
+    pub(crate) fn new(parties: u32) -> Self {
+        Self {
+            arrived: CachePadded::new(AtomicU32::new(0)),
+            generation: CachePadded::new(GenerationLine {
+                word: AtomicU32::new(0),
+                parties,
+            }),
+        }
+    }
+
+    /// Marks the job aborted in the generation word (see the module docs).
+    pub(crate) fn mark_aborted(&self) -> &AtomicU32 {
+        // SYNC POINT (abort): Release orders the abort word, set before this,
+        // before the flag; a waiter that Acquires the flagged word sees it.
+        self.generation
+            .word
+            .fetch_or(GEN_ABORTED, Ordering::Release);
+        &self.generation.word
+    }
+}
+
+/// What [`Fence::arrive`] returns: the generation the party arrived in, and
+/// whether it was the last arriver (which completed that generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// Generation arrived in (wraps at 2^31).
+    pub generation: u32,
+    /// This arrival completed the generation.
+    pub last: bool,
+}
+
+/// The job's fence: the barrier plus the abort word its waits check.
+#[derive(Debug, Clone, Copy)]
+pub struct Fence<'a> {
+    barrier: &'a Barrier,
+    abort: &'a AbortWord,
+}
+
+impl<'a> Fence<'a> {
+    pub(crate) fn new(barrier: &'a Barrier, abort: &'a AbortWord) -> Self {
+        Self { barrier, abort }
+    }
+
+    /// Number of parties (the job's rank count).
+    pub fn parties(&self) -> u32 {
+        self.barrier.generation.parties
+    }
+
+    /// Parties arrived so far in the current generation (a snapshot).
+    pub fn arrived(&self) -> u32 {
+        self.barrier.arrived.load(Ordering::Relaxed)
+    }
+
+    /// The number of completed generations (wraps at 2^31).
+    pub fn generation(&self) -> u32 {
+        // SYNC POINT (fence completion): Acquire pairs with the last
+        // arriver's Release bump, like the load in `wait`.
+        self.barrier.generation.word.load(Ordering::Acquire) >> 1
+    }
+
+    /// Whether the generation of `arrival` has completed. True means every
+    /// party's puts before that fence are visible to this thread.
+    pub fn is_complete(&self, arrival: Arrival) -> bool {
+        self.generation() != arrival.generation
+    }
+
+    /// Arrives for one party; never blocks. The last arriver completes the
+    /// generation and wakes all waiters (one `futex.wake`).
+    pub fn arrive<F: Futex + ?Sized>(&self, futex: &F) -> Arrival {
+        let b = self.barrier;
+        // Relaxed: by the contract this party already acquired the previous
+        // generation's completion, so this reads the current one exactly,
+        // and it cannot complete before our own arrival below.
+        let generation = b.generation.word.load(Ordering::Relaxed) >> 1;
+        // SYNC POINT (fence arrival): Release hands this party's earlier
+        // writes (its puts) to the last arriver, whose Acquire side of the
+        // same RMW chain collects every party's.
+        let n = b.arrived.fetch_add(1, Ordering::AcqRel) + 1;
+        // The arrival that reaches `parties` is the last (tested as `>=`, so
+        // a corrupt `parties` of 0 cannot hang anybody).
+        if n < b.generation.parties {
+            return Arrival {
+                generation,
+                last: false,
+            };
+        }
+        // Reset before the bump: the next generation's arrivals come after
+        // their Acquire of the bump, so they count from 0.
+        b.arrived.store(0, Ordering::Relaxed);
+        // SYNC POINT (fence completion): Release publishes every party's
+        // puts (collected above) to waiters' Acquire load of the generation.
+        // fetch_add keeps the abort bit.
+        b.generation.word.fetch_add(GEN_STEP, Ordering::Release);
+        futex.wake(&b.generation.word, WAKE_ALL);
+        Arrival {
+            generation,
+            last: true,
+        }
+    }
+
+    /// Blocks until the generation of `arrival` completes, or the job is
+    /// aborted. Spins at most a few microseconds, then sleeps.
+    pub fn wait<F: Futex + ?Sized>(&self, arrival: Arrival, futex: &F) -> Result<(), Aborted> {
+        self.wait_until(arrival, futex, None).map(|_| ())
+    }
+
+    /// Like [`Self::wait`], for at most `timeout`: `Ok(true)` if the
+    /// generation completed, `Ok(false)` if the timeout passed first.
+    pub fn wait_timeout<F: Futex + ?Sized>(
+        &self,
+        arrival: Arrival,
+        futex: &F,
+        timeout: Duration,
+    ) -> Result<bool, Aborted> {
+        self.wait_until(arrival, futex, Instant::now().checked_add(timeout))
+    }
+
+    /// `arrive` then `wait`: one rank's whole fence.
+    pub fn fence<F: Futex + ?Sized>(&self, futex: &F) -> Result<Arrival, Aborted> {
+        let arrival = self.arrive(futex);
+        self.wait(arrival, futex)?;
+        Ok(arrival)
+    }
+
+    fn wait_until<F: Futex + ?Sized>(
+        &self,
+        arrival: Arrival,
+        futex: &F,
+        deadline: Option<Instant>,
+    ) -> Result<bool, Aborted> {
+        let word = &self.barrier.generation.word;
+        let done = |w: u32| w >> 1 != arrival.generation;
+        // Short spin: with few ranks per core the last arrival is often
+        // microseconds away. Bounded, because with hundreds of ranks on two
+        // cores spinning only delays the ranks that still have to arrive.
+        for _ in spins() {
+            // SYNC POINT (fence completion): Acquire pairs with the last
+            // arriver's Release bump.
+            if done(word.load(Ordering::Acquire)) {
+                return Ok(true);
+            }
+            spin_loop();
+        }
+        loop {
+            // SYNC POINT (fence completion): as above. Also (abort): a set
+            // abort bit was released after the abort word, read just below.
+            let w = word.load(Ordering::Acquire);
+            if done(w) {
+                return Ok(true);
+            }
+            self.abort.check()?;
+            let slice = match deadline {
+                None => SLEEP_SLICE,
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(false);
+                    }
+                    (deadline - now).min(SLEEP_SLICE)
+                }
+            };
+            // Sleeps only while the word is still `w`: a completion or an
+            // abort after our load changes it, so neither can be slept through.
+            futex.wait(word, w, Some(slice));
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The per-job synchronisation block and [`JobView`], the set of views the
+//! launcher and the clients work with (the same whether the job lives in a
+//! mapped segment or, for models and tests, on the heap).
+
+use crate::abort::{AbortWord, Aborted};
+use crate::arena::Arena;
+use crate::barrier::{Barrier, Fence};
+use crate::cache::CachePadded;
+use crate::futex::{Futex, WAKE_ALL};
+use crate::kvs::{Kvs, Slot};
+use crate::nodeattr::NodeAttrs;
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+
+/// Runtime words of a job, each written hot by different processes and so
+/// each on its own cache line. All zero except the barrier's party count.
+#[derive(Debug)]
+#[repr(C)]
+pub struct SyncBlock {
+    pub(crate) barrier: Barrier,
+    /// Bumped after every node-attribute put (and by an abort).
+    pub(crate) node_changes: CachePadded<AtomicU32>,
+    /// Bump cursor of the KVS value arena.
+    pub(crate) kvs_cursor: CachePadded<AtomicU64>,
+    /// Bump cursor of the node-attribute value arena.
+    pub(crate) nodeattr_cursor: CachePadded<AtomicU64>,
+}
+
+impl SyncBlock {
+    pub(crate) fn new(parties: u32) -> Self {
+        Self {
+            barrier: Barrier::new(parties),
+            node_changes: CachePadded::new(AtomicU32::new(0)),
+            kvs_cursor: CachePadded::new(AtomicU64::new(0)),
+            nodeattr_cursor: CachePadded::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+/// Everything shared about one job: KVS, node attributes, fence, abort word.
+/// Cheap to copy; every method works through shared references.
+#[derive(Debug, Clone, Copy)]
+pub struct JobView<'a> {
+    abort: &'a AbortWord,
+    sync: &'a SyncBlock,
+    kvs: Kvs<'a>,
+    node_attrs: NodeAttrs<'a>,
+}
+
+/// The pieces of a job, wherever they live.
+pub(crate) struct JobParts<'a> {
+    pub(crate) abort: &'a AbortWord,
+    pub(crate) sync: &'a SyncBlock,
+    pub(crate) kvs_slots: &'a [Slot],
+    pub(crate) kvs_arena: crate::arena::ByteRegion<'a>,
+    pub(crate) nodeattr_slots: &'a [Slot],
+    pub(crate) nodeattr_arena: crate::arena::ByteRegion<'a>,
+    pub(crate) max_value_len: usize,
+}
+
+impl<'a> JobView<'a> {
+    pub(crate) fn new(p: JobParts<'a>) -> Self {
+        let kvs = Kvs::new(
+            p.kvs_slots,
+            Arena {
+                bytes: p.kvs_arena,
+                cursor: &p.sync.kvs_cursor,
+            },
+            p.max_value_len,
+            p.abort,
+        );
+        let node_table = Kvs::new(
+            p.nodeattr_slots,
+            Arena {
+                bytes: p.nodeattr_arena,
+                cursor: &p.sync.nodeattr_cursor,
+            },
+            p.max_value_len,
+            p.abort,
+        );
+        Self {
+            abort: p.abort,
+            sync: p.sync,
+            kvs,
+            node_attrs: NodeAttrs::new(node_table, &p.sync.node_changes),
+        }
+    }
+
+    /// The job's key-value store.
+    pub fn kvs(&self) -> Kvs<'a> {
+        self.kvs
+    }
+
+    /// The node-attribute table.
+    pub fn node_attrs(&self) -> NodeAttrs<'a> {
+        self.node_attrs
+    }
+
+    /// The fence barrier.
+    pub fn fence(&self) -> Fence<'a> {
+        Fence::new(&self.sync.barrier, self.abort)
+    }
+
+    /// The abort in effect, if the job was aborted.
+    pub fn abort_status(&self) -> Option<Aborted> {
+        self.abort.get()
+    }
+
+    /// Aborts the job: records `code` and `rank` unless an earlier abort is
+    /// recorded (the first wins), then changes and wakes every futex word
+    /// anyone may sleep on (fence generation, node-attribute counter), so
+    /// every blocked fence and node-attribute wait returns the abort error.
+    /// Returns the abort in effect. Safe to call repeatedly, from any
+    /// process; later calls just wake everybody again.
+    pub fn abort<F: Futex + ?Sized>(&self, code: i32, rank: u32, futex: &F) -> Aborted {
+        let effective = self.abort.raise(Aborted::new(code, rank));
+        let generation = self.sync.barrier.mark_aborted();
+        // SYNC POINT (abort): Release orders the abort word before the
+        // counter bump a node-attribute waiter Acquires.
+        self.sync.node_changes.fetch_add(1, Ordering::Release);
+        futex.wake(generation, WAKE_ALL);
+        futex.wake(&self.sync.node_changes, WAKE_ALL);
+        effective
+    }
+}
