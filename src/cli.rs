@@ -7,6 +7,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::shm::MemPool;
+
 pub const USAGE: &str = "\
 usage: fastpmi [options] [-n N] PROG [ARGS...] [: [-n M] PROG2 [ARGS...]]...
        fastpmi demo [-n N] [--label]
@@ -20,6 +22,13 @@ Options (global, before the first program):
   -l, --label       prefix every output line with [rank]
   --pmi-port        serve PMI on a TCP port on 127.0.0.1 (PMI_PORT/PMI_ID)
                     instead of an inherited socket (PMI_FD)
+  --mem-pool P      memory of the job segment that fastpmi clients use for
+                    put/get/fence: anonmmap (memfd, default), sysv, or none
+                    (no segment: everything over the socket)
+  --kvs-mb MB       size the segment's key-value store to MB MiB (default:
+                    from the rank count)
+  --stats           print, at job end, how many puts, gets, fences and
+                    node-attribute operations each transport served
   -h, --help        this help
   -V, --version     print the version
 
@@ -46,12 +55,32 @@ pub struct App {
 }
 
 /// Everything the launcher needs to run a job.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaunchConfig {
     pub apps: Vec<App>,
     pub genv: Vec<(OsString, OsString)>,
     pub label: bool,
     pub pmi_port: bool,
+    /// Memory behind the job segment; `None`: no segment, socket only.
+    pub mem_pool: Option<MemPool>,
+    /// Override of the segment's KVS size in MiB.
+    pub kvs_mb: Option<u64>,
+    /// Print per-transport operation counts at job end.
+    pub stats: bool,
+}
+
+impl Default for LaunchConfig {
+    fn default() -> Self {
+        LaunchConfig {
+            apps: Vec::new(),
+            genv: Vec::new(),
+            label: false,
+            pmi_port: false,
+            mem_pool: Some(MemPool::AnonMmap),
+            kvs_mb: None,
+            stats: false,
+        }
+    }
 }
 
 impl LaunchConfig {
@@ -150,6 +179,35 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             }
             "-l" | "--label" | "-prepend-rank" => cfg.label = true,
             "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
+            "--stats" => cfg.stats = true,
+            "--mem-pool" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| CliError("--mem-pool needs anonmmap, sysv or none".into()))?;
+                let v = v.to_string_lossy();
+                cfg.mem_pool = match v.as_ref() {
+                    "none" => None,
+                    other => Some(MemPool::parse(other).ok_or_else(|| {
+                        CliError(format!(
+                            "--mem-pool {other}: expected anonmmap, sysv or none"
+                        ))
+                    })?),
+                };
+            }
+            "--kvs-mb" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| CliError("--kvs-mb needs a size in MiB".into()))?;
+                let v = v.to_string_lossy();
+                match v.parse::<u64>() {
+                    Ok(mb) if (1..=1 << 20).contains(&mb) => cfg.kvs_mb = Some(mb),
+                    _ => {
+                        return Err(CliError(format!(
+                            "--kvs-mb {v}: expected a size in MiB (1 to 1048576)"
+                        )))
+                    }
+                }
+            }
             ":" => return Err(CliError("':' without a program before it".into())),
             _ if s.starts_with('-') && s.len() > 1 => {
                 return Err(CliError(format!("unknown option {s} (see fastpmi --help)")));

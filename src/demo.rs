@@ -25,9 +25,8 @@ pub fn launch(nranks: u32, label: bool) -> i32 {
             env: vec![],
             wdir: None,
         }],
-        genv: vec![],
         label,
-        pmi_port: false,
+        ..LaunchConfig::default()
     };
     let t0 = Instant::now();
     let code = crate::launcher::run(&cfg);

@@ -67,6 +67,21 @@ impl<'a> NodeAttrs<'a> {
         Ok(outcome)
     }
 
+    /// Sleeps until the change counter differs from `seen` (a put or an
+    /// abort), at most `timeout`; returns the counter. For a watcher that
+    /// serves waiters it holds elsewhere (the launcher's socket ranks).
+    pub fn wait_changed<F: Futex + ?Sized>(&self, seen: u32, futex: &F, timeout: Duration) -> u32 {
+        // SYNC POINT (node-attr change): Acquire pairs with the Release bump
+        // in `put`; after a change the new entry is visible to the caller.
+        let now = self.changes.load(Ordering::Acquire);
+        if now != seen {
+            return now;
+        }
+        futex.wait(self.changes, seen, Some(timeout.min(SLEEP_SLICE)));
+        // SYNC POINT (node-attr change): as above.
+        self.changes.load(Ordering::Acquire)
+    }
+
     /// The attribute, if present (never blocks).
     pub fn get(&self, key: &[u8]) -> Option<&'a [u8]> {
         self.table.get(key)

@@ -19,12 +19,20 @@ use signal_hook_mio::v1_0::Signals;
 
 use crate::cli::LaunchConfig;
 use crate::server::{ConnId, Event, FailCause, JobIdx, JobSpec, Server};
-use crate::store::MemStore;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::shm::{JobSegment, MemPool, SharedFutex};
+use crate::store::{MemStore, ShmStore, Store};
 use output::{Forwarder, Stream};
 
 const SIGNALS: Token = Token(0);
+const WAKER: Token = Token(2);
 /// Descriptor number of the PMI socket inside every rank.
 const PMI_FD_IN_RANK: i32 = 3;
+/// Descriptor number of the job segment's memfd inside every rank
+/// (advertised as the node attribute `memAnonMMAPfd`).
+const SEGMENT_FD_IN_RANK: i32 = 4;
 const LISTENER: Token = Token(1);
 const FIRST_CONN: usize = 16;
 /// Time between SIGTERM and SIGKILL when a job is torn down.
@@ -120,6 +128,11 @@ pub struct Launcher {
     events: Vec<Event>,
     forwarder: Option<Forwarder>,
     pending: VecDeque<PendingRank>,
+    /// Job segments, by job index (None: socket-only job).
+    segments: Vec<Option<Arc<JobSegment>>>,
+    waker: Arc<mio::Waker>,
+    /// Tells the segment watcher threads to exit.
+    stop_watchers: Arc<AtomicBool>,
 }
 
 /// Run a job to the end; returns the launcher's exit status.
@@ -150,6 +163,7 @@ impl Launcher {
         os::raise_nofile_limit();
         os::cloexec_inherited_fds();
         let poll = Poll::new()?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
         let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
@@ -170,6 +184,9 @@ impl Launcher {
             events: Vec::new(),
             forwarder: None,
             pending: VecDeque::new(),
+            segments: Vec::new(),
+            waker,
+            stop_watchers: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -224,13 +241,15 @@ impl Launcher {
             programs.push(p);
         }
         let jobid = format!("fastpmi_{}_0", std::process::id());
+        let (store, segment) = self.job_store(cfg, size, &jobid)?;
         let job = self.server.add_job(JobSpec {
             id: jobid.clone(),
             apps: cfg.apps.iter().map(|a| a.nranks).collect(),
             universe_size: size,
             spawner: None,
-            store: Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)),
+            store,
         });
+        self.segments.push(segment);
         if cfg.pmi_port {
             let mut l = TcpListener::bind("127.0.0.1:0".parse().expect("valid address"))?;
             self.poll
@@ -276,6 +295,114 @@ impl Launcher {
         Ok(())
     }
 
+    /// The store of a new job: its segment when one is configured, with the
+    /// node attributes that tell clients how to map it.
+    fn job_store(
+        &mut self,
+        cfg: &LaunchConfig,
+        size: u32,
+        jobid: &str,
+    ) -> Result<(Box<dyn Store>, Option<Arc<JobSegment>>), LaunchError> {
+        let (mut store, segment): (Box<dyn Store>, _) = match cfg.mem_pool {
+            None => (Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)), None),
+            Some(pool) => {
+                let mut params = shm_layout::SegmentParams::for_ranks(size);
+                if let Some(mb) = cfg.kvs_mb {
+                    params = params.with_kvs_mb(mb);
+                }
+                let seg = Arc::new(JobSegment::create(pool, &params, jobid).map_err(|e| {
+                    io::Error::other(format!(
+                        "cannot create the {} job segment: {e}",
+                        pool.attr()
+                    ))
+                })?);
+                tracing::debug!(
+                    bytes = seg.mapping().len(),
+                    pool = pool.attr(),
+                    "job segment created"
+                );
+                self.watch(&seg);
+                (Box::new(ShmStore::new(seg.clone())), Some(seg))
+            }
+        };
+        let mut attrs: Vec<(&str, String)> = vec![
+            ("localRanksCount", size.to_string()),
+            (
+                "localRanks",
+                (0..size)
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ];
+        if let Some(seg) = &segment {
+            let m = seg.mapping();
+            attrs.push(("memPoolType", m.pool().attr().to_string()));
+            match m.pool() {
+                MemPool::AnonMmap => attrs.push(("memAnonMMAPfd", SEGMENT_FD_IN_RANK.to_string())),
+                MemPool::Sysv => attrs.push(("memSYSVid", m.sysv_id().unwrap_or(-1).to_string())),
+            }
+        }
+        for (k, v) in attrs {
+            store
+                .put_node_attr(0, k.as_bytes(), v.as_bytes())
+                .map_err(|e| io::Error::other(format!("node attribute {k}: {e}")))?;
+        }
+        Ok((store, segment))
+    }
+
+    /// Threads that sleep on the segment's fence generation and node-attribute
+    /// counter and wake the event loop, so socket ranks waiting on a fence or
+    /// attribute that a shared-memory rank completes are answered at once.
+    fn watch(&self, seg: &Arc<JobSegment>) {
+        let fence = {
+            let (seg, waker, stop) = (seg.clone(), self.waker.clone(), self.stop_watchers.clone());
+            move || {
+                let f = seg.seg().fence();
+                while !stop.load(Ordering::Relaxed) {
+                    let generation = f.generation();
+                    let arrival = shm_layout::Arrival {
+                        generation,
+                        last: false,
+                    };
+                    match f.wait_timeout(arrival, &SharedFutex, Duration::from_millis(100)) {
+                        Ok(true) => {
+                            let _ = waker.wake();
+                        }
+                        Ok(false) => {}
+                        // Aborted: the event loop already knows; stop watching.
+                        Err(_) => return,
+                    }
+                }
+            }
+        };
+        let attrs = {
+            let (seg, waker, stop) = (seg.clone(), self.waker.clone(), self.stop_watchers.clone());
+            move || {
+                let a = seg.seg().node_attrs();
+                let mut seen = a.changes();
+                while !stop.load(Ordering::Relaxed) && seg.seg().abort_status().is_none() {
+                    let now = a.wait_changed(seen, &SharedFutex, Duration::from_millis(100));
+                    if now != seen {
+                        seen = now;
+                        let _ = waker.wake();
+                    }
+                }
+            }
+        };
+        for (name, f) in [
+            (
+                "fastpmi-fence-watch",
+                Box::new(fence) as Box<dyn FnOnce() + Send>,
+            ),
+            ("fastpmi-attr-watch", Box::new(attrs)),
+        ] {
+            if let Err(e) = std::thread::Builder::new().name(name.into()).spawn(f) {
+                tracing::warn!("cannot start {name}: {e}; socket waiters rely on socket traffic");
+            }
+        }
+    }
+
     /// Start the next pending rank. The event loop calls this between polls
     /// so early ranks are served while later ones are still being forked.
     fn spawn_next(&mut self) {
@@ -289,7 +416,8 @@ impl Launcher {
                 p.shown.to_string_lossy()
             );
             self.record_failure(p.job, p.rank, message.clone(), 127, String::new(), false);
-            self.server.fail_job(p.job, &message, &mut self.events);
+            self.server
+                .fail_job(p.job, Some(p.rank), 127, &message, &mut self.events);
             self.pending.clear();
             self.begin_teardown(Signal::TERM);
         } else if self.pending.is_empty() {
@@ -303,6 +431,9 @@ impl Launcher {
         if p.socketpair {
             let (ours, theirs) = os::socketpair()?;
             pass.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
+            if let Some(fd) = self.segments[p.job].as_ref().and_then(|s| s.mapping().fd()) {
+                pass.push((fd, SEGMENT_FD_IN_RANK));
+            }
             let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
             stream_nonblocking(&stream)?;
             self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)), None)?;
@@ -323,6 +454,12 @@ impl Launcher {
         if let Some(f) = &self.forwarder {
             f.add(p.rank, Stream::Out, s.stdout);
             f.add(p.rank, Stream::Err, s.stderr);
+        }
+        if let Some(state) = self.segments[p.job]
+            .as_ref()
+            .and_then(|seg| seg.seg().rank(p.rank))
+        {
+            state.set_pid(s.pid);
         }
         self.by_pid.insert(s.pid, self.procs.len());
         self.procs.push(RankProc {
@@ -408,6 +545,7 @@ impl Launcher {
             for ev in events.iter() {
                 match ev.token() {
                     SIGNALS => self.on_signals(),
+                    WAKER => self.server.poll_store(&mut self.events),
                     LISTENER => self.accept(),
                     tok => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -436,6 +574,7 @@ impl Launcher {
                 }
             }
         }
+        self.stop_watchers.store(true, Ordering::Relaxed);
         if let Some(f) = self.forwarder.take() {
             f.finish(Duration::from_millis(500));
         }
@@ -479,7 +618,8 @@ impl Launcher {
                         .map(|p| p.job)
                         .collect::<std::collections::BTreeSet<_>>()
                     {
-                        self.server.fail_job(job, &msg, &mut self.events);
+                        self.server
+                            .fail_job(job, None, 128 + sig, &msg, &mut self.events);
                     }
                     self.begin_teardown(s);
                 }
@@ -523,7 +663,8 @@ impl Launcher {
                     Some(_) => {}
                     None => {
                         self.record_failure(job, rank, message.clone(), code, activity, false);
-                        self.server.fail_job(job, &message, &mut self.events);
+                        self.server
+                            .fail_job(job, Some(rank), code, &message, &mut self.events);
                         self.begin_teardown(Signal::TERM);
                     }
                 }

@@ -123,14 +123,13 @@ fn bound(
                 format!("rank {rank} called abort with code {code}: {message}")
             };
             tracing::debug!("{message}");
-            j.store.abort(code, rank);
             out.push(Event::JobFailed {
                 job,
                 rank,
                 cause: FailCause::Abort { code },
                 message: message.clone(),
             });
-            s.fail_job(job, &message, out);
+            s.fail_job(job, Some(rank), code, &message, out);
             None
         }
         Request::JobConnect { jobid } => {
@@ -350,8 +349,8 @@ fn fence(
     };
     let slot = &mut j.ranks[rank as usize];
     slot.fences += 1;
-    slot.activity = Activity::InFence(ticket.generation + 1);
-    j.fence_waiters.push((rank, ticket.generation, to.clone()));
+    slot.activity = Activity::InFence(j.store.fences_completed() + 1);
+    j.fence_waiters.push((rank, ticket, to.clone()));
     s.release_fence(job, out);
     None
 }

@@ -107,7 +107,7 @@ pub(crate) struct Job {
     spawner: Option<String>,
     store: Box<dyn Store>,
     ranks: Vec<RankSlot>,
-    fence_waiters: Vec<(u32, u64, ReplyTo)>,
+    fence_waiters: Vec<(u32, crate::store::FenceTicket, ReplyTo)>,
     attr_waiters: Vec<(u32, Vec<u8>, ReplyTo)>,
     failed: Option<String>,
 }
@@ -301,7 +301,7 @@ impl Server {
                 cause: FailCause::ConnectionLost,
                 message: message.clone(),
             });
-            self.fail_job(job, &message, out);
+            self.fail_job(job, Some(rank), 1, &message, out);
         }
     }
 
@@ -336,17 +336,28 @@ impl Server {
                 cause: FailCause::ExitedEarly,
                 message: message.clone(),
             });
-            self.fail_job(job, &message, out);
+            self.fail_job(job, Some(rank), 1, &message, out);
         }
     }
 
     /// End `job`: every waiting rank gets an error reply now, and the store
     /// is marked aborted so shared-memory waiters wake up too.
-    pub fn fail_job(&mut self, job: JobIdx, message: &str, out: &mut Vec<Event>) {
+    ///
+    /// `rank` caused it (`None`: the launcher did, e.g. on Ctrl-C); `code` is
+    /// the exit code the job ends with.
+    pub fn fail_job(
+        &mut self,
+        job: JobIdx,
+        rank: Option<u32>,
+        code: i32,
+        message: &str,
+        out: &mut Vec<Event>,
+    ) {
         let j = &mut self.jobs[job];
         if j.failed.is_some() {
             return;
         }
+        j.store.abort(code, rank.unwrap_or(u32::MAX));
         tracing::debug!(job = %j.id, "job failed: {message}");
         j.failed = Some(message.to_string());
         let msg = format!("job aborted: {message}");
@@ -437,12 +448,18 @@ impl Server {
     /// Release every fence waiter whose fence has completed.
     fn release_fence(&mut self, job: JobIdx, out: &mut Vec<Event>) {
         let j = &mut self.jobs[job];
-        let done = j.store.fences_completed();
-        if j.fence_waiters.iter().all(|(_, t, _)| *t >= done) {
+        if !j
+            .fence_waiters
+            .iter()
+            .any(|(_, t, _)| j.store.fence_done(*t))
+        {
             return;
         }
-        let (ready, waiting): (Vec<_>, Vec<_>) =
-            j.fence_waiters.drain(..).partition(|(_, t, _)| *t < done);
+        let store = &j.store;
+        let (ready, waiting): (Vec<_>, Vec<_>) = j
+            .fence_waiters
+            .drain(..)
+            .partition(|(_, t, _)| store.fence_done(*t));
         j.fence_waiters = waiting;
         for (rank, _, to) in ready {
             j.ranks[rank as usize].activity = Activity::Running;

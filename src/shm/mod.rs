@@ -65,11 +65,23 @@ impl Mapping {
                 // SAFETY: the memfd is private to this job; other processes
                 // modify it only through shm-layout's atomics.
                 let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
-                Ok(Mapping { backing: Backing::Memfd { fd: file.into(), map }, len })
+                Ok(Mapping {
+                    backing: Backing::Memfd {
+                        fd: file.into(),
+                        map,
+                    },
+                    len,
+                })
             }
             MemPool::Sysv => {
                 // SAFETY: plain syscall; IPC_PRIVATE always creates a new segment.
-                let id = unsafe { libc::shmget(libc::IPC_PRIVATE, len, libc::IPC_CREAT | libc::IPC_EXCL | 0o600) };
+                let id = unsafe {
+                    libc::shmget(
+                        libc::IPC_PRIVATE,
+                        len,
+                        libc::IPC_CREAT | libc::IPC_EXCL | 0o600,
+                    )
+                };
                 if id < 0 {
                     return Err(io::Error::last_os_error());
                 }
@@ -91,7 +103,13 @@ impl Mapping {
         if addr as isize == -1 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Mapping { backing: Backing::Sysv { id, addr: addr.cast() }, len })
+        Ok(Mapping {
+            backing: Backing::Sysv {
+                id,
+                addr: addr.cast(),
+            },
+            len,
+        })
     }
 
     /// Map an inherited memfd (`memAnonMMAPfd`).
@@ -104,7 +122,13 @@ impl Mapping {
         let file = std::fs::File::from(dup);
         // SAFETY: shared job memory, accessed only through shm-layout atomics.
         let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
-        Ok(Mapping { backing: Backing::Memfd { fd: file.into(), map }, len })
+        Ok(Mapping {
+            backing: Backing::Memfd {
+                fd: file.into(),
+                map,
+            },
+            len,
+        })
     }
 
     /// Attach a SysV segment by id (`memSYSVid`).
@@ -189,5 +213,68 @@ impl shm_layout::futex::Futex for SharedFutex {
     fn wake(&self, word: &AtomicU32, n: u32) -> usize {
         use rustix::thread::futex;
         futex::wake(word, futex::Flags::empty(), n).unwrap_or(0)
+    }
+}
+
+/// Why a client could not use an advertised segment (it then falls back to
+/// the socket and logs this at debug level).
+#[derive(Debug, thiserror::Error)]
+pub enum AttachFailure {
+    #[error("cannot map the segment: {0}")]
+    Map(#[from] io::Error),
+    #[error("segment not usable: {0}")]
+    Layout(#[from] shm_layout::AttachError),
+}
+
+/// A mapped and validated job segment, owning its mapping.
+pub struct JobSegment {
+    // Declared before `mapping`: dropped first, never outlives it.
+    seg: shm_layout::SegmentRef<'static>,
+    mapping: Mapping,
+}
+
+impl JobSegment {
+    /// Create and initialise the segment of a job (launcher side).
+    pub fn create(
+        pool: MemPool,
+        params: &shm_layout::SegmentParams,
+        job_id: &str,
+    ) -> io::Result<JobSegment> {
+        let layout = shm_layout::SegmentLayout::plan(*params)
+            .map_err(|e| io::Error::other(format!("segment layout: {e}")))?;
+        let mapping = Mapping::create(pool, layout.total_size as usize)?;
+        // SAFETY: the mapping is fresh, exclusively ours, and is moved into
+        // the returned struct next to the reference; `seg()` only hands out
+        // references bounded by `&self`, so none outlives the mapping.
+        let seg =
+            unsafe { shm_layout::Segment::init(mapping.as_ptr(), mapping.len(), params, job_id) }
+                .map_err(|e| io::Error::other(format!("segment init: {e}")))?;
+        Ok(JobSegment { seg, mapping })
+    }
+
+    fn from_mapping(mapping: Mapping) -> Result<JobSegment, AttachFailure> {
+        // SAFETY: as in `create`: the reference never outlives the mapping
+        // it is stored with. Attach validates magic, version and layout hash
+        // before anything else is read.
+        let seg = unsafe { shm_layout::Segment::attach(mapping.as_ptr(), mapping.len())? };
+        Ok(JobSegment { seg, mapping })
+    }
+
+    /// Attach a memfd inherited as `fd` (client side).
+    pub fn attach_fd(fd: RawFd) -> Result<JobSegment, AttachFailure> {
+        Self::from_mapping(Mapping::attach_fd(fd)?)
+    }
+
+    /// Attach a SysV segment by id (client side).
+    pub fn attach_sysv(id: i32) -> Result<JobSegment, AttachFailure> {
+        Self::from_mapping(Mapping::attach_sysv(id)?)
+    }
+
+    pub fn seg(&self) -> shm_layout::SegmentRef<'_> {
+        self.seg
+    }
+
+    pub fn mapping(&self) -> &Mapping {
+        &self.mapping
     }
 }

@@ -8,6 +8,9 @@
 
 use std::collections::HashMap;
 
+pub mod shm;
+pub use shm::ShmStore;
+
 /// Why a store operation failed. Each maps to one wire error reply.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -23,8 +26,7 @@ pub enum StoreError {
     Aborted { code: i32, rank: u32 },
 }
 
-/// A place in the fence sequence: the fence completes once
-/// [`Store::fences_completed`] exceeds `generation`.
+/// A rank's place in the fence sequence, handed back to [`Store::fence_done`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FenceTicket {
     pub generation: u64,
@@ -41,9 +43,12 @@ pub trait Store: Send {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
     fn put_node_attr(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
     fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>>;
-    /// Arrive at the job's fence on behalf of `rank`.
+    /// Arrive at the job's fence on behalf of `rank`. A rank arrives again
+    /// only after its previous fence is done.
     fn fence_arrive(&mut self, rank: u32) -> Result<FenceTicket, StoreError>;
-    /// How many fences of the job have completed.
+    /// Whether the fence `ticket` arrived at has completed.
+    fn fence_done(&self, ticket: FenceTicket) -> bool;
+    /// How many fences of the job have completed (for messages).
     fn fences_completed(&self) -> u64;
     /// Record that the job is aborting, waking anyone blocked in the store.
     fn abort(&mut self, code: i32, rank: u32);
@@ -153,6 +158,10 @@ impl Store for MemStore {
             self.completed += 1;
         }
         Ok(ticket)
+    }
+
+    fn fence_done(&self, ticket: FenceTicket) -> bool {
+        self.completed > ticket.generation
     }
 
     fn fences_completed(&self) -> u64 {
