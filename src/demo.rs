@@ -102,6 +102,7 @@ fn rank() -> Result<(), PmiError> {
             }
         }
         let how = match pmi.transport() {
+            TransportKind::Shm => "shared-memory job segment (lock-free KVS, futex fence)",
             TransportKind::Socket => "PMI-2 over the launcher's socket",
             TransportKind::Singleton => "singleton (no launcher)",
         };

@@ -1,8 +1,11 @@
 //! The fastpmi Rust client.
 //!
-//! [`Pmi::init`] picks the transport: PMI-2 over the socket the launcher
-//! handed over (`PMI_FD`, or `PMI_PORT` + `PMI_ID`), or, with no PMI
-//! environment at all, a singleton (rank 0 of 1 with a local store).
+//! [`Pmi::init`] picks the transport: the job segment when the launcher
+//! advertises one (node attributes `memPoolType`, `memAnonMMAPfd` /
+//! `memSYSVid`) whose layout stamp this client knows; otherwise PMI-2 over
+//! the socket the launcher handed over (`PMI_FD`, or `PMI_PORT` +
+//! `PMI_ID`); with no PMI environment at all, a singleton (rank 0 of 1 with
+//! a local store). `FASTPMI_TRANSPORT=socket` forces the socket.
 //!
 //! ```no_run
 //! let pmi = fastpmi::client::Pmi::init()?;
@@ -20,7 +23,12 @@ mod os;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+
+use shm_layout::{KvsError, RankPhase, WaitError};
+
+use crate::shm::{JobSegment, SharedFutex};
 
 use crate::wire::command::encode_request;
 use crate::wire::{Deframer, Message, Protocol, Request, WireError};
@@ -42,6 +50,8 @@ pub enum PmiError {
     InvalidArg(String),
     #[error("PMI is finalized")]
     Finalized,
+    #[error("the job was aborted (rank {rank}, code {code})")]
+    Aborted { code: i32, rank: u32 },
 }
 
 impl PmiError {
@@ -125,7 +135,8 @@ impl WireConn {
     }
 }
 
-enum Transport {
+/// The non-shared-memory side of the client.
+enum Conn {
     Wire(WireConn),
     Singleton {
         kvs: HashMap<Vec<u8>, Vec<u8>>,
@@ -134,22 +145,34 @@ enum Transport {
     Done,
 }
 
-/// How this process talks to its launcher.
+/// How this process does put/get/fence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportKind {
+    /// Straight in the job segment (the socket stays for init, finalize,
+    /// abort, job attributes and overflow).
+    Shm,
+    /// PMI-2 over the launcher's socket.
     Socket,
+    /// No launcher: rank 0 of 1 with a local store.
     Singleton,
 }
 
-/// A PMI-2 client. All methods take `&self` and may be called from any thread.
+/// Node attribute the launcher sets once it had to keep a pair outside the
+/// segment: only then does a miss in the segment need a socket round trip.
+pub const OVERFLOW_ATTR: &[u8] = b"fastpmi-overflow";
+
+/// A PMI-2 client. All methods take `&self` and may be called from any
+/// thread; shared-memory operations never take a lock.
 pub struct Pmi {
     rank: u32,
     size: u32,
     appnum: i32,
     spawned: bool,
     jobid: String,
-    kind: TransportKind,
-    t: Mutex<Transport>,
+    shm: Option<JobSegment>,
+    singleton: bool,
+    conn: Mutex<Conn>,
+    finalized: AtomicBool,
 }
 
 fn env_int(name: &str) -> Result<Option<i64>, PmiError> {
@@ -163,8 +186,16 @@ fn env_int(name: &str) -> Result<Option<i64>, PmiError> {
     }
 }
 
+fn aborted(a: shm_layout::Aborted) -> PmiError {
+    PmiError::Aborted {
+        code: a.code,
+        rank: a.rank,
+    }
+}
+
 impl Pmi {
-    /// Connect to the launcher (or become a singleton) and identify.
+    /// Connect to the launcher (or become a singleton), identify, and map
+    /// the job segment when the launcher advertises one this client knows.
     pub fn init() -> Result<Pmi, PmiError> {
         let spawned = env_int("PMI_SPAWNED")?.unwrap_or(0) != 0;
         let (stream, rank): (Box<dyn ReadWrite>, Option<i64>) = if let Some(fd) = env_int("PMI_FD")?
@@ -217,14 +248,28 @@ impl Pmi {
         let (r, size, appnum) = (num("rank")?, num("size")?, num("appnum").unwrap_or(0));
         let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
         let jobid = jm.get_str("jobid").unwrap_or_default().to_string();
+        let shm = match attach_segment(&mut conn, &jobid, size as u32) {
+            Ok(seg) => {
+                if let Some(st) = seg.seg().rank(r as u32) {
+                    st.set_phase(RankPhase::Running);
+                }
+                Some(seg)
+            }
+            Err(why) => {
+                tracing::debug!("rank {r}: not using shared memory: {why}");
+                None
+            }
+        };
         Ok(Pmi {
             rank: r as u32,
             size: size as u32,
             appnum: appnum as i32,
             spawned,
             jobid,
-            kind: TransportKind::Socket,
-            t: Mutex::new(Transport::Wire(conn)),
+            shm,
+            singleton: false,
+            conn: Mutex::new(Conn::Wire(conn)),
+            finalized: AtomicBool::new(false),
         })
     }
 
@@ -235,11 +280,13 @@ impl Pmi {
             appnum: 0,
             spawned: false,
             jobid: format!("singleton_{}", std::process::id()),
-            kind: TransportKind::Singleton,
-            t: Mutex::new(Transport::Singleton {
+            shm: None,
+            singleton: true,
+            conn: Mutex::new(Conn::Singleton {
                 kvs: HashMap::new(),
                 node: HashMap::new(),
             }),
+            finalized: AtomicBool::new(false),
         }
     }
 
@@ -259,18 +306,39 @@ impl Pmi {
         &self.jobid
     }
     pub fn transport(&self) -> TransportKind {
-        self.kind
+        match (&self.shm, self.singleton) {
+            (Some(_), _) => TransportKind::Shm,
+            (None, true) => TransportKind::Singleton,
+            (None, false) => TransportKind::Socket,
+        }
     }
 
-    fn with<R>(
-        &self,
-        f: impl FnOnce(&mut Transport) -> Result<R, PmiError>,
-    ) -> Result<R, PmiError> {
-        let mut t = self.t.lock().unwrap_or_else(|p| p.into_inner());
+    /// Largest value `put` accepts: the segment's limit on shared memory,
+    /// `PMI2_MAX_VALLEN` on the wire.
+    pub fn max_value_len(&self) -> usize {
+        self.shm
+            .as_ref()
+            .map_or(crate::wire::VALLEN_MAX, |s| s.seg().kvs().max_value_len())
+    }
+
+    fn live(&self) -> Result<(), PmiError> {
+        if self.finalized.load(Ordering::Acquire) {
+            Err(PmiError::Finalized)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Conn) -> Result<R, PmiError>) -> Result<R, PmiError> {
+        let mut t = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut t)
     }
 
-    fn check_kv(key: &[u8], value: Option<&[u8]>) -> Result<(), PmiError> {
+    fn state(&self) -> Option<&shm_layout::RankState> {
+        self.shm.as_ref().and_then(|s| s.seg().rank(self.rank))
+    }
+
+    fn check_kv(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), PmiError> {
         if key.is_empty() || key.len() > crate::wire::KEYLEN_MAX {
             return Err(PmiError::InvalidArg(format!(
                 "key length {} (1..={})",
@@ -287,11 +355,11 @@ impl Pmi {
             ));
         }
         if let Some(v) = value {
-            if v.len() > crate::wire::VALLEN_MAX {
+            if v.len() > self.max_value_len() {
                 return Err(PmiError::InvalidArg(format!(
                     "value of {} bytes (max {})",
                     v.len(),
-                    crate::wire::VALLEN_MAX
+                    self.max_value_len()
                 )));
             }
             if v.iter().any(|&b| b == 0 || b == b'\n') {
@@ -301,12 +369,34 @@ impl Pmi {
         Ok(())
     }
 
+    /// Did the launcher keep pairs outside the segment (segment full)?
+    fn overflowed(&self, seg: &JobSegment) -> bool {
+        seg.seg().node_attrs().get(OVERFLOW_ATTR).is_some()
+    }
+
     /// Put a key into the job's KVS (visible to all after the next fence).
+    /// A key put twice keeps the last value.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<(), PmiError> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        Self::check_kv(key, Some(value))?;
+        self.live()?;
+        self.check_kv(key, Some(value))?;
+        if let Some(seg) = &self.shm {
+            match seg.seg().kvs().put(key, value, &SharedFutex) {
+                Ok(_) => {
+                    if let Some(st) = self.state() {
+                        st.count_put();
+                    }
+                    return Ok(());
+                }
+                Err(KvsError::Aborted(a)) => return Err(aborted(a)),
+                // Full: the launcher keeps it in its overflow table.
+                Err(KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
+                    if value.len() <= crate::wire::VALLEN_MAX => {}
+                Err(e) => return Err(PmiError::InvalidArg(e.to_string())),
+            }
+        }
         self.with(|t| match t {
-            Transport::Wire(c) => {
+            Conn::Wire(c) => {
                 c.call(
                     Protocol::Pmi2,
                     &Request::Put {
@@ -317,11 +407,11 @@ impl Pmi {
                 )?;
                 Ok(())
             }
-            Transport::Singleton { kvs, .. } => {
+            Conn::Singleton { kvs, .. } => {
                 kvs.insert(key.to_vec(), value.to_vec());
                 Ok(())
             }
-            Transport::Done => Err(PmiError::Finalized),
+            Conn::Done => Err(PmiError::Finalized),
         })
     }
 
@@ -342,9 +432,22 @@ impl Pmi {
         src: Option<u32>,
     ) -> Result<Option<Vec<u8>>, PmiError> {
         let key = key.as_ref();
-        Self::check_kv(key, None)?;
+        self.live()?;
+        self.check_kv(key, None)?;
+        let own = jobid.is_none_or(|j| j == self.jobid);
+        if let (Some(seg), true) = (&self.shm, own) {
+            if let Some(st) = self.state() {
+                st.count_get();
+            }
+            if let Some(v) = seg.seg().kvs().get(key) {
+                return Ok(Some(v.to_vec()));
+            }
+            if !self.overflowed(seg) {
+                return Ok(None);
+            }
+        }
         self.with(|t| match t {
-            Transport::Wire(c) => {
+            Conn::Wire(c) => {
                 let req = Request::Get {
                     jobid: jobid.map(str::to_string),
                     src: src.map(i64::from),
@@ -353,19 +456,32 @@ impl Pmi {
                 let m = c.call(Protocol::Pmi2, &req, "kvs-get-response")?;
                 Ok(found_value(&m))
             }
-            Transport::Singleton { kvs, .. } => Ok(kvs.get(key).cloned()),
-            Transport::Done => Err(PmiError::Finalized),
+            Conn::Singleton { kvs, .. } => Ok(kvs.get(key).cloned()),
+            Conn::Done => Err(PmiError::Finalized),
         })
     }
 
     /// Barrier over the job; afterwards every put made before it is visible.
     pub fn fence(&self) -> Result<(), PmiError> {
+        self.live()?;
+        if let Some(seg) = &self.shm {
+            let st = self.state();
+            if let Some(st) = st {
+                st.count_fence();
+                st.set_phase(RankPhase::InFence);
+            }
+            let r = seg.seg().fence().fence(&SharedFutex);
+            if let Some(st) = st {
+                st.set_phase(RankPhase::Running);
+            }
+            return r.map(|_| ()).map_err(aborted);
+        }
         self.with(|t| match t {
-            Transport::Wire(c) => c
+            Conn::Wire(c) => c
                 .call(Protocol::Pmi2, &Request::Barrier, "kvs-fence-response")
                 .map(|_| ()),
-            Transport::Singleton { .. } => Ok(()),
-            Transport::Done => Err(PmiError::Finalized),
+            Conn::Singleton { .. } => Ok(()),
+            Conn::Done => Err(PmiError::Finalized),
         })
     }
 
@@ -375,9 +491,22 @@ impl Pmi {
         value: impl AsRef<[u8]>,
     ) -> Result<(), PmiError> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        Self::check_kv(key, Some(value))?;
+        self.live()?;
+        self.check_kv(key, Some(value))?;
+        if let Some(seg) = &self.shm {
+            if let Some(st) = self.state() {
+                st.count_node_attr_op();
+            }
+            match seg.seg().node_attrs().put(key, value, &SharedFutex) {
+                Ok(_) => return Ok(()),
+                Err(KvsError::Aborted(a)) => return Err(aborted(a)),
+                Err(KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
+                    if value.len() <= crate::wire::VALLEN_MAX => {}
+                Err(e) => return Err(PmiError::InvalidArg(e.to_string())),
+            }
+        }
         self.with(|t| match t {
-            Transport::Wire(c) => c
+            Conn::Wire(c) => c
                 .call(
                     Protocol::Pmi2,
                     &Request::PutNodeAttr {
@@ -387,24 +516,45 @@ impl Pmi {
                     "info-putnodeattr-response",
                 )
                 .map(|_| ()),
-            Transport::Singleton { node, .. } => {
+            Conn::Singleton { node, .. } => {
                 node.insert(key.to_vec(), value.to_vec());
                 Ok(())
             }
-            Transport::Done => Err(PmiError::Finalized),
+            Conn::Done => Err(PmiError::Finalized),
         })
     }
 
-    /// Read a node attribute; with `wait`, block until some rank puts it.
+    /// Read a node attribute; with `wait`, block until some rank puts it
+    /// (or the job aborts).
     pub fn get_node_attr(
         &self,
         key: impl AsRef<[u8]>,
         wait: bool,
     ) -> Result<Option<Vec<u8>>, PmiError> {
         let key = key.as_ref();
-        Self::check_kv(key, None)?;
+        self.live()?;
+        self.check_kv(key, None)?;
+        if let Some(seg) = &self.shm {
+            if let Some(st) = self.state() {
+                st.count_node_attr_op();
+            }
+            let attrs = seg.seg().node_attrs();
+            if let Some(v) = attrs.get(key) {
+                return Ok(Some(v.to_vec()));
+            }
+            if !self.overflowed(seg) {
+                if !wait {
+                    return Ok(None);
+                }
+                return match attrs.get_wait(key, &SharedFutex, None) {
+                    Ok(v) => Ok(Some(v.to_vec())),
+                    Err(WaitError::Aborted(a)) => Err(aborted(a)),
+                    Err(e) => Err(PmiError::InvalidArg(e.to_string())),
+                };
+            }
+        }
         self.with(|t| match t {
-            Transport::Wire(c) => {
+            Conn::Wire(c) => {
                 let m = c.call(
                     Protocol::Pmi2,
                     &Request::GetNodeAttr {
@@ -415,18 +565,40 @@ impl Pmi {
                 )?;
                 Ok(found_value(&m))
             }
-            Transport::Singleton { node, .. } => Ok(node.get(key).cloned()),
-            Transport::Done => Err(PmiError::Finalized),
+            Conn::Singleton { node, .. } => Ok(node.get(key).cloned()),
+            Conn::Done => Err(PmiError::Finalized),
         })
+    }
+
+    /// An integer-array node attribute such as `localRanks` or
+    /// `localRanksCount` (comma-separated on the wire).
+    pub fn node_attr_int_array(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<i64>>, PmiError> {
+        let key = key.as_ref();
+        let v = match (self.transport(), key) {
+            (TransportKind::Singleton, b"localRanksCount") => Some(b"1".to_vec()),
+            (TransportKind::Singleton, b"localRanks") => Some(b"0".to_vec()),
+            _ => self.get_node_attr(key, false)?,
+        };
+        let Some(v) = v else { return Ok(None) };
+        let text = String::from_utf8_lossy(&v);
+        text.split(',')
+            .map(|x| {
+                x.trim().parse::<i64>().map_err(|_| {
+                    PmiError::Protocol(format!("node attribute is not an integer list: {text}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     /// Read a job attribute such as `PMI_process_mapping` or `universeSize`.
     pub fn job_attr(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>, PmiError> {
         let key = key.as_ref();
-        Self::check_kv(key, None)?;
+        self.live()?;
+        self.check_kv(key, None)?;
         let size = self.size;
         self.with(|t| match t {
-            Transport::Wire(c) => {
+            Conn::Wire(c) => {
                 let m = c.call(
                     Protocol::Pmi2,
                     &Request::GetJobAttr { key: key.to_vec() },
@@ -434,19 +606,19 @@ impl Pmi {
                 )?;
                 Ok(found_value(&m))
             }
-            Transport::Singleton { .. } => Ok(match key {
+            Conn::Singleton { .. } => Ok(match key {
                 b"PMI_process_mapping" => Some(format!("(vector,(0,1,{size}))").into_bytes()),
                 b"universeSize" => Some(b"1".to_vec()),
                 _ => None,
             }),
-            Transport::Done => Err(PmiError::Finalized),
+            Conn::Done => Err(PmiError::Finalized),
         })
     }
 
     /// Ask the launcher to end the whole job with `code`, then exit.
     pub fn abort(&self, code: i32, message: &str) -> ! {
         let _ = self.with(|t| {
-            if let Transport::Wire(c) = t {
+            if let Conn::Wire(c) = t {
                 c.send(
                     Protocol::Pmi2,
                     &Request::Abort {
@@ -463,15 +635,20 @@ impl Pmi {
 
     /// Leave PMI cleanly. Also done on drop.
     pub fn finalize(&self) -> Result<(), PmiError> {
+        if self.finalized.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if let Some(st) = self.state() {
+            st.set_phase(RankPhase::Finalized);
+        }
         self.with(|t| {
             let r = match t {
-                Transport::Wire(c) => c
+                Conn::Wire(c) => c
                     .call(Protocol::Pmi2, &Request::Finalize, "finalize-response")
                     .map(|_| ()),
-                Transport::Singleton { .. } => Ok(()),
-                Transport::Done => return Ok(()),
+                Conn::Singleton { .. } | Conn::Done => Ok(()),
             };
-            *t = Transport::Done;
+            *t = Conn::Done;
             r
         })
     }
@@ -481,6 +658,52 @@ impl Drop for Pmi {
     fn drop(&mut self) {
         let _ = self.finalize();
     }
+}
+
+/// Map the segment the launcher advertises, unless told not to or the
+/// stamp is unknown: the reason goes to the caller's debug log.
+fn attach_segment(conn: &mut WireConn, jobid: &str, size: u32) -> Result<JobSegment, String> {
+    if std::env::var("FASTPMI_TRANSPORT").is_ok_and(|v| v == "socket") {
+        return Err("FASTPMI_TRANSPORT=socket".into());
+    }
+    let mut attr = |k: &str| -> Result<Option<String>, String> {
+        let m = conn
+            .call(
+                Protocol::Pmi2,
+                &Request::GetNodeAttr {
+                    key: k.as_bytes().to_vec(),
+                    wait: false,
+                },
+                "info-getnodeattr-response",
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(found_value(&m).map(|v| String::from_utf8_lossy(&v).into_owned()))
+    };
+    let seg = match attr("memPoolType")?.as_deref() {
+        None => return Err("the launcher advertises no segment (memPoolType)".into()),
+        Some("anonmmap") => {
+            let fd = attr("memAnonMMAPfd")?.ok_or("memAnonMMAPfd missing")?;
+            let fd: i32 = fd
+                .trim()
+                .parse()
+                .map_err(|_| format!("memAnonMMAPfd={fd}"))?;
+            JobSegment::attach_fd(fd).map_err(|e| e.to_string())?
+        }
+        Some("sysv") => {
+            let id = attr("memSYSVid")?.ok_or("memSYSVid missing")?;
+            let id: i32 = id.trim().parse().map_err(|_| format!("memSYSVid={id}"))?;
+            JobSegment::attach_sysv(id).map_err(|e| e.to_string())?
+        }
+        Some(other) => return Err(format!("unknown memPoolType {other}")),
+    };
+    if seg.seg().job_id() != jobid || seg.seg().nranks() != size {
+        return Err(format!(
+            "segment belongs to job {} of {} ranks, not {jobid} of {size}",
+            seg.seg().job_id(),
+            seg.seg().nranks()
+        ));
+    }
+    Ok(seg)
 }
 
 fn found_value(m: &Message) -> Option<Vec<u8>> {

@@ -1,0 +1,408 @@
+//! The configurations the harness compares, the tools each needs, and the
+//! command line of one run of each.
+//!
+//! A configuration whose tool is missing is never dropped: [`Tools::missing`]
+//! gives the reason the report prints in its place.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use super::proc::{MemProbe, Spec};
+
+/// Sources shipped inside the binary, so the harness works from any
+/// directory and always measures the programs of this checkout.
+const PMI2_EXCHANGE_C: &str = include_str!("../../bench/c/pmi2_exchange.c");
+const FUTEX_FLOOR_C: &str = include_str!("../../bench/c/futex_barrier_floor.c");
+const MPI_HELLO_C: &str = include_str!("../../bench/c/mpi_hello.c");
+
+/// Where Slurm's PMI-2 header lives on Debian (package libpmi2-0-dev).
+const SLURM_INCLUDE: &str = "/usr/include/slurm";
+
+/// What a configuration measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The business-card exchange; rank 0 prints a key=value line.
+    Exchange,
+    /// The futex barrier floor (per-fence time only).
+    Floor,
+    /// MPICH startup: whole-job wall time only.
+    Startup,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Config {
+    FastpmiShm,
+    FastpmiSocket,
+    Hydra,
+    SlurmPmi2,
+    FutexFloor,
+    MpichFastpmi,
+    MpichHydra,
+}
+
+impl Config {
+    pub const ALL: [Config; 7] = [
+        Config::FastpmiShm,
+        Config::FastpmiSocket,
+        Config::Hydra,
+        Config::SlurmPmi2,
+        Config::FutexFloor,
+        Config::MpichFastpmi,
+        Config::MpichHydra,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::FastpmiShm => "fastpmi-shm",
+            Config::FastpmiSocket => "fastpmi-socket",
+            Config::Hydra => "hydra",
+            Config::SlurmPmi2 => "slurm-pmi2@fastpmi",
+            Config::FutexFloor => "futex-floor",
+            Config::MpichFastpmi => "mpich@fastpmi",
+            Config::MpichHydra => "mpich@hydra",
+        }
+    }
+
+    pub fn kind(self) -> Kind {
+        match self {
+            Config::FutexFloor => Kind::Floor,
+            Config::MpichFastpmi | Config::MpichHydra => Kind::Startup,
+            _ => Kind::Exchange,
+        }
+    }
+
+    /// The transport rank 0 must report for the run to count (the Rust
+    /// client's configurations only).
+    pub fn expected_transport(self) -> Option<&'static str> {
+        match self {
+            Config::FastpmiShm => Some("shm"),
+            Config::FastpmiSocket | Config::Hydra => Some("socket"),
+            _ => None,
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Config::FastpmiShm => {
+                "fastpmi launcher, Rust client, shared-memory path (must report transport=shm)"
+            }
+            Config::FastpmiSocket => {
+                "fastpmi launcher, Rust client forced onto the socket (FASTPMI_TRANSPORT=socket)"
+            }
+            Config::Hydra => {
+                "MPICH's Hydra launcher, the same Rust rank program over PMI-2 on PMI_FD"
+            }
+            Config::SlurmPmi2 => {
+                "fastpmi launcher, bench/c/pmi2_exchange.c linked against Slurm's libpmi2 (socket)"
+            }
+            Config::FutexFloor => {
+                "bench/c/futex_barrier_floor.c: N forked processes, futex barrier, per-fence time"
+            }
+            Config::MpichFastpmi => "bench/c/mpi_hello.c (MPICH) under fastpmi",
+            Config::MpichHydra => "bench/c/mpi_hello.c (MPICH) under Hydra",
+        }
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether the rank program reported the shared-memory transport. The
+/// variant name is not settled yet (`Shm`, `SharedMemory`, ...).
+pub fn is_shm_transport(t: &str) -> bool {
+    t == "shm" || t.contains("shm") || t.contains("shared")
+}
+
+/// Everything found or built before the first run.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    pub rank_exe: PathBuf,
+    pub fastpmi: Result<PathBuf, String>,
+    pub hydra: Result<PathBuf, String>,
+    pub pmi2_exchange: Result<PathBuf, String>,
+    pub floor: Result<PathBuf, String>,
+    pub mpi_hello: Result<PathBuf, String>,
+    /// One-line versions of the peers, for the report.
+    pub versions: Vec<String>,
+}
+
+/// `name` on `PATH`, as an executable file.
+pub fn which(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            p.metadata()
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
+}
+
+fn last_lines(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" / ")
+}
+
+/// Write `source` as `dir/name.c` and compile it to `dir/name`.
+fn compile(
+    compiler: &str,
+    dir: &Path,
+    name: &str,
+    source: &str,
+    extra: &[&str],
+) -> Result<PathBuf, String> {
+    let cc = which(compiler).ok_or_else(|| format!("{compiler} not found on PATH"))?;
+    let src = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    std::fs::write(&src, source).map_err(|e| format!("write {}: {e}", src.display()))?;
+    let mut cmd = Command::new(&cc);
+    // Libraries (-l) must follow the source that uses them.
+    cmd.arg("-O2").arg("-o").arg(&exe).arg(&src).args(extra);
+    let out = cmd
+        .output()
+        .map_err(|e| format!("{}: {e}", cc.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{compiler} failed on {name}.c ({}): {}",
+            out.status,
+            last_lines(&String::from_utf8_lossy(&out.stderr), 3)
+        ));
+    }
+    Ok(exe)
+}
+
+fn first_line_of(cmd: &Path, args: &[&str], pick: impl Fn(&str) -> bool) -> Option<String> {
+    let out = Command::new(cmd).args(args).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned()
+        + &String::from_utf8_lossy(&out.stderr);
+    text.lines()
+        .find(|l| pick(l))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+impl Tools {
+    /// Locate the launchers and compile the C programs into `build_dir`.
+    /// `want` says which configurations will run (nothing else is built).
+    pub fn prepare(build_dir: &Path, want: &[Config]) -> Result<Tools, String> {
+        let rank_exe =
+            std::env::current_exe().map_err(|e| format!("cannot find my own binary: {e}"))?;
+        // `cargo build --release` builds fastpmi next to fastpmi-bench.
+        let fastpmi = rank_exe
+            .parent()
+            .map(|d| d.join("fastpmi"))
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                format!(
+                    "no fastpmi binary next to {} (build it: cargo build --release)",
+                    rank_exe.display()
+                )
+            });
+        let hydra = which("mpiexec.hydra")
+            .ok_or_else(|| "mpiexec.hydra not found on PATH (Debian package mpich)".to_string());
+        std::fs::create_dir_all(build_dir)
+            .map_err(|e| format!("create {}: {e}", build_dir.display()))?;
+        let wants = |c: Config| want.contains(&c);
+        let skipped = || Err("not selected".to_string());
+
+        let pmi2_exchange = if wants(Config::SlurmPmi2) {
+            if !Path::new(SLURM_INCLUDE).join("pmi2.h").is_file() {
+                Err(format!(
+                    "no {SLURM_INCLUDE}/pmi2.h (Debian package libpmi2-0-dev)"
+                ))
+            } else {
+                let inc = format!("-I{SLURM_INCLUDE}");
+                compile("gcc", build_dir, "pmi2_exchange", PMI2_EXCHANGE_C, &[&inc, "-lpmi2"])
+            }
+        } else {
+            skipped()
+        };
+        let floor = if wants(Config::FutexFloor) {
+            compile("gcc", build_dir, "futex_barrier_floor", FUTEX_FLOOR_C, &[])
+        } else {
+            skipped()
+        };
+        let mpi_hello = if wants(Config::MpichFastpmi) || wants(Config::MpichHydra) {
+            compile("mpicc.mpich", build_dir, "mpi_hello", MPI_HELLO_C, &[])
+                .map_err(|e| format!("{e} (Debian packages mpich, libmpich-dev)"))
+        } else {
+            skipped()
+        };
+
+        let mut versions = vec![format!(
+            "fastpmi {} ({} build of fastpmi-bench)",
+            env!("CARGO_PKG_VERSION"),
+            if cfg!(debug_assertions) { "debug" } else { "release" }
+        )];
+        if let Ok(h) = &hydra {
+            if let Some(v) = first_line_of(h, &["--version"], |l| l.trim_start().starts_with("Version:")) {
+                versions.push(format!("Hydra {}", v.trim_start_matches("Version: ")));
+            }
+        }
+        if let Some(g) = which("gcc") {
+            if let Some(v) = first_line_of(&g, &["--version"], |_| true) {
+                versions.push(v);
+            }
+        }
+        Ok(Tools {
+            rank_exe,
+            fastpmi,
+            hydra,
+            pmi2_exchange,
+            floor,
+            mpi_hello,
+            versions,
+        })
+    }
+
+    /// Why `c` cannot run, or None when everything it needs is there.
+    pub fn missing(&self, c: Config) -> Option<String> {
+        let need: Vec<&Result<PathBuf, String>> = match c {
+            Config::FastpmiShm | Config::FastpmiSocket => vec![&self.fastpmi],
+            Config::Hydra => vec![&self.hydra],
+            Config::SlurmPmi2 => vec![&self.fastpmi, &self.pmi2_exchange],
+            Config::FutexFloor => vec![&self.floor],
+            Config::MpichFastpmi => vec![&self.fastpmi, &self.mpi_hello],
+            Config::MpichHydra => vec![&self.hydra, &self.mpi_hello],
+        };
+        let reasons: Vec<&str> = need
+            .iter()
+            .filter_map(|r| r.as_ref().err().map(String::as_str))
+            .collect();
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// The command of one run of `c` with `n` ranks. Only called when
+    /// [`Tools::missing`] is None.
+    pub fn spec(&self, c: Config, n: u32, p: &RunParams) -> Spec {
+        let path = |r: &Result<PathBuf, String>| r.clone().unwrap_or_default();
+        let os = |s: &str| OsString::from(s);
+        // Keep a FASTPMI_TRANSPORT from the caller's shell from leaking into
+        // the configurations that must pick their own transport.
+        let mut env_remove = vec![os("FASTPMI_TRANSPORT")];
+        let mut env_set = vec![];
+        let fastpmi_args = |prog: OsString, args: &[&str]| {
+            let mut v = vec![os("-n"), OsString::from(n.to_string()), prog];
+            v.extend(args.iter().map(|a| os(a)));
+            v
+        };
+        let rank = self.rank_exe.clone().into_os_string();
+        let (program, args, mem) = match c {
+            Config::FastpmiShm => (
+                path(&self.fastpmi),
+                fastpmi_args(rank, &["__rank"]),
+                MemProbe::Launcher,
+            ),
+            Config::FastpmiSocket => {
+                env_remove.clear();
+                env_set.push((os("FASTPMI_TRANSPORT"), os("socket")));
+                (
+                    path(&self.fastpmi),
+                    fastpmi_args(rank, &["__rank"]),
+                    MemProbe::Launcher,
+                )
+            }
+            Config::SlurmPmi2 => (
+                path(&self.fastpmi),
+                fastpmi_args(path(&self.pmi2_exchange).into_os_string(), &[]),
+                MemProbe::Launcher,
+            ),
+            Config::MpichFastpmi => (
+                path(&self.fastpmi),
+                fastpmi_args(path(&self.mpi_hello).into_os_string(), &[]),
+                MemProbe::Launcher,
+            ),
+            Config::Hydra | Config::MpichHydra => {
+                let prog = if c == Config::Hydra {
+                    (rank, vec![os("__rank")])
+                } else {
+                    (path(&self.mpi_hello).into_os_string(), vec![])
+                };
+                let (args, proxies) = hydra_args(n, p.hydra_ppn, prog.0, prog.1);
+                (path(&self.hydra), args, MemProbe::HydraTree { proxies })
+            }
+            Config::FutexFloor => (
+                path(&self.floor),
+                vec![OsString::from(n.to_string()), OsString::from(p.floor_iters.to_string())],
+                MemProbe::None,
+            ),
+        };
+        Spec {
+            program,
+            args,
+            env_set,
+            env_remove,
+            cwd: None,
+            timeout: p.timeout,
+            mem,
+        }
+    }
+}
+
+/// Per-run knobs from the command line.
+#[derive(Debug, Clone, Copy)]
+pub struct RunParams {
+    pub timeout: Duration,
+    pub floor_iters: u32,
+    pub hydra_ppn: u32,
+}
+
+/// Hydra's arguments for `n` ranks with at most `ppn` ranks per proxy.
+///
+/// Hydra 4.0.2 deadlocks past ~224 ranks behind one proxy (a full socket
+/// buffer between proxy and ranks), so larger jobs get several proxies. One
+/// proxy is started per distinct host name and repeated names are merged
+/// (`localhost:4,localhost:4` is one proxy of 8), so each proxy gets its own
+/// loopback address, and `-launcher fork` starts every proxy locally without
+/// ssh. Returns the arguments and the number of proxies.
+pub fn hydra_args(n: u32, ppn: u32, prog: OsString, args: Vec<OsString>) -> (Vec<OsString>, usize) {
+    let ppn = ppn.max(1);
+    let proxies = n.div_ceil(ppn).max(1);
+    let (base, extra) = (n / proxies, n % proxies);
+    let hosts: Vec<String> = (0..proxies)
+        .map(|i| format!("127.0.0.{}:{}", i + 1, base + u32::from(i < extra)))
+        .collect();
+    let mut v: Vec<OsString> = ["-launcher", "fork", "-hosts"]
+        .iter()
+        .map(OsString::from)
+        .collect();
+    v.push(hosts.join(",").into());
+    v.push("-n".into());
+    v.push(n.to_string().into());
+    v.push(prog);
+    v.extend(args);
+    (v, proxies as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hydra_hosts_split_evenly() {
+        let (a, k) = hydra_args(256, 128, "p".into(), vec![]);
+        assert_eq!(k, 2);
+        assert_eq!(a[3], "127.0.0.1:128,127.0.0.2:128");
+        let (a, k) = hydra_args(300, 128, "p".into(), vec![]);
+        assert_eq!(k, 3);
+        assert_eq!(a[3], "127.0.0.1:100,127.0.0.2:100,127.0.0.3:100");
+        let (a, k) = hydra_args(2, 128, "p".into(), vec!["x".into()]);
+        assert_eq!(k, 1);
+        assert_eq!(a[3], "127.0.0.1:2");
+        assert_eq!(a.last().unwrap(), "x");
+    }
+
+    #[test]
+    fn shm_names() {
+        assert!(is_shm_transport("shm"));
+        assert!(is_shm_transport("sharedmemory"));
+        assert!(!is_shm_transport("socket"));
+        assert!(!is_shm_transport("singleton"));
+    }
+}

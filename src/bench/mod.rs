@@ -1,0 +1,367 @@
+//! `fastpmi-bench`: the benchmark harness.
+//!
+//! One run measures, side by side and interleaved (for each N, for each
+//! repetition, every configuration once, so that drift on a shared machine
+//! hits all of them alike):
+//!
+//! * the business-card exchange (put one ~100-byte value, fence, get and
+//!   verify every rank's, fence) under fastpmi's shared-memory path, its
+//!   socket path, Hydra, and Slurm's libpmi2 on fastpmi, beside the futex
+//!   barrier floor of the machine;
+//! * MPICH startup (`MPI_Init` + `MPI_Barrier` + `MPI_Finalize`) under
+//!   fastpmi and Hydra;
+//! * the launcher's peak memory and what the client adds to each rank.
+//!
+//! It writes `bench.md`, `bench.svg` and `raw.csv` into `--out`. The Rust
+//! rank program is this binary itself (`fastpmi-bench __rank`, see
+//! [`rank`]).
+
+mod configs;
+mod plot;
+mod proc;
+pub mod rank;
+mod record;
+mod report;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use configs::{Config, Kind, RunParams, Tools};
+use record::{Record, Status};
+
+pub const USAGE: &str = "\
+usage: fastpmi-bench [--sizes 2,16,64,256,1024] [--reps 3] [--out results]
+                     [--configs LIST] [--startup-sizes 16,64,256] [--quick]
+                     [--timeout 120] [--floor-iters N] [--hydra-ppn 128]
+
+Measures PMI put/get/fence (a business-card exchange) under fastpmi's
+shared-memory path, fastpmi's socket path, Hydra and Slurm's libpmi2 on
+fastpmi beside a futex barrier floor, plus MPICH startup and launcher memory.
+Writes bench.md, bench.svg and raw.csv into --out. Build first with
+`cargo build --release` (fastpmi must sit next to fastpmi-bench).
+
+  --sizes LIST          rank counts of the exchange (default 2,16,64,256,1024)
+  --reps N              repetitions of every case (default 3)
+  --out DIR             output directory (default results)
+  --configs LIST        subset of: fastpmi-shm, fastpmi-socket, hydra,
+                        slurm-pmi2@fastpmi, futex-floor, mpich-startup
+                        (default: all)
+  --startup-sizes LIST  rank counts of the MPICH startup table
+                        (default 16,64,256; 16,64 with --quick; `none` to skip)
+  --quick               fewer floor iterations, no 256-rank MPICH startup
+  --timeout SECS        per run; the launcher's process tree is killed after
+                        it and the run recorded as failed (default 120)
+  --floor-iters N       fences per futex-floor run (default 1000, quick 100)
+  --hydra-ppn K         at most K ranks per Hydra proxy (default 128: Hydra
+                        4.0.2 deadlocks past ~224 ranks behind one proxy)";
+
+/// Parsed command line.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub sizes: Vec<u32>,
+    pub reps: u32,
+    pub out: PathBuf,
+    pub configs: Vec<Config>,
+    pub startup_sizes: Vec<u32>,
+    pub quick: bool,
+    pub params: RunParams,
+}
+
+fn parse_list(flag: &str, s: &str) -> Result<Vec<u32>, String> {
+    if s == "none" || s.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut v = Vec::new();
+    for part in s.split(',') {
+        match part.trim().parse::<u32>() {
+            Ok(n) if n >= 1 => v.push(n),
+            _ => return Err(format!("{flag} {s}: `{part}` is not a rank count >= 1")),
+        }
+    }
+    v.sort_unstable();
+    v.dedup();
+    Ok(v)
+}
+
+fn parse_num(flag: &str, s: &str) -> Result<u32, String> {
+    s.parse::<u32>()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| format!("{flag} {s}: expected a number >= 1"))
+}
+
+impl Options {
+    /// None for `--help`.
+    pub fn parse(args: &[OsString]) -> Result<Option<Options>, String> {
+        let mut sizes = vec![2, 16, 64, 256, 1024];
+        let mut reps = 3;
+        let mut out = PathBuf::from("results");
+        let mut configs: Vec<Config> = Config::ALL.to_vec();
+        let mut startup: Option<Vec<u32>> = None;
+        let mut quick = false;
+        let mut timeout = 120;
+        let mut floor_iters: Option<u32> = None;
+        let mut hydra_ppn = 128;
+        let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
+        while let Some(flag) = it.next() {
+            let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+            match flag.as_str() {
+                "-h" | "--help" => return Ok(None),
+                "--sizes" => sizes = parse_list(&flag, &value()?)?,
+                "--reps" => reps = parse_num(&flag, &value()?)?,
+                "--out" => out = PathBuf::from(value()?),
+                "--startup-sizes" => startup = Some(parse_list(&flag, &value()?)?),
+                "--quick" => quick = true,
+                "--timeout" => timeout = parse_num(&flag, &value()?)?,
+                "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
+                "--hydra-ppn" => hydra_ppn = parse_num(&flag, &value()?)?,
+                "--configs" => {
+                    configs = Vec::new();
+                    for name in value()?.split(',').map(str::trim) {
+                        let picked: Vec<Config> = if name == "mpich-startup" {
+                            vec![Config::MpichFastpmi, Config::MpichHydra]
+                        } else {
+                            Config::ALL
+                                .into_iter()
+                                .filter(|c| c.name() == name && c.kind() != Kind::Startup)
+                                .collect()
+                        };
+                        if picked.is_empty() {
+                            return Err(format!("--configs: unknown configuration `{name}`"));
+                        }
+                        configs.extend(picked);
+                    }
+                    configs.sort();
+                    configs.dedup();
+                }
+                other => return Err(format!("unknown argument `{other}` (see --help)")),
+            }
+        }
+        if sizes.is_empty() {
+            return Err("--sizes: no rank count".into());
+        }
+        let startup_sizes = startup.unwrap_or(if quick { vec![16, 64] } else { vec![16, 64, 256] });
+        Ok(Some(Options {
+            sizes,
+            reps,
+            out,
+            configs,
+            startup_sizes,
+            quick,
+            params: RunParams {
+                timeout: Duration::from_secs(u64::from(timeout)),
+                floor_iters: floor_iters.unwrap_or(if quick { 100 } else { 1000 }),
+                hydra_ppn,
+            },
+        }))
+    }
+}
+
+/// Entry point of the `fastpmi-bench` binary.
+pub fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == "__rank") {
+        return ExitCode::from(rank::main().clamp(0, 255) as u8);
+    }
+    match Options::parse(&args) {
+        Ok(None) => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        Ok(Some(opts)) => match run(&opts) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("fastpmi-bench: {e}");
+                ExitCode::from(1)
+            }
+        },
+        Err(e) => {
+            eprintln!("fastpmi-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One planned run.
+struct Case {
+    config: Config,
+    n: u32,
+    rep: u32,
+}
+
+fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut add = |sizes: &[u32], kinds: &[Kind]| {
+        for &n in sizes {
+            for rep in 0..opts.reps {
+                for &config in present.iter().filter(|c| kinds.contains(&c.kind())) {
+                    cases.push(Case { config, n, rep });
+                }
+            }
+        }
+    };
+    add(&opts.sizes, &[Kind::Exchange, Kind::Floor]);
+    add(&opts.startup_sizes, &[Kind::Startup]);
+    cases
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Whether the configuration was run, and if not why.
+#[derive(Debug, Clone)]
+pub enum Availability {
+    Present,
+    Missing(String),
+    NotSelected,
+}
+
+fn run(opts: &Options) -> Result<(), String> {
+    let t_run = Instant::now();
+    let started = SystemTime::now();
+    let load_start = load_average();
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| format!("create {}: {e}", opts.out.display()))?;
+    // Compiled helpers go to a hidden subdirectory that git ignores, so that
+    // results/ can be committed with only the report in it.
+    let build_dir = opts.out.join(".build");
+    let tools = Tools::prepare(&build_dir, &opts.configs)?;
+    let _ = std::fs::write(opts.out.join(".gitignore"), ".build/\n");
+
+    let availability: Vec<(Config, Availability)> = Config::ALL
+        .into_iter()
+        .map(|c| {
+            let a = if !opts.configs.contains(&c) {
+                Availability::NotSelected
+            } else if c.kind() == Kind::Startup && opts.startup_sizes.is_empty() {
+                Availability::Missing("no --startup-sizes given".into())
+            } else if let Some(why) = tools.missing(c) {
+                Availability::Missing(why)
+            } else {
+                Availability::Present
+            };
+            (c, a)
+        })
+        .collect();
+    let present: Vec<Config> = availability
+        .iter()
+        .filter(|(_, a)| matches!(a, Availability::Present))
+        .map(|(c, _)| *c)
+        .collect();
+    for (c, a) in &availability {
+        if let Availability::Missing(why) = a {
+            eprintln!("fastpmi-bench: {c}: missing: {why}");
+        }
+    }
+
+    let cases = plan(opts, &present);
+    let total = cases.len();
+    let mut records: Vec<Record> = Vec::with_capacity(total);
+    let timeout_s = opts.params.timeout.as_secs();
+    for (i, case) in cases.iter().enumerate() {
+        let head = format!(
+            "[{}/{total}] N={} {} rep {}/{}",
+            i + 1,
+            case.n,
+            case.config,
+            case.rep + 1,
+            opts.reps
+        );
+        // Once rank 0 has said it is not on shared memory at this N, further
+        // repetitions would only re-measure the socket path under the wrong
+        // name; each N is still checked once.
+        if case.config == Config::FastpmiShm && case.rep > 0 {
+            let first = records
+                .iter()
+                .find(|r| r.config == case.config && r.n == case.n && r.rep == 0);
+            if let Some(f) = first.filter(|f| f.status == Status::WrongTransport) {
+                let why = format!("not repeated: rep 1 did not use shared memory ({})", f.error);
+                eprintln!("{head} ... skipped (rep 1 did not use shared memory)");
+                records.push(Record::skipped(case.config, case.n, case.rep, &why));
+                continue;
+            }
+        }
+        eprint!("{head} ... ");
+        let _ = std::io::stderr().flush();
+        let spec = tools.spec(case.config, case.n, &opts.params);
+        let outcome = proc::run(&spec);
+        let rec = record::judge(case.config, case.n, case.rep, &outcome, timeout_s);
+        let note = match rec.status {
+            Status::Ok => String::new(),
+            s => format!(" {}", s.as_str()),
+        };
+        eprintln!("{:.1} s{note}", outcome.wall.as_secs_f64());
+        records.push(rec);
+    }
+
+    let load_end = load_average();
+    let ctx = report::Context {
+        opts,
+        tools: &tools,
+        availability: &availability,
+        records: &records,
+        started,
+        elapsed: t_run.elapsed(),
+        load: (load_start, load_end),
+    };
+    let csv = report::csv(&records);
+    write(opts, "raw.csv", &csv)?;
+    let svg = plot::svg(&records, &present, &opts.sizes)?;
+    write(opts, "bench.svg", &svg)?;
+    let md = report::markdown(&ctx);
+    write(opts, "bench.md", &md)?;
+    for line in report::target_lines(&ctx) {
+        println!("{line}");
+    }
+    println!(
+        "fastpmi-bench: wrote {}/{{bench.md,bench.svg,raw.csv}} in {:.0} s",
+        opts.out.display(),
+        t_run.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn write(opts: &Options, name: &str, text: &str) -> Result<(), String> {
+    let p = opts.out.join(name);
+    std::fs::write(&p, text).map_err(|e| format!("write {}: {e}", p.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+        Options::parse(&args.iter().map(OsString::from).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        let o = parse(&[]).unwrap().unwrap();
+        assert_eq!(o.sizes, [2, 16, 64, 256, 1024]);
+        assert_eq!(o.reps, 3);
+        assert_eq!(o.configs.len(), Config::ALL.len());
+        assert_eq!(o.startup_sizes, [16, 64, 256]);
+        let o = parse(&["--sizes", "64,2", "--quick", "--configs", "hydra,mpich-startup"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.sizes, [2, 64]);
+        assert_eq!(o.startup_sizes, [16, 64]);
+        assert_eq!(
+            o.configs,
+            [Config::Hydra, Config::MpichFastpmi, Config::MpichHydra]
+        );
+        assert!(parse(&["--configs", "nope"]).is_err());
+        assert!(parse(&["--sizes", "0"]).is_err());
+        assert!(parse(&["--reps"]).is_err());
+        assert!(parse(&["--help"]).unwrap().is_none());
+        let o = parse(&["--startup-sizes", "none"]).unwrap().unwrap();
+        assert!(o.startup_sizes.is_empty());
+    }
+}

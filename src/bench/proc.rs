@@ -1,0 +1,440 @@
+//! Running one benchmark job: spawn the launcher in its own process group,
+//! time it from spawn to exit, capture its output, sample its memory, and
+//! kill the whole tree on timeout.
+//!
+//! The exit is observed with `waitid(WNOWAIT)` first: the launcher stays a
+//! zombie (its pid cannot be reused) until the memory sampler has stopped, and
+//! the wall time is taken at the moment of exit, not when some thread got
+//! around to noticing it.
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::rank::status_field_kb;
+
+/// Keep at most this much of a job's stderr (the tail is what explains a failure).
+const STDERR_KEEP: usize = 64 * 1024;
+/// Memory sampling period. VmHWM is a high-water mark, so sampling only loses
+/// growth after the last sample; 20 ms keeps the sampler's own CPU use (on a
+/// 2-core machine shared with the job) negligible.
+const SAMPLE_PERIOD: Duration = Duration::from_millis(20);
+
+/// Whose memory to sample while the job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemProbe {
+    None,
+    /// The spawned process itself (fastpmi's launcher; not its ranks).
+    Launcher,
+    /// `mpiexec.hydra` plus its `hydra_pmi_proxy` children.
+    HydraTree { proxies: usize },
+}
+
+/// A job to run.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env_set: Vec<(OsString, OsString)>,
+    pub env_remove: Vec<OsString>,
+    pub cwd: Option<PathBuf>,
+    pub timeout: Duration,
+    pub mem: MemProbe,
+}
+
+impl Spec {
+    /// The command as a shell-like string, for the report.
+    pub fn display(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for (k, v) in &self.env_set {
+            parts.push(format!("{}={}", k.to_string_lossy(), v.to_string_lossy()));
+        }
+        parts.push(self.program.to_string_lossy().into_owned());
+        parts.extend(self.args.iter().map(|a| a.to_string_lossy().into_owned()));
+        parts.join(" ")
+    }
+}
+
+/// How the job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+    SpawnFailed(String),
+}
+
+impl End {
+    pub fn describe(&self, timeout: Duration) -> String {
+        match self {
+            End::Exited(c) => format!("exit status {c}"),
+            End::Signaled(s) => format!("killed by signal {s}"),
+            End::TimedOut => format!("timed out after {} s (process tree killed)", timeout.as_secs()),
+            End::SpawnFailed(e) => format!("could not start: {e}"),
+        }
+    }
+}
+
+/// Peak resident memory of the launcher side of a job.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Mem {
+    /// Sum of the peaks (VmHWM) of the sampled processes, KiB.
+    pub total_kb: u64,
+    /// What was summed, e.g. `mpiexec 9.1 MB + 2 proxies 7.0 MB`.
+    pub detail: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub end: End,
+    pub wall: Duration,
+    pub stdout: String,
+    pub stderr: String,
+    pub mem: Option<Mem>,
+}
+
+/// Output of a reader thread; shared so that a reader still blocked (an
+/// orphaned descendant holding the pipe) does not hold back what it has read.
+type Sink = Arc<Mutex<Vec<u8>>>;
+
+fn spawn_reader(mut from: impl Read + Send + 'static, keep_tail: Option<usize>) -> (Sink, mpsc::Receiver<()>) {
+    let sink: Sink = Arc::default();
+    let (tx, rx) = mpsc::channel();
+    let s = sink.clone();
+    thread::spawn(move || {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let mut v = s.lock().unwrap_or_else(|p| p.into_inner());
+                    v.extend_from_slice(&buf[..n]);
+                    if let Some(k) = keep_tail {
+                        if v.len() > 2 * k {
+                            let cut = v.len() - k;
+                            v.drain(..cut);
+                        }
+                    }
+                }
+            }
+        }
+        let _ = tx.send(());
+    });
+    (sink, rx)
+}
+
+fn take(sink: &Sink, keep_tail: Option<usize>) -> String {
+    let v = sink.lock().unwrap_or_else(|p| p.into_inner());
+    let start = keep_tail.map_or(0, |k| v.len().saturating_sub(k));
+    String::from_utf8_lossy(&v[start..]).into_owned()
+}
+
+/// Run `spec` to completion (or timeout). Never panics on job failure.
+pub fn run(spec: &Spec) -> Outcome {
+    let mut cmd = Command::new(&spec.program);
+    cmd.args(&spec.args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Own process group: on timeout the launcher and everything it
+        // started go down with one kill(-pgid).
+        .process_group(0);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
+    for (k, v) in &spec.env_set {
+        cmd.env(k, v);
+    }
+    if let Some(d) = &spec.cwd {
+        cmd.current_dir(d);
+    }
+    let t0 = Instant::now();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            return Outcome {
+                end: End::SpawnFailed(format!("{}: {e}", spec.program.display())),
+                wall: Duration::ZERO,
+                stdout: String::new(),
+                stderr: String::new(),
+                mem: None,
+            }
+        }
+    };
+    let pid = child.id() as i32;
+    let (out_sink, out_done) = spawn_reader(child.stdout.take().expect("piped stdout"), None);
+    let (err_sink, err_done) = spawn_reader(
+        child.stderr.take().expect("piped stderr"),
+        Some(STDERR_KEEP),
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = (spec.mem != MemProbe::None).then(|| {
+        let stop = stop.clone();
+        let probe = spec.mem;
+        thread::spawn(move || sample_memory(pid, probe, &stop))
+    });
+
+    let (wtx, wrx) = mpsc::channel();
+    thread::spawn(move || {
+        wait_exited_nowait(pid);
+        let t_end = Instant::now();
+        stop.store(true, Ordering::Release);
+        let mem = sampler.and_then(|h| {
+            h.thread().unpark();
+            h.join().ok().flatten()
+        });
+        let status = child.wait();
+        let _ = wtx.send((status, t_end, mem));
+    });
+
+    let (waited, timed_out) = match wrx.recv_timeout(spec.timeout) {
+        Ok(w) => (Some(w), false),
+        Err(_) => {
+            kill_tree(pid);
+            (wrx.recv_timeout(Duration::from_secs(30)).ok(), true)
+        }
+    };
+    let (end, wall, mem) = match waited {
+        Some((status, t_end, mem)) => {
+            let end = if timed_out {
+                End::TimedOut
+            } else {
+                match status {
+                    Ok(s) => match (s.code(), s.signal()) {
+                        (Some(c), _) => End::Exited(c),
+                        (None, Some(sig)) => End::Signaled(sig),
+                        _ => End::Exited(-1),
+                    },
+                    Err(e) => End::SpawnFailed(format!("wait: {e}")),
+                }
+            };
+            (end, t_end - t0, mem)
+        }
+        None => (End::TimedOut, t0.elapsed(), None),
+    };
+
+    // The launcher is gone; its pipes close when the last holder exits. A
+    // holder that outlives the launcher is a stray rank or proxy: kill the
+    // group (it still exists only if such members remain) and move on.
+    for done in [&out_done, &err_done] {
+        if done.recv_timeout(Duration::from_secs(5)).is_err() {
+            // SAFETY: plain kill(2) on our own child's process group.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            let _ = done.recv_timeout(Duration::from_secs(2));
+        }
+    }
+    Outcome {
+        end,
+        wall,
+        stdout: take(&out_sink, None),
+        stderr: take(&err_sink, Some(STDERR_KEEP)),
+        mem,
+    }
+}
+
+/// Block until `pid` has exited, leaving it a zombie (not reaped).
+fn wait_exited_nowait(pid: i32) {
+    loop {
+        // SAFETY: siginfo_t is plain data; waitid only writes into it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// SIGKILL `root`'s process group and every descendant (some launchers move
+/// their children to other groups or sessions).
+pub fn kill_tree(root: i32) {
+    let desc = descendants(root);
+    // SAFETY: kill(2) with pids we found as our own descendants.
+    unsafe {
+        libc::kill(-root, libc::SIGKILL);
+        for p in desc {
+            libc::kill(p, libc::SIGKILL);
+        }
+    }
+}
+
+/// `(pid, ppid, comm)` of every process, from `/proc/*/stat`.
+fn process_table() -> Vec<(i32, i32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid ..."; comm may contain spaces and parens.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = stat[open + 1..close].to_string();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        out.push((pid, ppid, comm));
+    }
+    out
+}
+
+fn descendants(root: i32) -> Vec<i32> {
+    let table = process_table();
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for (pid, ppid, _) in &table {
+        children.entry(*ppid).or_default().push(*pid);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    let mut seen = HashSet::new();
+    while let Some(p) = stack.pop() {
+        for &c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
+            if seen.insert(c) {
+                out.push(c);
+                stack.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// `(name, VmHWM kB)` of a live process; None once it has exited (a zombie
+/// has no memory fields).
+fn name_and_hwm(pid: i32) -> Option<(String, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let name = s.lines().find_map(|l| l.strip_prefix("Name:"))?.trim().to_string();
+    Some((name, status_field_kb(&s, "VmHWM:")?))
+}
+
+fn mb(kb: u64) -> String {
+    format!("{:.1} MB", kb as f64 / 1024.0)
+}
+
+/// Sample peak RSS until `stop`; see [`MemProbe`].
+fn sample_memory(pid: i32, probe: MemProbe, stop: &AtomicBool) -> Option<Mem> {
+    let mut root_peak: Option<u64> = None;
+    let mut proxy_peaks: HashMap<i32, u64> = HashMap::new();
+    // Finding Hydra's proxies needs a scan of /proc, which at 1024 ranks is
+    // itself real work: scan only until all are found, and for at most ~4 s
+    // (proxies start before any rank does).
+    let mut scans_left = 200u32;
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if let Some((_, hwm)) = name_and_hwm(pid) {
+            root_peak = Some(root_peak.unwrap_or(0).max(hwm));
+        }
+        if let MemProbe::HydraTree { proxies } = probe {
+            if proxy_peaks.len() < proxies && scans_left > 0 && !stopping {
+                scans_left -= 1;
+                for (p, ppid, comm) in process_table() {
+                    if ppid == pid && comm == "hydra_pmi_proxy" {
+                        proxy_peaks.entry(p).or_insert(0);
+                    }
+                }
+            }
+            for (p, peak) in proxy_peaks.iter_mut() {
+                // Check the name: a proxy's pid may be reused once it exits.
+                if let Some((name, hwm)) = name_and_hwm(*p) {
+                    if name == "hydra_pmi_proxy" {
+                        *peak = (*peak).max(hwm);
+                    }
+                }
+            }
+        }
+        if stopping {
+            break;
+        }
+        thread::park_timeout(SAMPLE_PERIOD);
+    }
+    let root = root_peak?;
+    Some(match probe {
+        MemProbe::HydraTree { .. } => {
+            let proxies: u64 = proxy_peaks.values().sum();
+            Mem {
+                total_kb: root + proxies,
+                detail: format!(
+                    "mpiexec {} + {} proxies {}",
+                    mb(root),
+                    proxy_peaks.len(),
+                    mb(proxies)
+                ),
+            }
+        }
+        _ => Mem {
+            total_kb: root,
+            detail: format!("launcher {}", mb(root)),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(prog: &str, args: &[&str], timeout: Duration) -> Spec {
+        Spec {
+            program: prog.into(),
+            args: args.iter().map(OsString::from).collect(),
+            env_set: vec![],
+            env_remove: vec![],
+            cwd: None,
+            timeout,
+            mem: MemProbe::Launcher,
+        }
+    }
+
+    #[test]
+    fn captures_output_and_status() {
+        let o = run(&spec(
+            "/bin/sh",
+            &["-c", "echo out; echo err >&2; exit 3"],
+            Duration::from_secs(30),
+        ));
+        assert_eq!(o.end, End::Exited(3));
+        assert_eq!(o.stdout, "out\n");
+        assert_eq!(o.stderr, "err\n");
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let t = Instant::now();
+        // The background sleep keeps stdout open: it must die with the group.
+        let o = run(&spec(
+            "/bin/sh",
+            &["-c", "sleep 60 & sleep 60; echo never"],
+            Duration::from_millis(300),
+        ));
+        assert_eq!(o.end, End::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+        assert!(!o.stdout.contains("never"));
+    }
+
+    #[test]
+    fn spawn_failure_is_reported() {
+        let o = run(&spec("/nonexistent/prog", &[], Duration::from_secs(5)));
+        assert!(matches!(o.end, End::SpawnFailed(_)));
+    }
+}

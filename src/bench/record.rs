@@ -1,0 +1,280 @@
+//! One run's result (a row of raw.csv), parsing of the programs' result
+//! lines, and the median / min–max summaries over repetitions.
+
+use std::collections::BTreeMap;
+
+use super::configs::{is_shm_transport, Config, Kind};
+use super::proc::{End, Mem, Outcome};
+
+/// Numeric fields of the exchange line, in raw.csv column order. The C
+/// program prints the first 17; the Rust rank program adds the rss fields.
+pub const METRICS: &[&str] = &[
+    "init_us",
+    "put_us",
+    "fence_us",
+    "getall_us",
+    "fence2_us",
+    "finalize_us",
+    "per_get_us",
+    "max_init_us",
+    "max_fence_us",
+    "min_fence_us",
+    "max_getall_us",
+    "max_getall_rank",
+    "mean_getall_us",
+    "max_fence2_us",
+    "gather_us",
+    "total_us",
+    "rss_delta_kb",
+    "max_rss_delta_kb",
+    "rss_exchange_kb",
+    "max_rss_exchange_kb",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    /// Non-zero exit, signal, or no result line.
+    Failed,
+    TimedOut,
+    /// Ran, but rank 0 used another transport than the configuration is about.
+    WrongTransport,
+    /// Not run (see the error column).
+    Skipped,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Failed => "failed",
+            Status::TimedOut => "timeout",
+            Status::WrongTransport => "wrong-transport",
+            Status::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub config: Config,
+    pub n: u32,
+    pub rep: u32,
+    pub status: Status,
+    /// Launch to the launcher's exit, measured by the harness.
+    pub wall_s: Option<f64>,
+    pub transport: Option<String>,
+    pub metrics: BTreeMap<String, f64>,
+    pub mem: Option<Mem>,
+    /// Why the run failed (with the stderr tail), or a note.
+    pub error: String,
+}
+
+impl Record {
+    pub fn skipped(config: Config, n: u32, rep: u32, why: &str) -> Record {
+        Record {
+            config,
+            n,
+            rep,
+            status: Status::Skipped,
+            wall_s: None,
+            transport: None,
+            metrics: BTreeMap::new(),
+            mem: None,
+            error: why.to_string(),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<f64> {
+        self.metrics.get(key).copied()
+    }
+
+    /// Rank 0's put + fence + get-all + fence2: the exchange itself.
+    pub fn exchange_us(&self) -> Option<f64> {
+        Some(
+            self.get("put_us")?
+                + self.get("fence_us")?
+                + self.get("getall_us")?
+                + self.get("fence2_us")?,
+        )
+    }
+}
+
+/// `key=value` pairs of the last line of `stdout` that starts with `n=` and
+/// has `total_us=`: the result line of `pmi2_exchange` or `__rank`.
+pub fn parse_exchange_line(stdout: &str) -> Option<BTreeMap<String, String>> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with("n=") && l.contains(" total_us="))?;
+    Some(
+        line.split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+}
+
+/// `per-fence X us` of futex_barrier_floor's line.
+pub fn parse_floor_line(stdout: &str) -> Option<f64> {
+    let l = stdout.lines().rev().find(|l| l.contains("per-fence"))?;
+    let rest = l.split("per-fence").nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+fn tail(s: &str, lines: usize) -> String {
+    let v: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Turn a finished run into a record: success needs exit 0, a parseable
+/// result line and (for the Rust client) the expected transport.
+pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> Record {
+    let mut r = Record {
+        config,
+        n,
+        rep,
+        status: Status::Ok,
+        wall_s: Some(o.wall.as_secs_f64()),
+        transport: None,
+        metrics: BTreeMap::new(),
+        mem: o.mem.clone(),
+        error: String::new(),
+    };
+    let fail = |r: &mut Record, status: Status, why: String| {
+        r.status = status;
+        let t = tail(&o.stderr, 12);
+        r.error = if t.is_empty() {
+            format!("{why} (no stderr)")
+        } else {
+            format!("{why}; stderr tail:\n{t}")
+        };
+    };
+    match &o.end {
+        End::Exited(0) => {}
+        End::TimedOut => {
+            fail(&mut r, Status::TimedOut, format!("timed out after {timeout_s} s (process tree killed)"));
+            return r;
+        }
+        other => {
+            fail(&mut r, Status::Failed, other.describe(std::time::Duration::from_secs(timeout_s)));
+            return r;
+        }
+    }
+    match config.kind() {
+        Kind::Exchange => {
+            let Some(kv) = parse_exchange_line(&o.stdout) else {
+                fail(&mut r, Status::Failed, "exit 0 but no result line on stdout".into());
+                return r;
+            };
+            for k in METRICS {
+                if let Some(v) = kv.get(*k).and_then(|v| v.parse::<f64>().ok()) {
+                    r.metrics.insert(k.to_string(), v);
+                }
+            }
+            if kv.get("n").and_then(|v| v.parse::<u32>().ok()) != Some(n) {
+                fail(&mut r, Status::Failed, format!("result line says n={:?}, expected {n}", kv.get("n")));
+                return r;
+            }
+            r.transport = kv.get("transport").cloned();
+            if let Some(want) = config.expected_transport() {
+                let got = r.transport.clone().unwrap_or_else(|| "unreported".into());
+                let ok = if want == "shm" { is_shm_transport(&got) } else { got == want };
+                if !ok {
+                    r.status = Status::WrongTransport;
+                    r.error = format!("rank 0 reported transport={got}, this configuration needs {want}");
+                }
+            }
+        }
+        Kind::Floor => match parse_floor_line(&o.stdout) {
+            Some(us) => {
+                // The floor has one figure, a steady-state fence; it goes in
+                // both fence columns so it lines up with either.
+                r.metrics.insert("fence_us".into(), us);
+                r.metrics.insert("fence2_us".into(), us);
+            }
+            None => fail(&mut r, Status::Failed, "no per-fence line on stdout".into()),
+        },
+        Kind::Startup => {
+            if !o.stdout.contains("mpi_hello ok") {
+                fail(&mut r, Status::Failed, "exit 0 but rank 0 printed no \"mpi_hello ok\"".into());
+            }
+        }
+    }
+    r
+}
+
+/// Median and spread of one figure over the ok runs of one (config, N).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Summary {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub count: usize,
+}
+
+impl Summary {
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Summary> {
+        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let m = v.len();
+        let median = if m % 2 == 1 {
+            v[m / 2]
+        } else {
+            (v[m / 2 - 1] + v[m / 2]) / 2.0
+        };
+        Some(Summary {
+            median,
+            min: v[0],
+            max: v[m - 1],
+            count: m,
+        })
+    }
+}
+
+/// Runs of one (config, N), in order.
+pub fn runs_of(records: &[Record], c: Config, n: u32) -> Vec<&Record> {
+    records
+        .iter()
+        .filter(|r| r.config == c && r.n == n)
+        .collect()
+}
+
+/// Summary of `f` over the ok runs of (c, n).
+pub fn summarize(records: &[Record], c: Config, n: u32, f: impl Fn(&Record) -> Option<f64>) -> Option<Summary> {
+    Summary::of(
+        runs_of(records, c, n)
+            .into_iter()
+            .filter(|r| r.status == Status::Ok)
+            .filter_map(f),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_and_spread() {
+        let s = Summary::of([3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.count), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Summary::of([1.0, 2.0]).unwrap().median, 1.5);
+        assert!(Summary::of([]).is_none());
+    }
+
+    #[test]
+    fn parses_result_lines() {
+        let out = "noise\nn=4 init_us=1.5 put_us=2.0 total_us=9.0 transport=socket\n";
+        let kv = parse_exchange_line(out).unwrap();
+        assert_eq!(kv["init_us"], "1.5");
+        assert_eq!(kv["transport"], "socket");
+        assert!(parse_exchange_line("n=4 init_us=1").is_none());
+        assert_eq!(
+            parse_floor_line("n=8 spin=100 per-fence 12.5 us\n"),
+            Some(12.5)
+        );
+    }
+}
