@@ -8,3 +8,4 @@ pub mod server;
 pub mod store;
 pub mod wire;
 pub mod shm;
+pub mod bench;

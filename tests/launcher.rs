@@ -60,49 +60,78 @@ fn demo_exchanges_and_verifies_cards() {
     assert!(s.contains("fence") && s.contains("get-all"), "{s}");
 }
 
+/// Each rank's descriptors as `fd:target` pairs (stdio, PMI socket, segment).
+const FD_SCRIPT: &str = r#"out=""; for f in /proc/$$/fd/*; do [ -e "$f" ] && out="$out ${f##*/}:$(readlink $f)"; done; echo "FDS$out""#;
+
+fn rank_fds(stdout: &str, rank: u32) -> Vec<(u32, String)> {
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("[{rank}] FDS")))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    let mut v: Vec<(u32, String)> = line
+        .split_whitespace()
+        .skip(2)
+        // "(deleted)" after a memfd name is not a descriptor of its own.
+        .filter_map(|p| {
+            let (fd, target) = p.split_once(':')?;
+            Some((fd.parse().ok()?, target.to_string()))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
 #[test]
 fn rank_environment_and_descriptors() {
-    let script = r#"echo "R=$PMI_RANK S=$PMI_SIZE J=$PMI_JOBID L=$MPI_LOCALRANKID/$MPI_LOCALNRANKS G=$FOO SP=${PMI_SPAWNED-unset} PX=${PMIX_RANK-unset}"; fds=""; for f in /proc/$$/fd/*; do [ -e "$f" ] && fds="$fds ${f##*/}"; done; echo "FD=$PMI_FD fds:$fds""#;
-    let out = Command::new(BIN)
-        .args(["-n", "3", "-genv", "FOO", "bar", "-l", "sh", "-c", script])
-        .env("PMIX_RANK", "7")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let s = text(&out.stdout);
-    for r in 0..3 {
-        let line = s
-            .lines()
-            .find(|l| l.starts_with(&format!("[{r}] R=")))
-            .unwrap_or_else(|| panic!("{s}"));
-        assert!(line.contains(&format!("R={r} S=3 J=fastpmi_")), "{line}");
-        assert!(
-            line.contains(&format!("L={r}/3 G=bar SP=unset PX=unset")),
-            "{line}"
-        );
-        let fdline = s
-            .lines()
-            .find(|l| l.starts_with(&format!("[{r}] FD=")))
+    let script = format!(
+        r#"echo "R=$PMI_RANK S=$PMI_SIZE J=$PMI_JOBID F=$PMI_FD L=$MPI_LOCALRANKID/$MPI_LOCALNRANKS G=$FOO SP=${{PMI_SPAWNED-unset}} PX=${{PMIX_RANK-unset}}"; {FD_SCRIPT}"#
+    );
+    for (pool, segment_fd) in [("anonmmap", true), ("sysv", false), ("none", false)] {
+        let out = Command::new(BIN)
+            .args([
+                "--mem-pool",
+                pool,
+                "-n",
+                "3",
+                "-genv",
+                "FOO",
+                "bar",
+                "-l",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .env("PMIX_RANK", "7")
+            .output()
             .unwrap();
-        let pmi_fd: String = fdline
-            .split("FD=")
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .to_string();
-        let mut fds: Vec<String> = fdline
-            .split("fds:")
-            .nth(1)
-            .unwrap()
-            .split_whitespace()
-            .map(str::to_string)
-            .collect();
-        fds.sort();
-        let mut want = vec!["0".to_string(), "1".into(), "2".into(), pmi_fd];
-        want.sort();
-        assert_eq!(fds, want, "rank {r} inherited unexpected descriptors");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let s = text(&out.stdout);
+        for r in 0..3 {
+            let line = s
+                .lines()
+                .find(|l| l.starts_with(&format!("[{r}] R=")))
+                .unwrap_or_else(|| panic!("{s}"));
+            assert!(line.contains(&format!("R={r} S=3 J=fastpmi_")), "{line}");
+            assert!(
+                line.contains(&format!("F=3 L={r}/3 G=bar SP=unset PX=unset")),
+                "{line}"
+            );
+            let fds = rank_fds(&s, r);
+            let numbers: Vec<u32> = fds.iter().map(|(fd, _)| *fd).collect();
+            let want: Vec<u32> = if segment_fd {
+                vec![0, 1, 2, 3, 4]
+            } else {
+                vec![0, 1, 2, 3]
+            };
+            assert_eq!(
+                numbers, want,
+                "--mem-pool {pool}: rank {r} inherited unexpected descriptors: {fds:?}"
+            );
+            assert!(fds[3].1.starts_with("socket:"), "{fds:?}");
+            if segment_fd {
+                assert!(fds[4].1.starts_with("/memfd:fastpmi-job"), "{fds:?}");
+            }
+        }
     }
 }
 
@@ -253,4 +282,79 @@ sleep 0.3"
         "{}",
         text(&out.stdout)
     );
+}
+
+#[test]
+fn shared_memory_fence_blocked_by_a_rank_without_pmi_fails_fast() {
+    // Ranks 0-2 wait in the segment's fence; rank 3 exits without PMI, so
+    // the fence can never complete: the job must end instead of hanging.
+    let t = Instant::now();
+    let out = run(&["-n", "3", BIN, "__demo-rank", ":", "-n", "1", "true"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "fastpmi: fence 1 can never complete: rank 3 exited without taking part in PMI"
+        ),
+        "{err}"
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn kill_9_during_a_shared_memory_fence_wakes_everyone() {
+    let marker = format!("fastpmi-shmkill-{}", std::process::id());
+    let script = format!("sleep 30 # {marker}");
+    let mut child = Command::new(BIN)
+        .args([
+            "-n",
+            "8",
+            BIN,
+            "__demo-rank",
+            ":",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let the demo ranks reach the fence (they sleep on the futex there).
+    let t = Instant::now();
+    let victim = loop {
+        let v = procs_with(&marker);
+        if let Some(&pid) = v.iter().find(|&&p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "sh")
+        }) {
+            break pid;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "victim never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let killed = Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(victim as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        killed.elapsed()
+    );
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{err}");
+    assert!(
+        err.contains("fastpmi: rank 8 was killed by signal 9 (SIGKILL)"),
+        "{err}"
+    );
+    assert!(wait_gone(&marker, Duration::from_secs(2)).is_empty());
 }

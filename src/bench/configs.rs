@@ -165,9 +165,7 @@ fn compile(
     let mut cmd = Command::new(&cc);
     // Libraries (-l) must follow the source that uses them.
     cmd.arg("-O2").arg("-o").arg(&exe).arg(&src).args(extra);
-    let out = cmd
-        .output()
-        .map_err(|e| format!("{}: {e}", cc.display()))?;
+    let out = cmd.output().map_err(|e| format!("{}: {e}", cc.display()))?;
     if !out.status.success() {
         return Err(format!(
             "{compiler} failed on {name}.c ({}): {}",
@@ -180,8 +178,8 @@ fn compile(
 
 fn first_line_of(cmd: &Path, args: &[&str], pick: impl Fn(&str) -> bool) -> Option<String> {
     let out = Command::new(cmd).args(args).output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     text.lines()
         .find(|l| pick(l))
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
@@ -218,7 +216,13 @@ impl Tools {
                 ))
             } else {
                 let inc = format!("-I{SLURM_INCLUDE}");
-                compile("gcc", build_dir, "pmi2_exchange", PMI2_EXCHANGE_C, &[&inc, "-lpmi2"])
+                compile(
+                    "gcc",
+                    build_dir,
+                    "pmi2_exchange",
+                    PMI2_EXCHANGE_C,
+                    &[&inc, "-lpmi2"],
+                )
             }
         } else {
             skipped()
@@ -238,10 +242,16 @@ impl Tools {
         let mut versions = vec![format!(
             "fastpmi {} ({} build of fastpmi-bench)",
             env!("CARGO_PKG_VERSION"),
-            if cfg!(debug_assertions) { "debug" } else { "release" }
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
         )];
         if let Ok(h) = &hydra {
-            if let Some(v) = first_line_of(h, &["--version"], |l| l.trim_start().starts_with("Version:")) {
+            if let Some(v) = first_line_of(h, &["--version"], |l| {
+                l.trim_start().starts_with("Version:")
+            }) {
                 versions.push(format!("Hydra {}", v.trim_start_matches("Version: ")));
             }
         }
@@ -329,7 +339,10 @@ impl Tools {
             }
             Config::FutexFloor => (
                 path(&self.floor),
-                vec![OsString::from(n.to_string()), OsString::from(p.floor_iters.to_string())],
+                vec![
+                    OsString::from(n.to_string()),
+                    OsString::from(p.floor_iters.to_string()),
+                ],
                 MemProbe::None,
             ),
         };

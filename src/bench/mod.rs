@@ -143,7 +143,11 @@ impl Options {
         if sizes.is_empty() {
             return Err("--sizes: no rank count".into());
         }
-        let startup_sizes = startup.unwrap_or(if quick { vec![16, 64] } else { vec![16, 64, 256] });
+        let startup_sizes = startup.unwrap_or(if quick {
+            vec![16, 64]
+        } else {
+            vec![16, 64, 256]
+        });
         Ok(Some(Options {
             sizes,
             reps,
@@ -233,6 +237,7 @@ fn run(opts: &Options) -> Result<(), String> {
     // results/ can be committed with only the report in it.
     let build_dir = opts.out.join(".build");
     let tools = Tools::prepare(&build_dir, &opts.configs)?;
+    proc::become_subreaper();
     let _ = std::fs::write(opts.out.join(".gitignore"), ".build/\n");
 
     let availability: Vec<(Config, Availability)> = Config::ALL
@@ -282,7 +287,10 @@ fn run(opts: &Options) -> Result<(), String> {
                 .iter()
                 .find(|r| r.config == case.config && r.n == case.n && r.rep == 0);
             if let Some(f) = first.filter(|f| f.status == Status::WrongTransport) {
-                let why = format!("not repeated: rep 1 did not use shared memory ({})", f.error);
+                let why = format!(
+                    "not repeated: rep 1 did not use shared memory ({})",
+                    f.error
+                );
                 eprintln!("{head} ... skipped (rep 1 did not use shared memory)");
                 records.push(Record::skipped(case.config, case.n, case.rep, &why));
                 continue;
@@ -292,6 +300,7 @@ fn run(opts: &Options) -> Result<(), String> {
         let _ = std::io::stderr().flush();
         let spec = tools.spec(case.config, case.n, &opts.params);
         let outcome = proc::run(&spec);
+        proc::reap_orphans();
         let rec = record::judge(case.config, case.n, case.rep, &outcome, timeout_s);
         let note = match rec.status {
             Status::Ok => String::new(),
@@ -348,9 +357,15 @@ mod tests {
         assert_eq!(o.reps, 3);
         assert_eq!(o.configs.len(), Config::ALL.len());
         assert_eq!(o.startup_sizes, [16, 64, 256]);
-        let o = parse(&["--sizes", "64,2", "--quick", "--configs", "hydra,mpich-startup"])
-            .unwrap()
-            .unwrap();
+        let o = parse(&[
+            "--sizes",
+            "64,2",
+            "--quick",
+            "--configs",
+            "hydra,mpich-startup",
+        ])
+        .unwrap()
+        .unwrap();
         assert_eq!(o.sizes, [2, 64]);
         assert_eq!(o.startup_sizes, [16, 64]);
         assert_eq!(

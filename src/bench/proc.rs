@@ -23,9 +23,12 @@ use super::rank::status_field_kb;
 
 /// Keep at most this much of a job's stderr (the tail is what explains a failure).
 const STDERR_KEEP: usize = 64 * 1024;
-/// Memory sampling period. VmHWM is a high-water mark, so sampling only loses
-/// growth after the last sample; 20 ms keeps the sampler's own CPU use (on a
-/// 2-core machine shared with the job) negligible.
+/// Memory sampling: VmHWM is a high-water mark, so sampling only loses growth
+/// after the last sample, but an exited process has no VmHWM left to read.
+/// The period starts at 1 ms (a 5-ms job still gets a few samples after the
+/// launcher has set itself up) and doubles up to 20 ms, which keeps the
+/// sampler's own CPU use (on a 2-core machine shared with the job) negligible.
+const SAMPLE_FIRST: Duration = Duration::from_millis(1);
 const SAMPLE_PERIOD: Duration = Duration::from_millis(20);
 
 /// Whose memory to sample while the job runs.
@@ -35,7 +38,9 @@ pub enum MemProbe {
     /// The spawned process itself (fastpmi's launcher; not its ranks).
     Launcher,
     /// `mpiexec.hydra` plus its `hydra_pmi_proxy` children.
-    HydraTree { proxies: usize },
+    HydraTree {
+        proxies: usize,
+    },
 }
 
 /// A job to run.
@@ -77,7 +82,10 @@ impl End {
         match self {
             End::Exited(c) => format!("exit status {c}"),
             End::Signaled(s) => format!("killed by signal {s}"),
-            End::TimedOut => format!("timed out after {} s (process tree killed)", timeout.as_secs()),
+            End::TimedOut => format!(
+                "timed out after {} s (process tree killed)",
+                timeout.as_secs()
+            ),
             End::SpawnFailed(e) => format!("could not start: {e}"),
         }
     }
@@ -105,7 +113,10 @@ pub struct Outcome {
 /// orphaned descendant holding the pipe) does not hold back what it has read.
 type Sink = Arc<Mutex<Vec<u8>>>;
 
-fn spawn_reader(mut from: impl Read + Send + 'static, keep_tail: Option<usize>) -> (Sink, mpsc::Receiver<()>) {
+fn spawn_reader(
+    mut from: impl Read + Send + 'static,
+    keep_tail: Option<usize>,
+) -> (Sink, mpsc::Receiver<()>) {
     let sink: Sink = Arc::default();
     let (tx, rx) = mpsc::channel();
     let s = sink.clone();
@@ -241,6 +252,28 @@ pub fn run(spec: &Spec) -> Outcome {
     }
 }
 
+/// Make this process the reaper of its orphaned descendants. Hydra's proxies
+/// run in sessions of their own; when a timed-out job is killed they are
+/// re-parented, and the init of some containers never reaps them. As their
+/// subreaper the harness collects them itself ([`reap_orphans`]).
+pub fn become_subreaper() {
+    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) takes plain integers.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// Reap every exited child that nobody waits for (orphans re-parented to
+/// us). Called between runs, when no waiter thread is active.
+pub fn reap_orphans() {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with a valid pointer to an int.
+        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        if r <= 0 {
+            return;
+        }
+    }
+}
+
 /// Block until `pid` has exited, leaving it a zombie (not reaped).
 fn wait_exited_nowait(pid: i32) {
     loop {
@@ -325,7 +358,11 @@ fn descendants(root: i32) -> Vec<i32> {
 /// has no memory fields).
 fn name_and_hwm(pid: i32) -> Option<(String, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let name = s.lines().find_map(|l| l.strip_prefix("Name:"))?.trim().to_string();
+    let name = s
+        .lines()
+        .find_map(|l| l.strip_prefix("Name:"))?
+        .trim()
+        .to_string();
     Some((name, status_field_kb(&s, "VmHWM:")?))
 }
 
@@ -341,6 +378,7 @@ fn sample_memory(pid: i32, probe: MemProbe, stop: &AtomicBool) -> Option<Mem> {
     // itself real work: scan only until all are found, and for at most ~4 s
     // (proxies start before any rank does).
     let mut scans_left = 200u32;
+    let mut period = SAMPLE_FIRST;
     loop {
         let stopping = stop.load(Ordering::Acquire);
         if let Some((_, hwm)) = name_and_hwm(pid) {
@@ -367,7 +405,8 @@ fn sample_memory(pid: i32, probe: MemProbe, stop: &AtomicBool) -> Option<Mem> {
         if stopping {
             break;
         }
-        thread::park_timeout(SAMPLE_PERIOD);
+        thread::park_timeout(period);
+        period = (period * 2).min(SAMPLE_PERIOD);
     }
     let root = root_peak?;
     Some(match probe {

@@ -153,18 +153,30 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
     match &o.end {
         End::Exited(0) => {}
         End::TimedOut => {
-            fail(&mut r, Status::TimedOut, format!("timed out after {timeout_s} s (process tree killed)"));
+            fail(
+                &mut r,
+                Status::TimedOut,
+                format!("timed out after {timeout_s} s (process tree killed)"),
+            );
             return r;
         }
         other => {
-            fail(&mut r, Status::Failed, other.describe(std::time::Duration::from_secs(timeout_s)));
+            fail(
+                &mut r,
+                Status::Failed,
+                other.describe(std::time::Duration::from_secs(timeout_s)),
+            );
             return r;
         }
     }
     match config.kind() {
         Kind::Exchange => {
             let Some(kv) = parse_exchange_line(&o.stdout) else {
-                fail(&mut r, Status::Failed, "exit 0 but no result line on stdout".into());
+                fail(
+                    &mut r,
+                    Status::Failed,
+                    "exit 0 but no result line on stdout".into(),
+                );
                 return r;
             };
             for k in METRICS {
@@ -173,16 +185,25 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
                 }
             }
             if kv.get("n").and_then(|v| v.parse::<u32>().ok()) != Some(n) {
-                fail(&mut r, Status::Failed, format!("result line says n={:?}, expected {n}", kv.get("n")));
+                fail(
+                    &mut r,
+                    Status::Failed,
+                    format!("result line says n={:?}, expected {n}", kv.get("n")),
+                );
                 return r;
             }
             r.transport = kv.get("transport").cloned();
             if let Some(want) = config.expected_transport() {
                 let got = r.transport.clone().unwrap_or_else(|| "unreported".into());
-                let ok = if want == "shm" { is_shm_transport(&got) } else { got == want };
+                let ok = if want == "shm" {
+                    is_shm_transport(&got)
+                } else {
+                    got == want
+                };
                 if !ok {
                     r.status = Status::WrongTransport;
-                    r.error = format!("rank 0 reported transport={got}, this configuration needs {want}");
+                    r.error =
+                        format!("rank 0 reported transport={got}, this configuration needs {want}");
                 }
             }
         }
@@ -197,7 +218,11 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
         },
         Kind::Startup => {
             if !o.stdout.contains("mpi_hello ok") {
-                fail(&mut r, Status::Failed, "exit 0 but rank 0 printed no \"mpi_hello ok\"".into());
+                fail(
+                    &mut r,
+                    Status::Failed,
+                    "exit 0 but rank 0 printed no \"mpi_hello ok\"".into(),
+                );
             }
         }
     }
@@ -244,7 +269,12 @@ pub fn runs_of(records: &[Record], c: Config, n: u32) -> Vec<&Record> {
 }
 
 /// Summary of `f` over the ok runs of (c, n).
-pub fn summarize(records: &[Record], c: Config, n: u32, f: impl Fn(&Record) -> Option<f64>) -> Option<Summary> {
+pub fn summarize(
+    records: &[Record],
+    c: Config,
+    n: u32,
+    f: impl Fn(&Record) -> Option<f64>,
+) -> Option<Summary> {
     Summary::of(
         runs_of(records, c, n)
             .into_iter()
@@ -263,6 +293,82 @@ mod tests {
         assert_eq!((s.median, s.min, s.max, s.count), (2.0, 1.0, 3.0, 3));
         assert_eq!(Summary::of([1.0, 2.0]).unwrap().median, 1.5);
         assert!(Summary::of([]).is_none());
+    }
+
+    fn outcome(end: End, stdout: &str) -> Outcome {
+        Outcome {
+            end,
+            wall: std::time::Duration::from_millis(5),
+            stdout: stdout.into(),
+            stderr: "line 1\nlast words\n".into(),
+            mem: None,
+        }
+    }
+
+    #[test]
+    fn judges_runs() {
+        let line = "n=4 init_us=1 put_us=2 fence_us=3 getall_us=4 fence2_us=5 total_us=9 transport=socket\n";
+        let r = judge(
+            Config::FastpmiSocket,
+            4,
+            0,
+            &outcome(End::Exited(0), line),
+            120,
+        );
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.exchange_us(), Some(14.0));
+        // The shm configuration must not count a socket run.
+        let r = judge(
+            Config::FastpmiShm,
+            4,
+            0,
+            &outcome(End::Exited(0), line),
+            120,
+        );
+        assert_eq!(r.status, Status::WrongTransport);
+        assert!(r.error.contains("transport=socket"), "{}", r.error);
+        let shm = line.replace("socket", "shm");
+        let r = judge(
+            Config::FastpmiShm,
+            4,
+            0,
+            &outcome(End::Exited(0), &shm),
+            120,
+        );
+        assert_eq!(r.status, Status::Ok);
+        // Wrong N, no line, non-zero exit, timeout: failed, with the stderr tail.
+        let r = judge(
+            Config::FastpmiSocket,
+            8,
+            0,
+            &outcome(End::Exited(0), line),
+            120,
+        );
+        assert_eq!(r.status, Status::Failed);
+        let r = judge(
+            Config::SlurmPmi2,
+            4,
+            0,
+            &outcome(End::Exited(0), "hello\n"),
+            120,
+        );
+        assert_eq!(r.status, Status::Failed);
+        let r = judge(Config::SlurmPmi2, 4, 0, &outcome(End::Exited(1), line), 120);
+        assert_eq!(r.status, Status::Failed);
+        assert!(r.error.contains("exit status 1") && r.error.contains("last words"));
+        let r = judge(Config::Hydra, 4, 0, &outcome(End::TimedOut, ""), 120);
+        assert_eq!(r.status, Status::TimedOut);
+        assert!(r.error.contains("120 s"));
+        let r = judge(
+            Config::FutexFloor,
+            4,
+            0,
+            &outcome(End::Exited(0), "n=4 spin=100 per-fence 7.5 us\n"),
+            120,
+        );
+        assert_eq!((r.status, r.get("fence2_us")), (Status::Ok, Some(7.5)));
+        let r = judge(Config::MpichHydra, 4, 0, &outcome(End::Exited(0), ""), 120);
+        assert_eq!(r.status, Status::Failed);
     }
 
     #[test]

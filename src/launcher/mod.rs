@@ -28,6 +28,8 @@ use output::{Forwarder, Stream};
 
 const SIGNALS: Token = Token(0);
 const WAKER: Token = Token(2);
+/// How often to look for fences that a finalized or exited rank blocks.
+const STUCK_CHECK: Duration = Duration::from_millis(100);
 /// Descriptor number of the PMI socket inside every rank.
 const PMI_FD_IN_RANK: i32 = 3;
 /// Descriptor number of the job segment's memfd inside every rank
@@ -533,8 +535,12 @@ impl Launcher {
             let timeout = if !self.ready.is_empty() || !self.pending.is_empty() {
                 Some(Duration::ZERO)
             } else {
-                self.kill_at
-                    .map(|t| t.saturating_duration_since(Instant::now()))
+                let kill = self
+                    .kill_at
+                    .map(|t| t.saturating_duration_since(Instant::now()));
+                // Shared-memory ranks stuck in a fence send nothing: look.
+                let stuck = self.server.needs_stuck_check().then_some(STUCK_CHECK);
+                kill.into_iter().chain(stuck).min()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -564,6 +570,10 @@ impl Launcher {
                     self.read_conn(tok, &mut buf);
                     self.apply_events();
                 }
+            }
+            if self.server.needs_stuck_check() {
+                self.server.check_stuck_all(&mut self.events);
+                self.apply_events();
             }
             if self.kill_at.is_some_and(|t| Instant::now() >= t) {
                 self.kill_at = None;

@@ -62,6 +62,12 @@ impl Forwarder {
     /// Forward `pipe` (a rank's stdout or stderr read end).
     pub fn add(&self, rank: u32, stream: Stream, pipe: impl Into<std::os::fd::OwnedFd>) {
         let pipe = Receiver::from(pipe.into());
+        // std hands out blocking pipes; a blocking read would stall every
+        // other rank's output behind this one.
+        if let Err(e) = pipe.set_nonblocking(true) {
+            tracing::warn!("rank {rank}: cannot make its output pipe non-blocking: {e}");
+            return;
+        }
         if self.tx.send(Msg::Add { rank, stream, pipe }).is_ok() {
             let _ = self.waker.wake();
         }

@@ -316,20 +316,11 @@ impl Server {
         if j.failed.is_some() || !clean {
             return;
         }
-        let early = match slot.phase {
-            Phase::Initialized => Some(format!(
+        if slot.phase == Phase::Initialized {
+            let message = format!(
                 "rank {rank} exited with status 0 before PMI finalize {}",
                 activity_text(slot)
-            )),
-            // A rank that never spoke PMI may exit freely, unless others
-            // wait in a fence that now cannot complete.
-            Phase::Idle if !j.fence_waiters.is_empty() => Some(format!(
-                "rank {rank} exited without entering fence {}",
-                j.store.fences_completed() + 1
-            )),
-            _ => None,
-        };
-        if let Some(message) = early {
+            );
             out.push(Event::JobFailed {
                 job,
                 rank,
@@ -337,7 +328,53 @@ impl Server {
                 message: message.clone(),
             });
             self.fail_job(job, Some(rank), 1, &message, out);
+            return;
         }
+        self.check_stuck(job, out);
+    }
+
+    /// True while some job could have a fence that can never complete and
+    /// the event loop should call [`Server::check_stuck_all`] now and then.
+    pub fn needs_stuck_check(&self) -> bool {
+        self.jobs
+            .iter()
+            .any(|j| j.failed.is_none() && j.ranks.iter().any(gone))
+    }
+
+    /// See [`Server::check_stuck`], for every job.
+    pub fn check_stuck_all(&mut self, out: &mut Vec<Event>) {
+        for job in 0..self.jobs.len() {
+            self.check_stuck(job, out);
+        }
+    }
+
+    /// Fail `job` if ranks wait in a fence (over the socket or in shared
+    /// memory) that a finalized or PMI-less exited rank can never join.
+    pub fn check_stuck(&mut self, job: JobIdx, out: &mut Vec<Event>) {
+        let j = &self.jobs[job];
+        if j.failed.is_some() || j.store.fence_arrivals() == 0 {
+            return;
+        }
+        let Some((r, slot)) = j.ranks.iter().enumerate().find(|(_, s)| gone(s)) else {
+            return;
+        };
+        let why = if slot.phase == Phase::Finalized {
+            "finalized"
+        } else {
+            "exited without taking part in PMI"
+        };
+        let message = format!(
+            "fence {} can never complete: rank {r} {why}",
+            j.store.fences_completed() + 1
+        );
+        let rank = r as u32;
+        out.push(Event::JobFailed {
+            job,
+            rank,
+            cause: FailCause::ExitedEarly,
+            message: message.clone(),
+        });
+        self.fail_job(job, Some(rank), 1, &message, out);
     }
 
     /// End `job`: every waiting rank gets an error reply now, and the store
@@ -500,6 +537,11 @@ fn frame_bytes(f: &wire::Frame) -> &[u8] {
     match f {
         wire::Frame::Pmi1(b) | wire::Frame::Pmi1Spawn(b) | wire::Frame::Pmi2(b) => b,
     }
+}
+
+/// A rank that can never arrive at another fence.
+fn gone(slot: &RankSlot) -> bool {
+    slot.phase == Phase::Finalized || (slot.phase == Phase::Idle && slot.exited)
 }
 
 fn activity_text(slot: &RankSlot) -> String {

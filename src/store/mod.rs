@@ -50,6 +50,8 @@ pub trait Store: Send {
     fn fence_done(&self, ticket: FenceTicket) -> bool;
     /// How many fences of the job have completed (for messages).
     fn fences_completed(&self) -> u64;
+    /// How many ranks are waiting in the current fence (any transport).
+    fn fence_arrivals(&self) -> u32;
     /// Record that the job is aborting, waking anyone blocked in the store.
     fn abort(&mut self, code: i32, rank: u32);
 }
@@ -166,6 +168,10 @@ impl Store for MemStore {
 
     fn fences_completed(&self) -> u64 {
         self.completed
+    }
+
+    fn fence_arrivals(&self) -> u32 {
+        self.arrived
     }
 
     fn abort(&mut self, code: i32, rank: u32) {

@@ -70,6 +70,12 @@ impl ShmStore {
             crate::wire::show(key)
         );
         self.overflow_bytes += key.len() + value.len();
+        // Clients check this attribute before taking a miss to the socket.
+        let _ = self
+            .seg
+            .seg()
+            .node_attrs()
+            .put(crate::client::OVERFLOW_ATTR, b"1", &SharedFutex);
         let map = if attrs {
             &mut self.overflow_attrs
         } else {
@@ -154,6 +160,10 @@ impl Store for ShmStore {
 
     fn fences_completed(&self) -> u64 {
         self.seg.seg().fence().generation() as u64
+    }
+
+    fn fence_arrivals(&self) -> u32 {
+        self.seg.seg().fence().arrived()
     }
 
     fn abort(&mut self, code: i32, rank: u32) {

@@ -1,0 +1,692 @@
+//! `bench.md` (tables, machine, targets) and `raw.csv` (every run).
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use super::configs::{Config, Kind, Tools};
+use super::record::{runs_of, summarize, Record, Status, Summary, METRICS};
+use super::{Availability, Options};
+
+/// Everything the report is made of.
+pub struct Context<'a> {
+    pub opts: &'a Options,
+    pub tools: &'a Tools,
+    pub availability: &'a [(Config, Availability)],
+    pub records: &'a [Record],
+    pub started: SystemTime,
+    pub elapsed: Duration,
+    /// 1-minute load average at the start and the end.
+    pub load: (String, String),
+}
+
+/// The N the targets are defined at.
+const TARGET_N: u32 = 256;
+
+// ---------------------------------------------------------------------------
+// raw.csv
+// ---------------------------------------------------------------------------
+
+fn csv_field(s: &str) -> String {
+    // One record per line: newlines in an error text become " | ".
+    let s = s.replace('\n', " | ");
+    if s.contains([',', '"']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s
+    }
+}
+
+pub const CSV_FIXED: &[&str] = &["config", "n", "rep", "status", "wall_s", "transport"];
+
+/// Every run, one row each, in the order they ran.
+pub fn csv(records: &[Record]) -> String {
+    let mut out = String::new();
+    let header: Vec<&str> = CSV_FIXED
+        .iter()
+        .chain(METRICS)
+        .copied()
+        .chain(["launcher_peak_kb", "launcher_peak_detail", "error"])
+        .collect();
+    out.push_str(&header.join(","));
+    out.push('\n');
+    for r in records {
+        let mut row = vec![
+            r.config.name().to_string(),
+            r.n.to_string(),
+            (r.rep + 1).to_string(),
+            r.status.as_str().to_string(),
+            r.wall_s.map(|w| format!("{w:.6}")).unwrap_or_default(),
+            r.transport.clone().unwrap_or_default(),
+        ];
+        row.extend(
+            METRICS
+                .iter()
+                .map(|k| r.get(k).map(|v| v.to_string()).unwrap_or_default()),
+        );
+        row.push(
+            r.mem
+                .as_ref()
+                .map(|m| m.total_kb.to_string())
+                .unwrap_or_default(),
+        );
+        row.push(r.mem.as_ref().map(|m| m.detail.clone()).unwrap_or_default());
+        row.push(r.error.clone());
+        out.push_str(
+            &row.iter()
+                .map(|f| csv_field(f))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        out.push('\n');
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Formatting helpers
+// ---------------------------------------------------------------------------
+
+/// About three significant digits, never scientific notation.
+pub fn num(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 1.0 {
+        format!("{x:.2}")
+    } else if a >= 0.01 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// `median (min–max)`, scaled; just the median for a single run.
+fn cell(s: Option<Summary>, scale: f64) -> String {
+    match s {
+        None => "—".into(),
+        Some(s) if s.count == 1 || s.min == s.max => num(s.median * scale),
+        Some(s) => format!(
+            "{} ({}–{})",
+            num(s.median * scale),
+            num(s.min * scale),
+            num(s.max * scale)
+        ),
+    }
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// `YYYY-MM-DD HH:MM UTC` without a date crate (days-to-civil algorithm).
+pub fn utc(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, sod) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        sod / 3600,
+        (sod % 3600) / 60
+    )
+}
+
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./,=@:+".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+fn command_line() -> String {
+    std::env::args()
+        .map(|a| shell_quote(&a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn machine() -> String {
+    let nproc = std::thread::available_parallelism()
+        .map(|n| n.get().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "?".into());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| super::rank::status_field_kb(&s, "MemTotal:"))
+        .map(|kb| format!(", {:.0} GiB RAM", kb as f64 / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    format!("{nproc} CPUs (nproc), {cpu}{mem}, Linux {kernel}")
+}
+
+/// A command for the report: absolute paths shortened to their file name.
+fn short_command(tools: &Tools, c: Config, n: u32, opts: &Options) -> String {
+    let spec = tools.spec(c, n, &opts.params);
+    spec.display()
+        .split(' ')
+        .map(|t| {
+            if t.starts_with('/') {
+                t.rsplit('/').next().unwrap_or(t).to_string()
+            } else {
+                t.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---------------------------------------------------------------------------
+// Status of a (config, N) cell
+// ---------------------------------------------------------------------------
+
+fn availability<'a>(ctx: &'a Context, c: Config) -> &'a Availability {
+    ctx.availability
+        .iter()
+        .find(|(x, _)| *x == c)
+        .map(|(_, a)| a)
+        .unwrap_or(&Availability::NotSelected)
+}
+
+/// The "runs" cell: `3/3 ok`, `missing: ...`, `2/3 ok; 1 timeout`.
+fn runs_cell(ctx: &Context, c: Config, n: u32) -> String {
+    match availability(ctx, c) {
+        Availability::Missing(why) => return format!("missing: {}", md_escape(why)),
+        Availability::NotSelected => return "not selected (--configs)".into(),
+        Availability::Present => {}
+    }
+    let runs = runs_of(ctx.records, c, n);
+    if runs.is_empty() {
+        return "not run".into();
+    }
+    let count = |s: Status| runs.iter().filter(|r| r.status == s).count();
+    let ok = count(Status::Ok);
+    if ok == 0 && count(Status::WrongTransport) > 0 {
+        let got = runs
+            .iter()
+            .find_map(|r| r.transport.clone())
+            .unwrap_or_else(|| "?".into());
+        return format!(
+            "missing: client did not use shared memory (rank 0 reported transport={got})"
+        );
+    }
+    let mut s = format!("{ok}/{} ok", runs.len());
+    for st in [
+        Status::Failed,
+        Status::TimedOut,
+        Status::WrongTransport,
+        Status::Skipped,
+    ] {
+        let k = count(st);
+        if k > 0 {
+            let _ = write!(s, "; {k} {}", st.as_str());
+        }
+    }
+    s
+}
+
+fn median(ctx: &Context, c: Config, n: u32, f: impl Fn(&Record) -> Option<f64>) -> Option<f64> {
+    summarize(ctx.records, c, n, f).map(|s| s.median)
+}
+
+/// Why (c, n) has no figure, for a target line.
+fn why_absent(ctx: &Context, c: Config, n: u32) -> String {
+    let r = runs_cell(ctx, c, n);
+    if r.starts_with("missing") || r.starts_with("not ") {
+        format!("{c}: {r}")
+    } else {
+        format!("{c} at N={n}: {r}")
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Targets
+// ---------------------------------------------------------------------------
+
+fn target_n(ctx: &Context) -> (u32, String) {
+    let sizes = &ctx.opts.sizes;
+    if sizes.contains(&TARGET_N) {
+        (TARGET_N, String::new())
+    } else {
+        let n = *sizes
+            .iter()
+            .filter(|&&n| n <= TARGET_N)
+            .max()
+            .unwrap_or(&sizes[0]);
+        (n, format!(" (N={TARGET_N} not run; evaluated at N={n})"))
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "missed"
+    }
+}
+
+/// One plain-language line per target.
+pub fn target_lines(ctx: &Context) -> Vec<String> {
+    let (n, caveat) = target_n(ctx);
+    let ms = |c: Config, key: &'static str| median(ctx, c, n, move |r| r.get(key)).map(|v| v / 1e3);
+    let shm_fence = ms(Config::FastpmiShm, "fence2_us");
+    let floor = ms(Config::FutexFloor, "fence2_us");
+    let shm_get = ms(Config::FastpmiShm, "getall_us");
+    let sock_get = ms(Config::FastpmiSocket, "getall_us");
+    let sock_fence = ms(Config::FastpmiSocket, "fence2_us");
+    let unmeasured = |what: &str, cs: &[(Config, Option<f64>)]| {
+        let why: Vec<String> = cs
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(c, _)| why_absent(ctx, *c, n))
+            .collect();
+        format!(
+            "N={n} {what}: missed (not measured: {}){caveat}",
+            why.join("; ")
+        )
+    };
+    let mut out = Vec::new();
+
+    out.push(match (shm_fence, floor) {
+        (Some(s), Some(f)) if f > 0.0 => format!(
+            "N={n} shm fence {} ms vs floor {} ms: {:.2}x (target ≤ 1.2x): {}{caveat}",
+            num(s),
+            num(f),
+            s / f,
+            verdict(s / f <= 1.2)
+        ),
+        _ => unmeasured(
+            "shm fence vs futex floor (target ≤ 1.2x)",
+            &[(Config::FastpmiShm, shm_fence), (Config::FutexFloor, floor)],
+        ),
+    });
+    out.push(match shm_fence {
+        Some(s) => format!(
+            "N={n} shm fence {} ms (target < 2 ms): {}{caveat}",
+            num(s),
+            verdict(s < 2.0)
+        ),
+        None => unmeasured("shm fence (target < 2 ms)", &[(Config::FastpmiShm, None)]),
+    });
+    out.push(match shm_get {
+        Some(s) => format!(
+            "N={n} shm get-all (rank 0) {} ms (target < 2 ms): {}{caveat}",
+            num(s),
+            verdict(s < 2.0)
+        ),
+        None => unmeasured(
+            "shm get-all, rank 0 (target < 2 ms)",
+            &[(Config::FastpmiShm, None)],
+        ),
+    });
+    for (what, sock, shm, want) in [
+        ("get-all", sock_get, shm_get, 20.0),
+        ("fence", sock_fence, shm_fence, 5.0),
+    ] {
+        out.push(match (sock, shm) {
+            (Some(a), Some(b)) if b > 0.0 => format!(
+                "N={n} {what}: fastpmi socket {} ms vs shm {} ms: shm {:.1}x faster (target ≥ {want}x): {}{caveat}",
+                num(a),
+                num(b),
+                a / b,
+                verdict(a / b >= want)
+            ),
+            _ => unmeasured(
+                &format!("shm vs socket {what} (target ≥ {want}x faster)"),
+                &[(Config::FastpmiSocket, sock), (Config::FastpmiShm, shm)],
+            ),
+        });
+    }
+    let exch = |c: Config| median(ctx, c, n, Record::exchange_us).map(|v| v / 1e3);
+    let wall = |c: Config| median(ctx, c, n, |r| r.wall_s);
+    let (se, he) = (exch(Config::FastpmiSocket), exch(Config::Hydra));
+    out.push(match (se, he) {
+        (Some(s), Some(h)) if h > 0.0 => {
+            let walls = match (wall(Config::FastpmiSocket), wall(Config::Hydra)) {
+                (Some(a), Some(b)) => format!("; whole job {} s vs {} s", num(a), num(b)),
+                _ => String::new(),
+            };
+            format!(
+                "N={n} whole exchange (rank 0: put+fence+get-all+fence2): fastpmi socket {} ms vs Hydra {} ms: {:.2}x (target ≤ 1x){walls}: {}{caveat}",
+                num(s),
+                num(h),
+                s / h,
+                verdict(s <= h)
+            )
+        }
+        _ => unmeasured(
+            "fastpmi socket vs Hydra whole exchange (target: no slower)",
+            &[(Config::FastpmiSocket, se), (Config::Hydra, he)],
+        ),
+    });
+    out
+}
+
+// ---------------------------------------------------------------------------
+// bench.md
+// ---------------------------------------------------------------------------
+
+pub fn markdown(ctx: &Context) -> String {
+    let opts = ctx.opts;
+    let mut md = String::new();
+    let w = &mut md;
+    let _ = writeln!(w, "# fastpmi benchmark\n");
+    let _ = writeln!(w, "- date: {}", utc(ctx.started));
+    let _ = writeln!(w, "- command: `{}`", command_line());
+    let _ = writeln!(w, "- machine: {}", machine());
+    let _ = writeln!(
+        w,
+        "- load average (1 min) at start {}, at end {} (the machine may be shared: read spreads with that in mind)",
+        ctx.load.0, ctx.load.1
+    );
+    let _ = writeln!(w, "- software: {}", ctx.tools.versions.join("; "));
+    let _ = writeln!(
+        w,
+        "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); timeout {} s per run; futex floor {} fences per run",
+        opts.reps,
+        opts.params.timeout.as_secs(),
+        opts.params.floor_iters
+    );
+    let _ = writeln!(
+        w,
+        "- harness run time: {:.0} s\n",
+        ctx.elapsed.as_secs_f64()
+    );
+
+    // Configurations.
+    let show_n = *opts.sizes.last().unwrap_or(&2);
+    let _ = writeln!(w, "## Configurations\n");
+    let _ = writeln!(
+        w,
+        "| configuration | status | what runs | command (at N={show_n}) |"
+    );
+    let _ = writeln!(w, "|---|---|---|---|");
+    for (c, a) in ctx.availability {
+        let status = match a {
+            Availability::Present => "present".to_string(),
+            Availability::Missing(why) => format!("missing: {}", md_escape(why)),
+            Availability::NotSelected => "not selected (--configs)".to_string(),
+        };
+        let cmd = match a {
+            Availability::Present => {
+                let n = if c.kind() == Kind::Startup {
+                    *opts.startup_sizes.last().unwrap_or(&show_n)
+                } else {
+                    show_n
+                };
+                format!("`{}`", short_command(ctx.tools, *c, n, opts))
+            }
+            _ => "—".into(),
+        };
+        let _ = writeln!(w, "| {c} | {status} | {} | {cmd} |", c.description());
+    }
+
+    // Targets.
+    let _ = writeln!(w, "\n## Targets\n");
+    for l in target_lines(ctx) {
+        let _ = writeln!(w, "- {l}");
+    }
+
+    // Exchange table.
+    let _ = writeln!(w, "\n## PMI exchange\n");
+    let _ = writeln!(
+        w,
+        "Every rank puts one 100-byte value, fences, gets and verifies every rank's value, fences again. \
+         Cells: median over the ok runs (min–max over runs). Rank-0 figures unless marked slowest (the \
+         maximum over ranks).\n"
+    );
+    let _ = writeln!(
+        w,
+        "| N | configuration | runs | wall s | init ms | put µs | fence ms | fence2 ms | get-all ms (rank 0) | get-all ms (slowest) | per get µs |"
+    );
+    let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|");
+    for &n in &opts.sizes {
+        for c in Config::ALL
+            .into_iter()
+            .filter(|c| c.kind() != Kind::Startup)
+        {
+            let s = |k: &'static str| summarize(ctx.records, c, n, move |r| r.get(k));
+            let floor = c.kind() == Kind::Floor;
+            let wall = if floor {
+                None
+            } else {
+                summarize(ctx.records, c, n, |r| r.wall_s)
+            };
+            let _ = writeln!(
+                w,
+                "| {n} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                runs_cell(ctx, c, n),
+                cell(wall, 1.0),
+                cell(s("init_us"), 1e-3),
+                cell(s("put_us"), 1.0),
+                cell(s("fence_us"), 1e-3),
+                cell(s("fence2_us"), 1e-3),
+                cell(s("getall_us"), 1e-3),
+                cell(s("max_getall_us"), 1e-3),
+                cell(s("per_get_us"), 1.0),
+            );
+        }
+    }
+    let _ = writeln!(w, "\n![fence and get-all against N](bench.svg)\n");
+    let _ = writeln!(w, "How to read it:\n");
+    for note in [
+        "**wall**: launch to the launcher's exit, measured by the harness; it includes starting and reaping the ranks and the untimed third round that gathers the slowest-rank figures.",
+        "**fence** is rank 0's first fence. It also absorbs launch skew (rank 0 starts first and waits for the last rank to start), so it is an upper bound. **fence2** is rank 0's second fence (every rank running, nothing new put): the closest to the cost of a fence, and the figure the targets and the plot use.",
+        "**futex-floor**: the mean time per fence of a bare futex barrier over N forked processes in a loop (a steady state, no launch skew); it is shown in both fence columns.",
+        "Under **Hydra** the PMI-2 fence is not a barrier (its gets wait for the data instead), so Hydra's fence figures are not comparable; the wait shows up in its get-all.",
+        "**per get**: rank 0's get-all divided by N.",
+        "A configuration **missing** here did not run, for the reason given; a run that failed or timed out is listed under Failures, never dropped.",
+    ] {
+        let _ = writeln!(w, "- {note}");
+    }
+    let _ = writeln!(
+        w,
+        "- Hydra runs with ⌈N/{}⌉ proxies (`-launcher fork -hosts 127.0.0.1:k,127.0.0.2:k,...`): one proxy per distinct host name, because Hydra 4.0.2 deadlocks past ~224 ranks behind one proxy. With more than one proxy Hydra describes the job as several nodes (PMI_process_mapping), which the exchange does not use.",
+        opts.params.hydra_ppn
+    );
+
+    // Startup table.
+    let _ = writeln!(w, "\n## MPI startup\n");
+    let _ = writeln!(
+        w,
+        "Whole-job wall time of `bench/c/mpi_hello.c` (MPICH: `MPI_Init`, `MPI_Barrier`, `MPI_Finalize`), launch to the launcher's exit, seconds: median (min–max).\n"
+    );
+    if opts.startup_sizes.is_empty() {
+        let _ = writeln!(w, "Not run (`--startup-sizes none`).");
+    } else {
+        let _ = writeln!(w, "| N | launcher | runs | wall s | fastpmi / Hydra |");
+        let _ = writeln!(w, "|---|---|---|---|---|");
+        for &n in &opts.startup_sizes {
+            let f = median(ctx, Config::MpichFastpmi, n, |r| r.wall_s);
+            let h = median(ctx, Config::MpichHydra, n, |r| r.wall_s);
+            for c in [Config::MpichFastpmi, Config::MpichHydra] {
+                let ratio = match (c, f, h) {
+                    (Config::MpichFastpmi, Some(f), Some(h)) if h > 0.0 => format!("{:.2}x", f / h),
+                    _ => "—".into(),
+                };
+                let _ = writeln!(
+                    w,
+                    "| {n} | {c} | {} | {} | {ratio} |",
+                    runs_cell(ctx, c, n),
+                    cell(summarize(ctx.records, c, n, |r| r.wall_s), 1.0)
+                );
+            }
+        }
+        if opts
+            .startup_sizes
+            .iter()
+            .any(|&n| n > opts.params.hydra_ppn)
+        {
+            let _ = writeln!(
+                w,
+                "\nAbove {} ranks Hydra runs several proxies (see above), so MPICH sees several \"nodes\" there and connects them through its network module.",
+                opts.params.hydra_ppn
+            );
+        }
+    }
+
+    // Memory table.
+    memory_section(ctx, w);
+
+    // Failures.
+    let failed: Vec<&Record> = ctx
+        .records
+        .iter()
+        .filter(|r| matches!(r.status, Status::Failed | Status::TimedOut))
+        .collect();
+    let _ = writeln!(w, "\n## Failures\n");
+    if failed.is_empty() {
+        let _ = writeln!(w, "No run failed or timed out.");
+    } else {
+        for r in failed {
+            let _ = writeln!(
+                w,
+                "- N={} {} rep {}: {}\n\n  ```\n{}\n  ```",
+                r.n,
+                r.config,
+                r.rep + 1,
+                r.status.as_str(),
+                r.error
+                    .lines()
+                    .map(|l| format!("  {l}"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            );
+        }
+    }
+    let wrong = ctx
+        .records
+        .iter()
+        .filter(|r| matches!(r.status, Status::WrongTransport | Status::Skipped))
+        .count();
+    if wrong > 0 {
+        let _ = writeln!(
+            w,
+            "\n{wrong} run(s) ran on another transport than their configuration is about, or were not repeated because of that; they count as missing above and are in raw.csv."
+        );
+    }
+    md
+}
+
+fn memory_section(ctx: &Context, w: &mut String) {
+    let opts = ctx.opts;
+    let big = *opts.sizes.last().unwrap_or(&1);
+    let _ = writeln!(w, "\n## Memory (N={big})\n");
+    let _ = writeln!(
+        w,
+        "Launcher peak RSS: VmHWM of the launcher process (for Hydra: `mpiexec.hydra` plus its proxies, summed), not of the ranks, sampled while the job ran (every 1 ms at first, backing off to every 20 ms; a high-water mark, so only growth in the last interval before exit can be missed). \
+         Per-rank RSS added: VmRSS after `Pmi::init` (and after the exchange) minus VmRSS before `Pmi::init`, reported by the Rust rank program (rank 0 / largest over ranks). \
+         Medians over the ok runs; when a configuration has no ok run at N={big}, its largest N with one is shown.\n"
+    );
+    let _ = writeln!(
+        w,
+        "| configuration | N | launcher peak RSS MB | sampled processes (median run) | per-rank RSS added by init KB (rank 0 / max) | per-rank RSS added by init + exchange KB (rank 0 / max) | segment size |"
+    );
+    let _ = writeln!(w, "|---|---|---|---|---|---|---|");
+    for c in Config::ALL
+        .into_iter()
+        .filter(|c| c.kind() == Kind::Exchange)
+    {
+        let n = opts.sizes.iter().rev().copied().find(|&n| {
+            summarize(ctx.records, c, n, |r| {
+                r.mem.as_ref().map(|m| m.total_kb as f64)
+            })
+            .is_some()
+        });
+        let Some(n) = n else {
+            let _ = writeln!(
+                w,
+                "| {c} | — | — | {} | — | — | n/a |",
+                runs_cell(ctx, c, big)
+            );
+            continue;
+        };
+        let peak = summarize(ctx.records, c, n, |r| {
+            r.mem.as_ref().map(|m| m.total_kb as f64)
+        });
+        // The detail of the run whose peak is the median (or nearest to it).
+        let detail = peak
+            .and_then(|p| {
+                runs_of(ctx.records, c, n)
+                    .into_iter()
+                    .filter(|r| r.status == Status::Ok)
+                    .filter_map(|r| r.mem.as_ref())
+                    .min_by(|a, b| {
+                        (a.total_kb as f64 - p.median)
+                            .abs()
+                            .total_cmp(&(b.total_kb as f64 - p.median).abs())
+                    })
+                    .map(|m| m.detail.clone())
+            })
+            .unwrap_or_default();
+        let pair = |a: &'static str, b: &'static str| {
+            let x = median(ctx, c, n, |r| r.get(a));
+            let y = median(ctx, c, n, |r| r.get(b));
+            match (x, y) {
+                (Some(x), Some(y)) => format!("{} / {}", num(x), num(y)),
+                _ => "— (not reported by this client)".into(),
+            }
+        };
+        let _ = writeln!(
+            w,
+            "| {c} | {n} | {} | {} | {} | {} | n/a (not reported yet) |",
+            cell(peak, 1.0 / 1024.0),
+            md_escape(&detail),
+            pair("rss_delta_kb", "max_rss_delta_kb"),
+            pair("rss_exchange_kb", "max_rss_exchange_kb"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400 + 3600 + 120);
+        assert_eq!(utc(t), "2000-02-29 01:02 UTC");
+        assert_eq!(utc(SystemTime::UNIX_EPOCH), "1970-01-01 00:00 UTC");
+    }
+
+    #[test]
+    fn numbers_and_csv() {
+        assert_eq!(num(1234.5), "1234");
+        assert_eq!(num(12.345), "12.3");
+        assert_eq!(num(1.2345), "1.23");
+        assert_eq!(num(0.12345), "0.123");
+        assert_eq!(num(0.0012345), "0.0012");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"x\"\nnext"), "\"say \"\"x\"\" | next\"");
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(shell_quote("--sizes"), "--sizes");
+        assert_eq!(shell_quote("a b"), "'a b'");
+    }
+}
