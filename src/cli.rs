@@ -11,7 +11,7 @@ use crate::shm::MemPool;
 
 pub const USAGE: &str = "\
 usage: fastpmi [options] [-n N] PROG [ARGS...] [: [-n M] PROG2 [ARGS...]]...
-       fastpmi demo [-n N] [--label]
+       fastpmi demo [-n N] [options]
 
 Launch N ranks of PROG on this node with a PMI-1/PMI-2 server (MPICH,
 Intel MPI and Slurm's libpmi2 clients run unmodified). Each `:` section is
@@ -94,7 +94,7 @@ pub enum Command {
     Run(LaunchConfig),
     Demo {
         nranks: u32,
-        label: bool,
+        cfg: LaunchConfig,
     },
     /// Internal: a rank of `fastpmi demo`.
     DemoRank,
@@ -169,7 +169,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                 app.nranks = parse_count(&s, it.next())?;
                 nranks_given = true;
             }
-            "-genv" => cfg.genv.push(kv(&s, &mut it)?),
             "-env" => app.env.push(kv(&s, &mut it)?),
             "-wdir" | "-dir" => {
                 let d = it
@@ -177,37 +176,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                     .ok_or_else(|| CliError(format!("{s} needs a directory")))?;
                 app.wdir = Some(PathBuf::from(d));
             }
-            "-l" | "--label" | "-prepend-rank" => cfg.label = true,
-            "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
-            "--stats" => cfg.stats = true,
-            "--mem-pool" => {
-                let v = it
-                    .next()
-                    .ok_or_else(|| CliError("--mem-pool needs anonmmap, sysv or none".into()))?;
-                let v = v.to_string_lossy();
-                cfg.mem_pool = match v.as_ref() {
-                    "none" => None,
-                    other => Some(MemPool::parse(other).ok_or_else(|| {
-                        CliError(format!(
-                            "--mem-pool {other}: expected anonmmap, sysv or none"
-                        ))
-                    })?),
-                };
-            }
-            "--kvs-mb" => {
-                let v = it
-                    .next()
-                    .ok_or_else(|| CliError("--kvs-mb needs a size in MiB".into()))?;
-                let v = v.to_string_lossy();
-                match v.parse::<u64>() {
-                    Ok(mb) if (1..=1 << 20).contains(&mb) => cfg.kvs_mb = Some(mb),
-                    _ => {
-                        return Err(CliError(format!(
-                            "--kvs-mb {v}: expected a size in MiB (1 to 1048576)"
-                        )))
-                    }
-                }
-            }
+            _ if global_option(&mut cfg, &s, &mut it)? => {}
             ":" => return Err(CliError("':' without a program before it".into())),
             _ if s.starts_with('-') && s.len() > 1 => {
                 return Err(CliError(format!("unknown option {s} (see fastpmi --help)")));
@@ -256,23 +225,68 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
     Ok(Command::Run(cfg))
 }
 
+/// Options that apply to the whole launch (accepted by `demo` too).
+/// Returns false when `s` is not one of them.
+fn global_option(
+    cfg: &mut LaunchConfig,
+    s: &str,
+    mut it: &mut impl Iterator<Item = OsString>,
+) -> Result<bool, CliError> {
+    match s {
+        "-genv" => cfg.genv.push(kv(&s, &mut it)?),
+        "-l" | "--label" | "-prepend-rank" => cfg.label = true,
+        "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
+        "--stats" => cfg.stats = true,
+        "--mem-pool" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError("--mem-pool needs anonmmap, sysv or none".into()))?;
+            let v = v.to_string_lossy();
+            cfg.mem_pool = match v.as_ref() {
+                "none" => None,
+                other => Some(MemPool::parse(other).ok_or_else(|| {
+                    CliError(format!(
+                        "--mem-pool {other}: expected anonmmap, sysv or none"
+                    ))
+                })?),
+            };
+        }
+        "--kvs-mb" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError("--kvs-mb needs a size in MiB".into()))?;
+            let v = v.to_string_lossy();
+            match v.parse::<u64>() {
+                Ok(mb) if (1..=1 << 20).contains(&mb) => cfg.kvs_mb = Some(mb),
+                _ => {
+                    return Err(CliError(format!(
+                        "--kvs-mb {v}: expected a size in MiB (1 to 1048576)"
+                    )))
+                }
+            }
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 fn parse_demo(mut it: impl Iterator<Item = OsString>) -> Result<Command, CliError> {
     let mut nranks = 16;
-    let mut label = false;
+    let mut cfg = LaunchConfig::default();
     while let Some(arg) = it.next() {
         let s = arg.to_string_lossy().into_owned();
         match s.as_str() {
             "-n" | "-np" => nranks = parse_count(&s, it.next())?,
-            "-l" | "--label" => label = true,
             "-h" | "--help" => return Ok(Command::Help),
+            _ if global_option(&mut cfg, &s, &mut it)? => {}
             _ => {
                 return Err(CliError(format!(
-                    "demo: unknown argument {s} (usage: fastpmi demo [-n N])"
+                    "demo: unknown argument {s} (usage: fastpmi demo [-n N] [launcher options])"
                 )))
             }
         }
     }
-    Ok(Command::Demo { nranks, label })
+    Ok(Command::Demo { nranks, cfg })
 }
 
 #[cfg(test)]
@@ -339,9 +353,13 @@ mod tests {
             p("demo -n 8").unwrap(),
             Command::Demo {
                 nranks: 8,
-                label: false
+                cfg: LaunchConfig::default()
             }
         );
+        let Command::Demo { cfg, .. } = p("demo --stats --mem-pool sysv -n 2").unwrap() else {
+            panic!()
+        };
+        assert!(cfg.stats && cfg.mem_pool == Some(MemPool::Sysv));
         assert_eq!(p("--help").unwrap(), Command::Help);
     }
 }

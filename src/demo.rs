@@ -9,7 +9,7 @@ use crate::cli::{App, LaunchConfig};
 use crate::client::{Pmi, PmiError, TransportKind};
 
 /// Run the demo job; returns the launcher's exit status.
-pub fn launch(nranks: u32, label: bool) -> i32 {
+pub fn launch(nranks: u32, mut cfg: LaunchConfig) -> i32 {
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
@@ -17,17 +17,13 @@ pub fn launch(nranks: u32, label: bool) -> i32 {
             return 1;
         }
     };
-    let cfg = LaunchConfig {
-        apps: vec![App {
-            nranks,
-            program: exe.into(),
-            args: vec!["__demo-rank".into()],
-            env: vec![],
-            wdir: None,
-        }],
-        label,
-        ..LaunchConfig::default()
-    };
+    cfg.apps = vec![App {
+        nranks,
+        program: exe.into(),
+        args: vec!["__demo-rank".into()],
+        env: vec![],
+        wdir: None,
+    }];
     let t0 = Instant::now();
     let code = crate::launcher::run(&cfg);
     let wall = t0.elapsed();

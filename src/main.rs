@@ -14,7 +14,7 @@ fn main() -> ExitCode {
             0
         }
         Ok(Command::Run(cfg)) => fastpmi::launcher::run(&cfg),
-        Ok(Command::Demo { nranks, label }) => fastpmi::demo::launch(nranks, label),
+        Ok(Command::Demo { nranks, cfg }) => fastpmi::demo::launch(nranks, cfg),
         Ok(Command::DemoRank) => fastpmi::demo::rank_main(),
         Err(e) => {
             eprintln!("fastpmi: {e}");

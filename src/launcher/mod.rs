@@ -589,7 +589,42 @@ impl Launcher {
             f.finish(Duration::from_millis(500));
         }
         let _ = cfg;
+        if cfg.stats {
+            eprint!("{}", self.stats_report());
+        }
         self.exit_code()
+    }
+
+    /// `--stats`: what each transport served, so a user can see which path
+    /// the job took. Socket figures are counted by the server; shared-memory
+    /// ones by the ranks themselves in their state words in the segment.
+    pub fn stats_report(&self) -> String {
+        let sock = self.server.stats;
+        let mut shm = shm_layout::RankStats::default();
+        for seg in self.segments.iter().flatten() {
+            for r in seg.seg().ranks() {
+                let st = r.stats();
+                shm.puts += st.puts;
+                shm.gets += st.gets;
+                shm.fences += st.fences;
+                shm.node_attr_ops += st.node_attr_ops;
+            }
+        }
+        let ranks = self.procs.len();
+        let mut out = format!("fastpmi stats: {ranks} ranks\n");
+        out += &format!(
+            "  {:<14} {:>10} {:>10} {:>10} {:>10}\n",
+            "transport", "puts", "gets", "fences", "node-attr"
+        );
+        out += &format!(
+            "  {:<14} {:>10} {:>10} {:>10} {:>10}\n",
+            "socket", sock.puts, sock.gets, sock.fences, sock.node_attr_ops
+        );
+        out += &format!(
+            "  {:<14} {:>10} {:>10} {:>10} {:>10}\n",
+            "shared-memory", shm.puts, shm.gets, shm.fences, shm.node_attr_ops
+        );
+        out
     }
 
     fn exit_code(&self) -> i32 {

@@ -66,6 +66,9 @@ pub enum Prog {
     Pmi2Slurm,
     /// `pmi2_fence_sleep.c` (Slurm libpmi2): one rank sleeps before the fence.
     Pmi2FenceSleep,
+    /// `segment_stamp.c` (Slurm libpmi2): maps the advertised job segment
+    /// and prints the stamp at offset 0.
+    SegmentStamp,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -82,18 +85,20 @@ impl Prog {
             Prog::MpmdAppnum => "mpmd_appnum",
             Prog::Pmi2Slurm => "pmi2_slurm",
             Prog::Pmi2FenceSleep => "pmi2_fence_sleep",
+            Prog::SegmentStamp => "segment_stamp",
         }
     }
 
     fn toolchain(self) -> Toolchain {
         match self {
             Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
-            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep => Toolchain::SlurmPmi2,
+            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp => Toolchain::SlurmPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 5] = [
+        static CELLS: [OnceLock<PathBuf>; 6] = [
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
