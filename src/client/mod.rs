@@ -615,6 +615,76 @@ impl Pmi {
         })
     }
 
+    /// Publish `port` under `service` in the launcher's name service.
+    pub fn publish(&self, service: &str, port: &str) -> Result<(), PmiError> {
+        let req = Request::Publish {
+            service: service.into(),
+            port: port.into(),
+        };
+        self.wire(&req, "name-publish-response").map(|_| ())
+    }
+
+    /// Remove a published service.
+    pub fn unpublish(&self, service: &str) -> Result<(), PmiError> {
+        self.wire(
+            &Request::Unpublish {
+                service: service.into(),
+            },
+            "name-unpublish-response",
+        )
+        .map(|_| ())
+    }
+
+    /// Look a service up; `None` if nobody published it.
+    pub fn lookup(&self, service: &str) -> Result<Option<String>, PmiError> {
+        match self.wire(
+            &Request::Lookup {
+                service: service.into(),
+            },
+            "name-lookup-response",
+        ) {
+            Ok(m) => Ok(m.get_str("port").or(m.get_str("value")).map(str::to_string)),
+            Err(PmiError::Server { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Connect to another job of the same launcher (its KVS is then read
+    /// with [`Pmi::get_from`]).
+    pub fn job_connect(&self, jobid: &str) -> Result<(), PmiError> {
+        self.wire(
+            &Request::JobConnect {
+                jobid: jobid.into(),
+            },
+            "job-connect-response",
+        )
+        .map(|_| ())
+    }
+
+    pub fn job_disconnect(&self, jobid: &str) -> Result<(), PmiError> {
+        self.wire(
+            &Request::JobDisconnect {
+                jobid: jobid.into(),
+            },
+            "job-disconnect-response",
+        )
+        .map(|_| ())
+    }
+
+    /// A request that only the launcher can answer. A singleton has no
+    /// launcher: name service and jobs are unavailable.
+    fn wire(&self, req: &Request, expect: &str) -> Result<Message, PmiError> {
+        self.live()?;
+        self.with(|t| match t {
+            Conn::Wire(c) => c.call(Protocol::Pmi2, req, expect),
+            Conn::Singleton { .. } => Err(PmiError::Protocol(format!(
+                "{} needs a launcher (this process is a singleton)",
+                crate::wire::command::request_name(req)
+            ))),
+            Conn::Done => Err(PmiError::Finalized),
+        })
+    }
+
     /// Ask the launcher to end the whole job with `code`, then exit.
     pub fn abort(&self, code: i32, message: &str) -> ! {
         let _ = self.with(|t| {

@@ -135,6 +135,8 @@ pub struct Launcher {
     waker: Arc<mio::Waker>,
     /// Tells the segment watcher threads to exit.
     stop_watchers: Arc<AtomicBool>,
+    /// Decoy segment with an unknown stamp (FASTPMI_ADVERTISE_FOREIGN_SEGMENT).
+    foreign: Option<crate::shm::Mapping>,
 }
 
 /// Run a job to the end; returns the launcher's exit status.
@@ -189,6 +191,7 @@ impl Launcher {
             segments: Vec::new(),
             waker,
             stop_watchers: Arc::new(AtomicBool::new(false)),
+            foreign: None,
         })
     }
 
@@ -339,6 +342,10 @@ impl Launcher {
         ];
         if let Some(seg) = &segment {
             let m = seg.mapping();
+            if std::env::var_os("FASTPMI_ADVERTISE_FOREIGN_SEGMENT").is_some_and(|v| v == "1") {
+                // Testing aid: ranks get a segment stamped by "another version".
+                self.foreign = Some(crate::shm::Mapping::foreign_stamp()?);
+            }
             attrs.push(("memPoolType", m.pool().attr().to_string()));
             match m.pool() {
                 MemPool::AnonMmap => attrs.push(("memAnonMMAPfd", SEGMENT_FD_IN_RANK.to_string())),
@@ -433,7 +440,10 @@ impl Launcher {
         if p.socketpair {
             let (ours, theirs) = os::socketpair()?;
             pass.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
-            if let Some(fd) = self.segments[p.job].as_ref().and_then(|s| s.mapping().fd()) {
+            let foreign = self.foreign.as_ref().and_then(|m| m.fd());
+            if let Some(fd) =
+                foreign.or_else(|| self.segments[p.job].as_ref().and_then(|s| s.mapping().fd()))
+            {
                 pass.push((fd, SEGMENT_FD_IN_RANK));
             }
             let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));

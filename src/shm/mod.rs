@@ -226,6 +226,28 @@ pub enum AttachFailure {
     Layout(#[from] shm_layout::AttachError),
 }
 
+impl Mapping {
+    /// A small memfd whose header carries this build's magic and version but
+    /// a different layout hash: what a client of another fastpmi version
+    /// would find. Used to test that clients refuse such a segment and fall
+    /// back to the socket (`FASTPMI_ADVERTISE_FOREIGN_SEGMENT=1`).
+    pub fn foreign_stamp() -> io::Result<Mapping> {
+        let m = Mapping::create(MemPool::AnonMmap, 4096)?;
+        let (magic, major, minor, hash) = shm_layout::stamp();
+        let mut header = [0u8; 24];
+        header[..8].copy_from_slice(&magic);
+        header[8..10].copy_from_slice(&major.to_ne_bytes());
+        header[10..12].copy_from_slice(&minor.to_ne_bytes());
+        header[shm_layout::INIT_OFFSET..shm_layout::INIT_OFFSET + 4]
+            .copy_from_slice(&shm_layout::INIT_DONE.to_ne_bytes());
+        header[shm_layout::HASH_OFFSET..].copy_from_slice(&(!hash).to_ne_bytes());
+        // SAFETY: the mapping is fresh and 4096 bytes long; nothing else
+        // references it yet.
+        unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), m.as_ptr(), header.len()) };
+        Ok(m)
+    }
+}
+
 /// A mapped and validated job segment, owning its mapping.
 pub struct JobSegment {
     // Declared before `mapping`: dropped first, never outlives it.
