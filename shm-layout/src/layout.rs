@@ -94,21 +94,21 @@ impl SegmentParams {
     ///
     /// MPICH-style clients put about 3–6 keys per rank, values up to 1024
     /// bytes (business cards are 100–600). Per rank this gives:
-    /// * KVS: 32 slots (a load factor under 20% at 6 keys, so probes stay
-    ///   short), at least 1024; 16 KiB of values (16 full 1 KiB values), at
-    ///   least 1 MiB;
+    /// * KVS: 64 slots (a load factor under 10% at 6 keys, so probes stay
+    ///   short), at least 16384; 32 KiB of values (32 full 1 KiB values), at
+    ///   least 16 MiB, so small jobs with many keys per rank still fit;
     /// * node attributes: 4 slots, at least 256; 2 KiB of values, at least
     ///   256 KiB;
     /// * values up to [`DEFAULT_MAX_VALUE_LEN`] (64 KiB).
     ///
-    /// 256 ranks: ~1 MiB of KVS slots + 4 MiB of values, 5.6 MiB in all;
-    /// 1024 ranks: ~23 MiB. Arena pages are touched only when written.
+    /// The segment is mostly virtual: fresh memfd/SysV pages are zero, so
+    /// slot and arena pages cost memory only once written.
     pub const fn for_ranks(nranks: u32) -> Self {
         let n = nranks as u64;
         Self {
             nranks,
-            kvs_slots: slots_for(max_u64(1024, n * 32)),
-            kvs_arena_bytes: max_u64(MIB, n * 16 * KIB),
+            kvs_slots: slots_for(max_u64(16384, n * 64)),
+            kvs_arena_bytes: max_u64(16 * MIB, n * 32 * KIB),
             nodeattr_slots: slots_for(max_u64(256, n * 4)),
             nodeattr_arena_bytes: max_u64(256 * KIB, n * 2 * KIB),
             max_value_len: DEFAULT_MAX_VALUE_LEN,

@@ -24,13 +24,13 @@ mod os;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use shm_layout::{KvsError, RankPhase, WaitError};
 
 use crate::shm::{JobSegment, SharedFutex};
 
-use crate::wire::command::encode_request;
+use crate::wire::command::{encode_request, encode_request_thrid};
 use crate::wire::{Deframer, Message, Protocol, Request, WireError};
 
 /// Errors of the client. Each has one PMI error code (see [`PmiError::code`]).
@@ -65,14 +65,222 @@ impl PmiError {
     }
 }
 
-/// A blocking PMI-2 connection over a stream socket.
+/// The socket to the launcher.
+enum Stream {
+    Unix(std::os::unix::net::UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(b),
+            Stream::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(b),
+            Stream::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A blocking PMI-2 connection, used by one thread during init.
 struct WireConn {
-    stream: Box<dyn ReadWrite>,
+    stream: Stream,
     deframer: Deframer,
 }
 
-trait ReadWrite: Read + Write + Send {}
-impl<T: Read + Write + Send> ReadWrite for T {}
+fn decode_reply(frame: &crate::wire::Frame) -> Result<Message, PmiError> {
+    Ok(match frame {
+        crate::wire::Frame::Pmi1(l) => crate::wire::pmi1::decode(l)?,
+        crate::wire::Frame::Pmi2(b) => crate::wire::pmi2::decode(b)?,
+        crate::wire::Frame::Pmi1Spawn(_) => {
+            return Err(PmiError::Protocol("unexpected spawn block".into()))
+        }
+    })
+}
+
+/// `rc != 0` in a reply becomes an error carrying the server's message.
+fn check_reply(m: Message, expect: &str) -> Result<Message, PmiError> {
+    if m.cmd != expect {
+        return Err(PmiError::Protocol(format!(
+            "expected {expect}, got {}",
+            m.cmd
+        )));
+    }
+    let rc = m.get_int("rc").unwrap_or(0) as i32;
+    if rc != 0 {
+        let msg = m
+            .get_str("errmsg")
+            .or(m.get_str("msg"))
+            .unwrap_or("no message")
+            .to_string();
+        return Err(PmiError::Server {
+            cmd: expect.to_string(),
+            rc,
+            msg,
+        });
+    }
+    Ok(m)
+}
+
+/// The connection after init, shared by all threads: requests carry a
+/// `thrid`, and whichever waiting thread holds the reader role reads and
+/// hands each reply to its requester. So a thread blocked in a fence or a
+/// node-attribute wait does not block the others (PMI-2's thread rule).
+struct Mux {
+    writer: Mutex<Stream>,
+    reader: Mutex<Stream>,
+    state: Mutex<MuxState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct MuxState {
+    next: u64,
+    /// Outstanding requests: thrid -> expected reply command.
+    pending: std::collections::BTreeMap<u64, String>,
+    ready: HashMap<u64, Message>,
+    deframer: Deframer,
+    reading: bool,
+    dead: Option<String>,
+}
+
+impl MuxState {
+    /// Hand a reply to its request: by echoed `thrid`, or (a server that
+    /// does not echo it) to the oldest request expecting that command.
+    fn route(&mut self, m: Message) {
+        let by_thrid = m
+            .thrid
+            .as_deref()
+            .and_then(|t| std::str::from_utf8(t).ok()?.parse::<u64>().ok())
+            .filter(|id| self.pending.contains_key(id));
+        let id = by_thrid.or_else(|| {
+            self.pending
+                .iter()
+                .find(|(_, c)| **c == m.cmd)
+                .map(|(id, _)| *id)
+        });
+        match id {
+            Some(id) => {
+                self.pending.remove(&id);
+                self.ready.insert(id, m);
+            }
+            None => tracing::debug!("pmi: dropping unsolicited reply {}", m.cmd),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Mux {
+    fn new(conn: WireConn) -> Result<Mux, PmiError> {
+        let reader = conn.stream.try_clone()?;
+        Ok(Mux {
+            writer: Mutex::new(conn.stream),
+            reader: Mutex::new(reader),
+            state: Mutex::new(MuxState {
+                deframer: conn.deframer,
+                ..Default::default()
+            }),
+            cv: std::sync::Condvar::new(),
+        })
+    }
+
+    /// Send without waiting for a reply (abort).
+    fn send(&self, req: &Request) -> Result<(), PmiError> {
+        let bytes = encode_request(Protocol::Pmi2, req);
+        lock(&self.writer).write_all(&bytes)?;
+        Ok(())
+    }
+
+    fn call(&self, _proto: Protocol, req: &Request, expect: &str) -> Result<Message, PmiError> {
+        let id = {
+            let mut st = lock(&self.state);
+            if let Some(d) = &st.dead {
+                return Err(PmiError::Protocol(d.clone()));
+            }
+            st.next += 1;
+            let id = st.next;
+            st.pending.insert(id, expect.to_string());
+            id
+        };
+        let bytes = encode_request_thrid(req, id.to_string().as_bytes());
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!("pmi -> {}", crate::wire::show(&bytes));
+        }
+        if let Err(e) = lock(&self.writer).write_all(&bytes) {
+            lock(&self.state).pending.remove(&id);
+            return Err(e.into());
+        }
+        let mut buf = [0u8; 8192];
+        loop {
+            let mut st = lock(&self.state);
+            loop {
+                if let Some(m) = st.ready.remove(&id) {
+                    return check_reply(m, expect);
+                }
+                if let Some(d) = &st.dead {
+                    return Err(PmiError::Protocol(d.clone()));
+                }
+                if !st.reading {
+                    break;
+                }
+                st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            st.reading = true;
+            drop(st);
+            let r = lock(&self.reader).read(&mut buf);
+            let mut st = lock(&self.state);
+            st.reading = false;
+            match r {
+                Ok(0) => st.dead = Some("the PMI server closed the connection".into()),
+                Ok(n) => {
+                    st.deframer.feed(&buf[..n]);
+                    loop {
+                        match st.deframer.next_frame() {
+                            Ok(Some(f)) => match decode_reply(&f) {
+                                Ok(m) => {
+                                    tracing::debug!("pmi <- {}", m.cmd);
+                                    st.route(m)
+                                }
+                                Err(e) => tracing::debug!("pmi: bad reply: {e}"),
+                            },
+                            Ok(None) => break,
+                            Err(e) => {
+                                st.dead = Some(format!("bad reply stream: {e}"));
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => st.dead = Some(format!("PMI connection: {e}")),
+            }
+            drop(st);
+            self.cv.notify_all();
+        }
+    }
+}
 
 impl WireConn {
     fn send(&mut self, proto: Protocol, req: &Request) -> Result<(), PmiError> {
@@ -88,15 +296,7 @@ impl WireConn {
         let mut buf = [0u8; 8192];
         loop {
             if let Some(frame) = self.deframer.next_frame()? {
-                let msg = match &frame {
-                    crate::wire::Frame::Pmi1(l) => crate::wire::pmi1::decode(l)?,
-                    crate::wire::Frame::Pmi2(b) => crate::wire::pmi2::decode(b)?,
-                    crate::wire::Frame::Pmi1Spawn(_) => {
-                        return Err(PmiError::Protocol("unexpected spawn block".into()))
-                    }
-                };
-                tracing::debug!("pmi <- {} {:?}", msg.cmd, msg.pairs.len());
-                return Ok(msg);
+                return decode_reply(&frame);
             }
             let n = self.stream.read(&mut buf)?;
             if n == 0 {
@@ -108,36 +308,17 @@ impl WireConn {
         }
     }
 
-    /// Send a request and wait for its reply; `rc != 0` becomes an error.
+    /// Send a request and wait for its reply.
     fn call(&mut self, proto: Protocol, req: &Request, expect: &str) -> Result<Message, PmiError> {
         self.send(proto, req)?;
         let m = self.recv()?;
-        if m.cmd != expect {
-            return Err(PmiError::Protocol(format!(
-                "expected {expect}, got {}",
-                m.cmd
-            )));
-        }
-        let rc = m.get_int("rc").unwrap_or(0) as i32;
-        if rc != 0 {
-            let msg = m
-                .get_str("errmsg")
-                .or(m.get_str("msg"))
-                .unwrap_or("no message")
-                .to_string();
-            return Err(PmiError::Server {
-                cmd: expect.to_string(),
-                rc,
-                msg,
-            });
-        }
-        Ok(m)
+        check_reply(m, expect)
     }
 }
 
 /// The non-shared-memory side of the client.
 enum Conn {
-    Wire(WireConn),
+    Wire(Arc<Mux>),
     Singleton {
         kvs: HashMap<Vec<u8>, Vec<u8>>,
         node: HashMap<Vec<u8>, Vec<u8>>,
@@ -198,16 +379,18 @@ impl Pmi {
     /// the job segment when the launcher advertises one this client knows.
     pub fn init() -> Result<Pmi, PmiError> {
         let spawned = env_int("PMI_SPAWNED")?.unwrap_or(0) != 0;
-        let (stream, rank): (Box<dyn ReadWrite>, Option<i64>) = if let Some(fd) = env_int("PMI_FD")?
-        {
-            (Box::new(os::adopt_pmi_fd(fd as i32)?), env_int("PMI_RANK")?)
+        let (stream, rank): (Stream, Option<i64>) = if let Some(fd) = env_int("PMI_FD")? {
+            (
+                Stream::Unix(os::adopt_pmi_fd(fd as i32)?),
+                env_int("PMI_RANK")?,
+            )
         } else if let Ok(port) = std::env::var("PMI_PORT") {
             let s = std::net::TcpStream::connect(&port)
                 .map_err(|e| PmiError::Env(format!("PMI_PORT={port}: {e}")))?;
             s.set_nodelay(true)?;
             let id = env_int("PMI_ID")?
                 .ok_or_else(|| PmiError::Env("PMI_PORT without PMI_ID".into()))?;
-            (Box::new(s), Some(id))
+            (Stream::Tcp(s), Some(id))
         } else {
             return Ok(Pmi::singleton());
         };
@@ -268,7 +451,7 @@ impl Pmi {
             jobid,
             shm,
             singleton: false,
-            conn: Mutex::new(Conn::Wire(conn)),
+            conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
             finalized: AtomicBool::new(false),
         })
     }
@@ -329,8 +512,15 @@ impl Pmi {
         }
     }
 
+    /// Run `f` on the connection. The wire connection is shared, not
+    /// locked, during the call: its replies are matched by `thrid`.
     fn with<R>(&self, f: impl FnOnce(&mut Conn) -> Result<R, PmiError>) -> Result<R, PmiError> {
-        let mut t = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = lock(&self.conn);
+        if let Conn::Wire(m) = &*t {
+            let mut shared = Conn::Wire(m.clone());
+            drop(t);
+            return f(&mut shared);
+        }
         f(&mut t)
     }
 
@@ -689,14 +879,11 @@ impl Pmi {
     pub fn abort(&self, code: i32, message: &str) -> ! {
         let _ = self.with(|t| {
             if let Conn::Wire(c) = t {
-                c.send(
-                    Protocol::Pmi2,
-                    &Request::Abort {
-                        exitcode: Some(code),
-                        message: message.to_string(),
-                        isworld: true,
-                    },
-                )?;
+                c.send(&Request::Abort {
+                    exitcode: Some(code),
+                    message: message.to_string(),
+                    isworld: true,
+                })?;
             }
             Ok(())
         });

@@ -749,6 +749,14 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
     m
 }
 
+/// Client side: a PMI-2 request carrying `thrid`, which the server echoes
+/// so a client with several threads can match replies to requests.
+pub fn encode_request_thrid(req: &Request, thrid: &[u8]) -> Vec<u8> {
+    let mut m = pmi2_request(req);
+    m.thrid = Some(thrid.to_vec());
+    pmi2::encode(&m)
+}
+
 /// Client side: encode a request in `proto` (used by the Rust client).
 pub fn encode_request(proto: Protocol, req: &Request) -> Vec<u8> {
     let m = match (proto, req) {
