@@ -318,12 +318,12 @@ mod tests {
     #[test]
     fn for_ranks_sizes() {
         let p = SegmentParams::for_ranks(1);
-        assert_eq!((p.kvs_slots, p.kvs_arena_bytes), (1024, MIB));
+        assert_eq!((p.kvs_slots, p.kvs_arena_bytes), (16384, 16 * MIB));
         assert_eq!((p.nodeattr_slots, p.nodeattr_arena_bytes), (256, 256 * KIB));
         let p = SegmentParams::for_ranks(1024);
-        assert_eq!((p.kvs_slots, p.kvs_arena_bytes), (32768, 16 * MIB));
+        assert_eq!((p.kvs_slots, p.kvs_arena_bytes), (65536, 32 * MIB));
         let p = SegmentParams::for_ranks(1000);
-        assert_eq!(p.kvs_slots, 32768);
+        assert_eq!(p.kvs_slots, 65536);
         // Huge rank counts clamp instead of overflowing.
         let p = SegmentParams::for_ranks(u32::MAX);
         assert_eq!(p.kvs_slots, MAX_SLOTS);
