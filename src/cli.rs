@@ -159,8 +159,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
         wdir: None,
     };
     let mut nranks_given = false;
-    loop {
-        let Some(arg) = it.next() else { break };
+    while let Some(arg) = it.next() {
         let s = arg.to_string_lossy().into_owned();
         match s.as_str() {
             "-h" | "--help" | "-help" => return Ok(Command::Help),
@@ -233,7 +232,7 @@ fn global_option(
     mut it: &mut impl Iterator<Item = OsString>,
 ) -> Result<bool, CliError> {
     match s {
-        "-genv" => cfg.genv.push(kv(&s, &mut it)?),
+        "-genv" => cfg.genv.push(kv(s, &mut it)?),
         "-l" | "--label" | "-prepend-rank" => cfg.label = true,
         "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
         "--stats" => cfg.stats = true,

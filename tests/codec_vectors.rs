@@ -88,7 +88,7 @@ fn parse_transcript(text: &str) -> Vec<Io> {
             .find('"')
             .map(|q| pos + q + 1)
             .expect("quoted data");
-        let (bytes, truncated) = unescape(line[q..].as_bytes());
+        let (bytes, truncated) = unescape(&line.as_bytes()[q..]);
         out.push(Io {
             write,
             bytes,

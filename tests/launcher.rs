@@ -140,7 +140,7 @@ fn sigterm_is_forwarded_to_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("fastpmi-sigterm-{}", std::process::id());
     let script = format!("trap 'echo got-term > {}/$PMI_RANK; exit 0' TERM; echo ready; while :; do sleep 0.05; done # {marker}", dir.path().display());
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(["-n", "3", "sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -305,7 +305,7 @@ fn shared_memory_fence_blocked_by_a_rank_without_pmi_fails_fast() {
 fn kill_9_during_a_shared_memory_fence_wakes_everyone() {
     let marker = format!("fastpmi-shmkill-{}", std::process::id());
     let script = format!("sleep 30 # {marker}");
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args([
             "-n",
             "8",

@@ -137,7 +137,7 @@ impl<'a> Arena<'a> {
     pub(crate) fn alloc(&self, size: u64) -> Option<u64> {
         let cap = self.capacity();
         let seen = self.cursor.load(Ordering::Relaxed);
-        if seen.checked_add(size).map_or(true, |end| end > cap) {
+        if seen.checked_add(size).is_none_or(|end| end > cap) {
             return None;
         }
         // Relaxed: the reservation only has to be unique (RMW atomicity);
@@ -183,7 +183,7 @@ impl<'a> Arena<'a> {
     /// If `off` is a record offset, this thread has acquired its publication.
     pub(crate) unsafe fn read_record(&self, off: u64) -> Option<&'a [u8]> {
         let cap = self.capacity();
-        if off.checked_add(RECORD_HEADER).map_or(true, |end| end > cap) {
+        if off.checked_add(RECORD_HEADER).is_none_or(|end| end > cap) {
             return None;
         }
         // SAFETY: in bounds (checked above) and published (caller).

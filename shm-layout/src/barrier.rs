@@ -203,6 +203,9 @@ impl<'a> Fence<'a> {
 
     /// `arrive` then `wait`: one rank's whole fence.
     pub fn fence<F: Futex + ?Sized>(&self, futex: &F) -> Result<Arrival, Aborted> {
+        // After an abort an arrival must not count: a rank retrying its
+        // fence would be counted twice and could complete a round alone.
+        self.abort.check()?;
         let arrival = self.arrive(futex);
         self.wait(arrival, futex)?;
         Ok(arrival)

@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::proc::{MemProbe, Spec};
+use super::rank::FENCE_LOOP_ENV;
 
 /// Sources shipped inside the binary, so the harness works from any
 /// directory and always measures the programs of this checkout.
@@ -185,6 +186,56 @@ fn first_line_of(cmd: &Path, args: &[&str], pick: impl Fn(&str) -> bool) -> Opti
         .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
+/// Under `cargo run` (which builds only the binary it runs), bring the
+/// `fastpmi` binary next to us up to date with the same profile, so the
+/// harness never measures a launcher older than the checkout. Returns a note
+/// for the report, or None when not run by cargo.
+fn build_launcher(exe_dir: &Path) -> Option<Result<String, String>> {
+    let cargo = std::env::var_os("CARGO")?;
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?).join("Cargo.toml");
+    if !manifest.is_file() {
+        return None;
+    }
+    let mut cmd = Command::new(&cargo);
+    cmd.arg("build").arg("--manifest-path").arg(&manifest);
+    // The profile is the name of the directory we were built into.
+    match exe_dir.file_name().and_then(|n| n.to_str()) {
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some("debug") | None => {}
+        Some(other) => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    cmd.args(["--bin", "fastpmi"]);
+    eprintln!("fastpmi-bench: building the launcher: {cmd:?}");
+    Some(match cmd.output() {
+        Ok(o) if o.status.success() => {
+            Ok("fastpmi built by the harness (cargo build --bin fastpmi) before the runs".into())
+        }
+        Ok(o) => Err(format!(
+            "cargo build --bin fastpmi failed ({}): {}",
+            o.status,
+            last_lines(&String::from_utf8_lossy(&o.stderr), 3)
+        )),
+        Err(e) => Err(format!("cannot run cargo: {e}")),
+    })
+}
+
+/// A note when the launcher binary is clearly older than this one (built
+/// separately, e.g. only `cargo build --bin fastpmi-bench`).
+fn staleness(fastpmi: &Path, me: &Path) -> Option<String> {
+    let age = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+    let gap = age(me)?.duration_since(age(fastpmi)?).ok()?;
+    (gap > Duration::from_secs(60)).then(|| {
+        format!(
+            "warning: the fastpmi binary is {} s older than fastpmi-bench; if the launcher changed since, rebuild it (cargo build --release)",
+            gap.as_secs()
+        )
+    })
+}
+
 impl Tools {
     /// Locate the launchers and compile the C programs into `build_dir`.
     /// `want` says which configurations will run (nothing else is built).
@@ -192,16 +243,25 @@ impl Tools {
         let rank_exe =
             std::env::current_exe().map_err(|e| format!("cannot find my own binary: {e}"))?;
         // `cargo build --release` builds fastpmi next to fastpmi-bench.
-        let fastpmi = rank_exe
-            .parent()
-            .map(|d| d.join("fastpmi"))
-            .filter(|p| p.is_file())
-            .ok_or_else(|| {
-                format!(
-                    "no fastpmi binary next to {} (build it: cargo build --release)",
-                    rank_exe.display()
-                )
-            });
+        let exe_dir = rank_exe.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let mut notes = Vec::new();
+        let built = build_launcher(&exe_dir);
+        let fastpmi = match built {
+            Some(Err(ref e)) => Err(e.clone()),
+            _ => Some(exe_dir.join("fastpmi"))
+                .filter(|p| p.is_file())
+                .ok_or_else(|| {
+                    format!(
+                        "no fastpmi binary next to {} (build it: cargo build --release)",
+                        rank_exe.display()
+                    )
+                }),
+        };
+        match (&built, &fastpmi) {
+            (Some(Ok(note)), _) => notes.push(note.clone()),
+            (None, Ok(f)) => notes.extend(staleness(f, &rank_exe)),
+            _ => {}
+        }
         let hydra = which("mpiexec.hydra")
             .ok_or_else(|| "mpiexec.hydra not found on PATH (Debian package mpich)".to_string());
         std::fs::create_dir_all(build_dir)
@@ -239,7 +299,8 @@ impl Tools {
             skipped()
         };
 
-        let mut versions = vec![format!(
+        let mut versions = notes;
+        versions.push(format!(
             "fastpmi {} ({} build of fastpmi-bench)",
             env!("CARGO_PKG_VERSION"),
             if cfg!(debug_assertions) {
@@ -247,7 +308,7 @@ impl Tools {
             } else {
                 "release"
             }
-        )];
+        ));
         if let Ok(h) = &hydra {
             if let Some(v) = first_line_of(h, &["--version"], |l| {
                 l.trim_start().starts_with("Version:")
@@ -295,8 +356,12 @@ impl Tools {
         let os = |s: &str| OsString::from(s);
         // Keep a FASTPMI_TRANSPORT from the caller's shell from leaking into
         // the configurations that must pick their own transport.
-        let mut env_remove = vec![os("FASTPMI_TRANSPORT")];
+        let mut env_remove = vec![os("FASTPMI_TRANSPORT"), os(FENCE_LOOP_ENV)];
         let mut env_set = vec![];
+        if p.fence_loop > 0 && c.expected_transport().is_some() {
+            env_remove.retain(|k| k != FENCE_LOOP_ENV);
+            env_set.push((os(FENCE_LOOP_ENV), OsString::from(p.fence_loop.to_string())));
+        }
         let fastpmi_args = |prog: OsString, args: &[&str]| {
             let mut v = vec![os("-n"), OsString::from(n.to_string()), prog];
             v.extend(args.iter().map(|a| os(a)));
@@ -310,7 +375,7 @@ impl Tools {
                 MemProbe::Launcher,
             ),
             Config::FastpmiSocket => {
-                env_remove.clear();
+                env_remove.retain(|k| k != "FASTPMI_TRANSPORT");
                 env_set.push((os("FASTPMI_TRANSPORT"), os("socket")));
                 (
                     path(&self.fastpmi),
@@ -363,6 +428,8 @@ impl Tools {
 pub struct RunParams {
     pub timeout: Duration,
     pub floor_iters: u32,
+    /// Steady-state fences per Rust-client run (0: none), see [`super::rank`].
+    pub fence_loop: u32,
     pub hydra_ppn: u32,
 }
 

@@ -35,7 +35,8 @@ use record::{Record, Status};
 pub const USAGE: &str = "\
 usage: fastpmi-bench [--sizes 2,16,64,256,1024] [--reps 3] [--out results]
                      [--configs LIST] [--startup-sizes 16,64,256] [--quick]
-                     [--timeout 120] [--floor-iters N] [--hydra-ppn 128]
+                     [--timeout 120] [--floor-iters N] [--fence-loop K]
+                     [--hydra-ppn 128]
 
 Measures PMI put/get/fence (a business-card exchange) under fastpmi's
 shared-memory path, fastpmi's socket path, Hydra and Slurm's libpmi2 on
@@ -51,10 +52,16 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
                         (default: all)
   --startup-sizes LIST  rank counts of the MPICH startup table
                         (default 16,64,256; 16,64 with --quick; `none` to skip)
-  --quick               fewer floor iterations, no 256-rank MPICH startup
+  --quick               fewer floor iterations and loop fences, no 256-rank
+                        MPICH startup
   --timeout SECS        per run; the launcher's process tree is killed after
                         it and the run recorded as failed (default 120)
   --floor-iters N       fences per futex-floor run (default 1000, quick 100)
+  --fence-loop K        after the exchange, the Rust rank program runs K
+                        back-to-back fences and reports rank 0's mean: the
+                        steady-state fence compared with the futex floor
+                        (default 100, quick 20; 0: off, compare fence2).
+                        Fewer than ~100 mostly measure waking sleepers.
   --hydra-ppn K         at most K ranks per Hydra proxy (default 128: Hydra
                         4.0.2 deadlocks past ~224 ranks behind one proxy)";
 
@@ -105,6 +112,7 @@ impl Options {
         let mut timeout = 120;
         let mut floor_iters: Option<u32> = None;
         let mut hydra_ppn = 128;
+        let mut fence_loop: Option<u32> = None;
         let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
         while let Some(flag) = it.next() {
             let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -118,6 +126,13 @@ impl Options {
                 "--timeout" => timeout = parse_num(&flag, &value()?)?,
                 "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
                 "--hydra-ppn" => hydra_ppn = parse_num(&flag, &value()?)?,
+                "--fence-loop" => {
+                    let v = value()?;
+                    fence_loop = Some(
+                        v.parse()
+                            .map_err(|_| format!("--fence-loop {v}: expected a number"))?,
+                    );
+                }
                 "--configs" => {
                     configs = Vec::new();
                     for name in value()?.split(',').map(str::trim) {
@@ -159,6 +174,7 @@ impl Options {
                 timeout: Duration::from_secs(u64::from(timeout)),
                 floor_iters: floor_iters.unwrap_or(if quick { 100 } else { 1000 }),
                 hydra_ppn,
+                fence_loop: fence_loop.unwrap_or(if quick { 20 } else { 100 }),
             },
         }))
     }
@@ -224,7 +240,8 @@ fn load_average() -> String {
 pub enum Availability {
     Present,
     Missing(String),
-    NotSelected,
+    /// Left out on purpose; the text says by which option.
+    NotSelected(&'static str),
 }
 
 fn run(opts: &Options) -> Result<(), String> {
@@ -244,9 +261,9 @@ fn run(opts: &Options) -> Result<(), String> {
         .into_iter()
         .map(|c| {
             let a = if !opts.configs.contains(&c) {
-                Availability::NotSelected
+                Availability::NotSelected("not selected (--configs)")
             } else if c.kind() == Kind::Startup && opts.startup_sizes.is_empty() {
-                Availability::Missing("no --startup-sizes given".into())
+                Availability::NotSelected("not run (--startup-sizes none)")
             } else if let Some(why) = tools.missing(c) {
                 Availability::Missing(why)
             } else {
@@ -306,7 +323,13 @@ fn run(opts: &Options) -> Result<(), String> {
             Status::Ok => String::new(),
             s => format!(" {}", s.as_str()),
         };
-        eprintln!("{:.1} s{note}", outcome.wall.as_secs_f64());
+        let w = outcome.wall.as_secs_f64();
+        let took = if w < 1.0 {
+            format!("{} ms", report::num(w * 1e3))
+        } else {
+            format!("{w:.1} s")
+        };
+        eprintln!("{took}{note}");
         records.push(rec);
     }
 
@@ -322,7 +345,7 @@ fn run(opts: &Options) -> Result<(), String> {
     };
     let csv = report::csv(&records);
     write(opts, "raw.csv", &csv)?;
-    let svg = plot::svg(&records, &present, &opts.sizes)?;
+    let svg = plot::svg(&records, &present, &opts.sizes, opts.params.fence_loop > 0)?;
     write(opts, "bench.svg", &svg)?;
     let md = report::markdown(&ctx);
     write(opts, "bench.md", &md)?;

@@ -30,7 +30,7 @@ fn series(
     present: &[Config],
     sizes: &[u32],
     kinds: &[Kind],
-    metric: &str,
+    metric: &dyn Fn(Config) -> &'static str,
 ) -> Vec<Series> {
     present
         .iter()
@@ -39,7 +39,7 @@ fn series(
             let pts: Vec<(f64, f64)> = sizes
                 .iter()
                 .filter_map(|&n| {
-                    let s = summarize(records, c, n, |r| r.get(metric))?;
+                    let s = summarize(records, c, n, |r| r.get(metric(c)))?;
                     // Log scale: a zero (below the clock's resolution) has no place.
                     (s.median > 0.0).then_some((f64::from(n), s.median / 1e3))
                 })
@@ -174,15 +174,34 @@ pub const LEGEND_HEIGHT: u32 = 40;
 
 /// The SVG document: a legend row naming every configuration that has a
 /// series (in either panel), then the fence and get-all panels.
-pub fn svg(records: &[Record], present: &[Config], sizes: &[u32]) -> Result<String, String> {
+pub fn svg(
+    records: &[Record],
+    present: &[Config],
+    sizes: &[u32],
+    fence_loop: bool,
+) -> Result<String, String> {
+    // The fence panel shows the steady-state fence (the rank program's loop,
+    // the floor's per-fence time) unless the loop was turned off.
+    let fence_key = move |c: Config| {
+        if fence_loop || c.kind() == Kind::Floor {
+            "fence_loop_us"
+        } else {
+            "fence2_us"
+        }
+    };
     let fence = series(
         records,
         present,
         sizes,
         &[Kind::Exchange, Kind::Floor],
-        "fence2_us",
+        &fence_key,
     );
-    let getall = series(records, present, sizes, &[Kind::Exchange], "getall_us");
+    let getall = series(records, present, sizes, &[Kind::Exchange], &|_| "getall_us");
+    let fence_title = if fence_loop {
+        "fence (rank 0, mean of back-to-back fences)"
+    } else {
+        "fence (rank 0, 2nd fence; floor: per fence)"
+    };
     let plotted: Vec<Config> = present
         .iter()
         .copied()
@@ -196,12 +215,7 @@ pub fn svg(records: &[Record], present: &[Config], sizes: &[u32]) -> Result<Stri
         let (top, body) = root.split_vertically(LEGEND_HEIGHT);
         legend(&top, &plotted)?;
         let (left, right) = body.split_horizontally(WIDTH / 2);
-        panel(
-            &left,
-            "fence (rank 0, 2nd fence; floor: per fence)",
-            &fence,
-            sizes,
-        )?;
+        panel(&left, fence_title, &fence, sizes)?;
         panel(&right, "get-all (rank 0, all N keys)", &getall, sizes)?;
         root.present().map_err(err)?;
     }

@@ -16,12 +16,22 @@
 //!   touched);
 //! * `rss_exchange_kb=` / `max_rss_exchange_kb=`: the same from before init
 //!   to after the second fence, i.e. including the pages the exchange itself
-//!   faulted in (shared-memory gets touch the segment).
+//!   faulted in (shared-memory gets touch the segment);
+//! * with `FASTPMI_BENCH_FENCE_LOOP=K` in the environment, `fence_loop_us=`:
+//!   rank 0's mean time per fence over K back-to-back fences run after
+//!   everything above (one untimed fence first, as the futex floor does).
+//!   The exchange's own fences cannot be compared with the floor: the first
+//!   absorbs launch skew and rank 0's second waits for the slowest rank's
+//!   get-all; a loop of fences with every rank ready is what the floor
+//!   measures.
 
 use std::io::Write;
 use std::time::Instant;
 
 use crate::client::{Pmi, PmiError};
+
+/// Environment variable that turns on the steady-state fence loop.
+pub const FENCE_LOOP_ENV: &str = "FASTPMI_BENCH_FENCE_LOOP";
 
 /// Length of every business card, as in `pmi2_exchange.c`.
 pub const VALUE_LEN: usize = 100;
@@ -184,6 +194,22 @@ fn exchange() -> Result<(), String> {
     }
     let gather_ns = ns(t);
 
+    // Steady-state fences (see the module doc), after every other phase.
+    let loops: u32 = std::env::var(FENCE_LOOP_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let mut fence_loop = String::new();
+    if loops > 0 {
+        pmi.fence().map_err(pmi_err("fence (loop warm-up)"))?;
+        let t = Instant::now();
+        for _ in 0..loops {
+            pmi.fence().map_err(pmi_err("fence (loop)"))?;
+        }
+        let mean_us = ns(t) as f64 / 1e3 / f64::from(loops);
+        fence_loop = format!(" fence_loop_us={mean_us:.1} fence_loop_n={loops}");
+    }
+
     let t = Instant::now();
     let transport = format!("{:?}", pmi.transport()).to_lowercase();
     pmi.finalize().map_err(pmi_err("finalize"))?;
@@ -208,7 +234,7 @@ fn exchange() -> Result<(), String> {
              min_fence_us={:.1} max_getall_us={:.1} max_getall_rank={max_getall_rank} \
              mean_getall_us={:.1} max_fence2_us={:.1} gather_us={:.1} total_us={:.1} \
              transport={transport} rss_delta_kb={rss_init_kb} max_rss_delta_kb={} \
-             rss_exchange_kb={rss_exchange_kb} max_rss_exchange_kb={}",
+             rss_exchange_kb={rss_exchange_kb} max_rss_exchange_kb={}{fence_loop}",
             us(init_ns),
             us(put_ns),
             us(fence_ns),

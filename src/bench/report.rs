@@ -212,14 +212,14 @@ fn availability<'a>(ctx: &'a Context, c: Config) -> &'a Availability {
         .iter()
         .find(|(x, _)| *x == c)
         .map(|(_, a)| a)
-        .unwrap_or(&Availability::NotSelected)
+        .unwrap_or(&Availability::NotSelected("not selected"))
 }
 
 /// The "runs" cell: `3/3 ok`, `missing: ...`, `2/3 ok; 1 timeout`.
 fn runs_cell(ctx: &Context, c: Config, n: u32) -> String {
     match availability(ctx, c) {
         Availability::Missing(why) => return format!("missing: {}", md_escape(why)),
-        Availability::NotSelected => return "not selected (--configs)".into(),
+        Availability::NotSelected(why) => return why.to_string(),
         Availability::Present => {}
     }
     let runs = runs_of(ctx.records, c, n);
@@ -284,6 +284,16 @@ fn target_n(ctx: &Context) -> (u32, String) {
     }
 }
 
+/// The figure that stands for the cost of one fence of `c`: the steady
+/// loop (the floor's only figure) unless the loop was turned off.
+fn fence_key(ctx: &Context, c: Config) -> &'static str {
+    if ctx.opts.params.fence_loop > 0 || c.kind() == Kind::Floor {
+        "fence_loop_us"
+    } else {
+        "fence2_us"
+    }
+}
+
 fn verdict(ok: bool) -> &'static str {
     if ok {
         "met"
@@ -296,11 +306,17 @@ fn verdict(ok: bool) -> &'static str {
 pub fn target_lines(ctx: &Context) -> Vec<String> {
     let (n, caveat) = target_n(ctx);
     let ms = |c: Config, key: &'static str| median(ctx, c, n, move |r| r.get(key)).map(|v| v / 1e3);
-    let shm_fence = ms(Config::FastpmiShm, "fence2_us");
-    let floor = ms(Config::FutexFloor, "fence2_us");
+    let shm_fence = ms(Config::FastpmiShm, fence_key(ctx, Config::FastpmiShm));
+    let floor = ms(Config::FutexFloor, fence_key(ctx, Config::FutexFloor));
     let shm_get = ms(Config::FastpmiShm, "getall_us");
     let sock_get = ms(Config::FastpmiSocket, "getall_us");
-    let sock_fence = ms(Config::FastpmiSocket, "fence2_us");
+    let sock_fence = ms(Config::FastpmiSocket, fence_key(ctx, Config::FastpmiSocket));
+    // Says which fence figure the fence targets use.
+    let fence = if ctx.opts.params.fence_loop > 0 {
+        "fence (steady loop)"
+    } else {
+        "fence (2nd fence of the exchange)"
+    };
     let unmeasured = |what: &str, cs: &[(Config, Option<f64>)]| {
         let why: Vec<String> = cs
             .iter()
@@ -316,7 +332,7 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
 
     out.push(match (shm_fence, floor) {
         (Some(s), Some(f)) if f > 0.0 => format!(
-            "N={n} shm fence {} ms vs floor {} ms: {:.2}x (target ≤ 1.2x): {}{caveat}",
+            "N={n} shm {fence} {} ms vs floor {} ms: {:.2}x (target ≤ 1.2x): {}{caveat}",
             num(s),
             num(f),
             s / f,
@@ -329,7 +345,7 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
     });
     out.push(match shm_fence {
         Some(s) => format!(
-            "N={n} shm fence {} ms (target < 2 ms): {}{caveat}",
+            "N={n} shm {fence} {} ms (target < 2 ms): {}{caveat}",
             num(s),
             verdict(s < 2.0)
         ),
@@ -348,14 +364,14 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
     });
     for (what, sock, shm, want) in [
         ("get-all", sock_get, shm_get, 20.0),
-        ("fence", sock_fence, shm_fence, 5.0),
+        (fence, sock_fence, shm_fence, 5.0),
     ] {
         out.push(match (sock, shm) {
             (Some(a), Some(b)) if b > 0.0 => format!(
-                "N={n} {what}: fastpmi socket {} ms vs shm {} ms: shm {:.1}x faster (target ≥ {want}x): {}{caveat}",
+                "N={n} {what}: fastpmi socket {} ms vs shm {} ms: socket/shm = {}x (target ≥ {want}x): {}{caveat}",
                 num(a),
                 num(b),
-                a / b,
+                num(a / b),
                 verdict(a / b >= want)
             ),
             _ => unmeasured(
@@ -399,7 +415,12 @@ pub fn markdown(ctx: &Context) -> String {
     let w = &mut md;
     let _ = writeln!(w, "# fastpmi benchmark\n");
     let _ = writeln!(w, "- date: {}", utc(ctx.started));
-    let _ = writeln!(w, "- command: `{}`", command_line());
+    let via = if std::env::var_os("CARGO").is_some() {
+        " (run by cargo)"
+    } else {
+        ""
+    };
+    let _ = writeln!(w, "- command: `{}`{via}", command_line());
     let _ = writeln!(w, "- machine: {}", machine());
     let _ = writeln!(
         w,
@@ -409,10 +430,11 @@ pub fn markdown(ctx: &Context) -> String {
     let _ = writeln!(w, "- software: {}", ctx.tools.versions.join("; "));
     let _ = writeln!(
         w,
-        "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); timeout {} s per run; futex floor {} fences per run",
+        "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); timeout {} s per run; futex floor {} fences per run; fence loop {} fences per Rust-client run",
         opts.reps,
         opts.params.timeout.as_secs(),
-        opts.params.floor_iters
+        opts.params.floor_iters,
+        opts.params.fence_loop
     );
     let _ = writeln!(
         w,
@@ -432,7 +454,7 @@ pub fn markdown(ctx: &Context) -> String {
         let status = match a {
             Availability::Present => "present".to_string(),
             Availability::Missing(why) => format!("missing: {}", md_escape(why)),
-            Availability::NotSelected => "not selected (--configs)".to_string(),
+            Availability::NotSelected(why) => why.to_string(),
         };
         let cmd = match a {
             Availability::Present => {
@@ -464,9 +486,9 @@ pub fn markdown(ctx: &Context) -> String {
     );
     let _ = writeln!(
         w,
-        "| N | configuration | runs | wall s | init ms | put µs | fence ms | fence2 ms | get-all ms (rank 0) | get-all ms (slowest) | per get µs |"
+        "| N | configuration | runs | wall s | init ms | put µs | fence ms | fence2 ms | get-all ms (rank 0) | get-all ms (slowest) | per get µs | fence ms (steady loop) |"
     );
-    let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in &opts.sizes {
         for c in Config::ALL
             .into_iter()
@@ -481,7 +503,7 @@ pub fn markdown(ctx: &Context) -> String {
             };
             let _ = writeln!(
                 w,
-                "| {n} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {n} | {c} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 runs_cell(ctx, c, n),
                 cell(wall, 1.0),
                 cell(s("init_us"), 1e-3),
@@ -491,6 +513,7 @@ pub fn markdown(ctx: &Context) -> String {
                 cell(s("getall_us"), 1e-3),
                 cell(s("max_getall_us"), 1e-3),
                 cell(s("per_get_us"), 1.0),
+                cell(s("fence_loop_us"), 1e-3),
             );
         }
     }
@@ -498,8 +521,9 @@ pub fn markdown(ctx: &Context) -> String {
     let _ = writeln!(w, "How to read it:\n");
     for note in [
         "**wall**: launch to the launcher's exit, measured by the harness; it includes starting and reaping the ranks and the untimed third round that gathers the slowest-rank figures.",
-        "**fence** is rank 0's first fence. It also absorbs launch skew (rank 0 starts first and waits for the last rank to start), so it is an upper bound. **fence2** is rank 0's second fence (every rank running, nothing new put): the closest to the cost of a fence, and the figure the targets and the plot use.",
-        "**futex-floor**: the mean time per fence of a bare futex barrier over N forked processes in a loop (a steady state, no launch skew); it is shown in both fence columns.",
+        "**fence** is rank 0's first fence of the exchange. It also absorbs launch skew (rank 0 starts first and waits for the last rank to start), so it is an upper bound. **fence2** is rank 0's second fence (nothing new put); it still waits for the slowest rank to finish its get-all, which at hundreds of ranks on two cores is most of it.",
+        "**fence (steady loop)**: after the exchange and the gather round, the Rust rank program runs one untimed fence, then K back-to-back fences, and rank 0 reports the mean (K in the command line above, `--fence-loop`); every rank is ready, so this is the cost of a fence itself. The futex floor's per-fence time (a bare futex barrier over N forked processes, same method) is in this column too. This is the figure the fence targets and the plot use (fence2 when `--fence-loop 0`). The C program (slurm-pmi2@fastpmi) has no loop.",
+        "The loop adds K fences to each Rust-client job, so **wall** of those configurations includes them (rank 0's share is K × the loop figure); slurm-pmi2@fastpmi's wall does not. The socket-vs-Hydra target compares rank 0's exchange (put + fence + get-all + fence2), not wall.",
         "Under **Hydra** the PMI-2 fence is not a barrier (its gets wait for the data instead), so Hydra's fence figures are not comparable; the wait shows up in its get-all.",
         "**per get**: rank 0's get-all divided by N.",
         "A configuration **missing** here did not run, for the reason given; a run that failed or timed out is listed under Failures, never dropped.",

@@ -78,6 +78,9 @@ struct ConnIo {
     want_write: bool,
 }
 
+/// A new job's store and, when it has one, its segment.
+type JobStore = (Box<dyn Store>, Option<Arc<JobSegment>>);
+
 /// A rank not started yet.
 struct PendingRank {
     job: JobIdx,
@@ -307,7 +310,7 @@ impl Launcher {
         cfg: &LaunchConfig,
         size: u32,
         jobid: &str,
-    ) -> Result<(Box<dyn Store>, Option<Arc<JobSegment>>), LaunchError> {
+    ) -> Result<JobStore, LaunchError> {
         let (mut store, segment): (Box<dyn Store>, _) = match cfg.mem_pool {
             None => (Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)), None),
             Some(pool) => {

@@ -30,7 +30,7 @@ pub fn raise_nofile_limit() -> u64 {
     let mut lim = getrlimit(Resource::Nofile);
     if lim.current != lim.maximum {
         lim.current = lim.maximum;
-        let _ = setrlimit(Resource::Nofile, lim.clone());
+        let _ = setrlimit(Resource::Nofile, lim);
     }
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }

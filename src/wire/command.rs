@@ -213,7 +213,7 @@ fn need_int(msg: &Message, key: &'static str) -> Result<i64, WireError> {
 fn opt_int(msg: &Message, key: &'static str) -> Result<Option<i64>, WireError> {
     match msg.get(key) {
         None => Ok(None),
-        Some(v) if v.is_empty() => Ok(None),
+        Some([]) => Ok(None),
         Some(_) => need_int(msg, key).map(Some),
     }
 }
@@ -416,24 +416,22 @@ fn pmi1_spawn(block: &[u8]) -> Result<SpawnRequest, WireError> {
     Ok(req)
 }
 
+/// A spawn command being read: numbered argv, info keys and info values
+/// (each `(index, text)`), sorted once the command is complete.
+type PartialCmd = (
+    SpawnCmd,
+    Vec<(usize, String)>,
+    Vec<(usize, String)>,
+    Vec<(usize, String)>,
+);
+
 /// PMI-2 spawn: each `subcmd` opens a new command; arguments count from 0.
 fn pmi2_spawn(msg: &Message) -> Result<SpawnRequest, WireError> {
     let mut req = SpawnRequest::default();
     let mut pp_keys = std::collections::BTreeMap::new();
     let mut pp_vals = std::collections::BTreeMap::new();
-    let mut cur: Option<(
-        SpawnCmd,
-        Vec<(usize, String)>,
-        Vec<(usize, String)>,
-        Vec<(usize, String)>,
-    )> = None;
-    let finish = |c: (
-        SpawnCmd,
-        Vec<(usize, String)>,
-        Vec<(usize, String)>,
-        Vec<(usize, String)>,
-    ),
-                  out: &mut Vec<SpawnCmd>| {
+    let mut cur: Option<PartialCmd> = None;
+    let finish = |c: PartialCmd, out: &mut Vec<SpawnCmd>| {
         let (mut cmd, mut argv, mut ik, mut iv) = c;
         argv.sort();
         cmd.args = argv.into_iter().map(|(_, a)| a).collect();

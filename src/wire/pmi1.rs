@@ -96,7 +96,10 @@ pub fn message_token(text: &str) -> Vec<u8> {
 
 /// Split an `mcmd=spawn` block into its segments, one list of pairs per
 /// `endcmd`. Lines are `key=value`; the value runs to the end of the line.
-pub fn decode_spawn_block(block: &[u8]) -> Result<Vec<Vec<(Vec<u8>, Vec<u8>)>>, WireError> {
+/// The pairs of one spawn segment, in order.
+pub type Segment = Vec<(Vec<u8>, Vec<u8>)>;
+
+pub fn decode_spawn_block(block: &[u8]) -> Result<Vec<Segment>, WireError> {
     let mut segments = Vec::new();
     let mut cur = Vec::new();
     for raw in block.split(|&b| b == b'\n') {
