@@ -13,7 +13,7 @@ pub fn launch(nranks: u32, mut cfg: LaunchConfig) -> i32 {
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("fastpmi demo: cannot find my own binary: {e}");
+            crate::errln!("fastpmi demo: cannot find my own binary: {e}");
             return 1;
         }
     };
@@ -28,7 +28,7 @@ pub fn launch(nranks: u32, mut cfg: LaunchConfig) -> i32 {
     let code = crate::launcher::run(&cfg);
     let wall = t0.elapsed();
     if code == 0 {
-        println!("  whole job (launch to last exit): {:.1} ms", ms(wall));
+        crate::outln!("  whole job (launch to last exit): {:.1} ms", ms(wall));
     }
     code
 }
@@ -55,7 +55,7 @@ pub fn rank_main() -> i32 {
     match rank() {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("demo rank failed: {e}");
+            crate::errln!("demo rank failed: {e}");
             1
         }
     }
@@ -102,21 +102,23 @@ fn rank() -> Result<(), PmiError> {
             TransportKind::Socket => "PMI-2 over the launcher's socket",
             TransportKind::Singleton => "singleton (no launcher)",
         };
-        println!(
+        crate::outln!(
             "fastpmi demo: {n} ranks exchanged business cards ({} gets), all verified",
             n as u64 * n as u64
         );
-        println!("  transport: {how}");
-        println!(
+        crate::outln!("  transport: {how}");
+        crate::outln!(
             "  {:<8} {:>10} {:>10}   (ms, over all ranks)",
-            "", "median", "max"
+            "",
+            "median",
+            "max"
         );
         for (name, c) in ["init", "put", "fence", "get-all"]
             .iter()
             .zip(cols.iter_mut())
         {
             c.sort_by(f64::total_cmp);
-            println!(
+            crate::outln!(
                 "  {:<8} {:>10.3} {:>10.3}",
                 name,
                 c[c.len() / 2],
@@ -124,7 +126,7 @@ fn rank() -> Result<(), PmiError> {
             );
         }
         let per_get = cols[3][cols[3].len() / 2] * 1e3 / n as f64;
-        println!("  per get (median rank): {per_get:.2} µs");
+        crate::outln!("  per get (median rank): {per_get:.2} µs");
     }
     pmi.finalize()?;
     Ok(())

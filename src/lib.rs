@@ -9,3 +9,22 @@ pub mod server;
 pub mod shm;
 pub mod store;
 pub mod wire;
+
+/// `println!` that ignores a closed stdout: `fastpmi ... | head` must not
+/// panic the launcher.
+#[macro_export]
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `eprintln!` that ignores a closed stderr.
+#[macro_export]
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}

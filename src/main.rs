@@ -6,18 +6,18 @@ fn main() -> ExitCode {
     init_logging();
     let code = match cli::parse(std::env::args_os().skip(1)) {
         Ok(Command::Help) => {
-            println!("{}", cli::USAGE);
+            fastpmi::outln!("{}", cli::USAGE);
             0
         }
         Ok(Command::Version) => {
-            println!("fastpmi {}", env!("CARGO_PKG_VERSION"));
+            fastpmi::outln!("fastpmi {}", env!("CARGO_PKG_VERSION"));
             0
         }
         Ok(Command::Run(cfg)) => fastpmi::launcher::run(&cfg),
         Ok(Command::Demo { nranks, cfg }) => fastpmi::demo::launch(nranks, cfg),
         Ok(Command::DemoRank) => fastpmi::demo::rank_main(),
         Err(e) => {
-            eprintln!("fastpmi: {e}");
+            fastpmi::errln!("fastpmi: {e}");
             2
         }
     };

@@ -4,7 +4,7 @@
 //! use shm_layout::{SegmentLayout, SegmentParams};
 //!
 //! let params = SegmentParams::for_ranks(256);
-//! assert_eq!(params.kvs_slots, 8192);
+//! assert_eq!(params.kvs_slots, 16384);
 //! let layout = SegmentLayout::plan(params)?;
 //! assert_eq!(layout.total_size % 4096, 0);
 //! // Override: 64 MiB for the KVS (slots + values) instead of the default.

@@ -72,6 +72,35 @@ impl Segment {
         params: &SegmentParams,
         job_id: &str,
     ) -> Result<SegmentRef<'a>, LayoutError> {
+        // SAFETY: the caller upholds `init`'s contract, which is this one's.
+        unsafe { Self::build(base, len, params, job_id, true) }
+    }
+
+    /// [`Segment::init`] for memory that is already all zero bytes (a fresh
+    /// memfd or SysV segment): skips zeroing the slot arrays, so their pages
+    /// are only allocated once a slot is used.
+    ///
+    /// # Safety
+    /// As for [`Segment::init`], and every byte of `base..base+len` is 0.
+    pub unsafe fn init_zeroed<'a>(
+        base: *mut u8,
+        len: usize,
+        params: &SegmentParams,
+        job_id: &str,
+    ) -> Result<SegmentRef<'a>, LayoutError> {
+        // SAFETY: the caller upholds this function's contract.
+        unsafe { Self::build(base, len, params, job_id, false) }
+    }
+
+    /// # Safety
+    /// As for [`Segment::init`]; with `zero == false` the region is all zero.
+    unsafe fn build<'a>(
+        base: *mut u8,
+        len: usize,
+        params: &SegmentParams,
+        job_id: &str,
+        zero: bool,
+    ) -> Result<SegmentRef<'a>, LayoutError> {
         let layout = SegmentLayout::plan(*params)?;
         if job_id.len() > JOB_ID_MAX {
             return Err(LayoutError::JobIdTooLong {
@@ -117,7 +146,9 @@ impl Segment {
         // aligned, as Header and SyncBlock require. Zero bytes are a valid
         // empty Slot and a NotStarted RankState.
         let header = unsafe {
-            core::ptr::write_bytes(base, 0, layout.metadata_end() as usize);
+            if zero {
+                core::ptr::write_bytes(base, 0, layout.metadata_end() as usize);
+            }
             core::ptr::write(base.cast::<Header>(), header);
             core::ptr::write(
                 base.add(layout.sync_off as usize).cast::<SyncBlock>(),

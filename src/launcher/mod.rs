@@ -147,7 +147,7 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
     let mut l = match Launcher::new() {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("fastpmi: cannot start the event loop: {e}");
+            crate::errln!("fastpmi: cannot start the event loop: {e}");
             return 1;
         }
     };
@@ -155,11 +155,11 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
         Ok(()) => l.serve(cfg),
         // Shell convention for a program that cannot be found or run.
         Err(LaunchError::Program(msg)) => {
-            eprintln!("fastpmi: {msg}");
+            crate::errln!("fastpmi: {msg}");
             127
         }
         Err(LaunchError::Io(e)) => {
-            eprintln!("fastpmi: {e}");
+            crate::errln!("fastpmi: {e}");
             1
         }
     }
@@ -557,7 +557,7 @@ impl Launcher {
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
-                    eprintln!("fastpmi: event loop failed: {e}");
+                    crate::errln!("fastpmi: event loop failed: {e}");
                     self.begin_teardown(Signal::KILL);
                 }
             }
@@ -642,11 +642,11 @@ impl Launcher {
 
     fn exit_code(&self) -> i32 {
         if let Some(f) = &self.failure {
-            eprintln!("fastpmi: {}", f.message);
+            crate::errln!("fastpmi: {}", f.message);
             return f.code;
         }
         if let Some(sig) = self.interrupted {
-            eprintln!(
+            crate::errln!(
                 "fastpmi: interrupted by {}; ranks stopped",
                 os::signal_name(sig)
             );

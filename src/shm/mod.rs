@@ -265,12 +265,14 @@ impl JobSegment {
         let layout = shm_layout::SegmentLayout::plan(*params)
             .map_err(|e| io::Error::other(format!("segment layout: {e}")))?;
         let mapping = Mapping::create(pool, layout.total_size as usize)?;
-        // SAFETY: the mapping is fresh, exclusively ours, and is moved into
-        // the returned struct next to the reference; `seg()` only hands out
-        // references bounded by `&self`, so none outlives the mapping.
-        let seg =
-            unsafe { shm_layout::Segment::init(mapping.as_ptr(), mapping.len(), params, job_id) }
-                .map_err(|e| io::Error::other(format!("segment init: {e}")))?;
+        // SAFETY: the mapping is fresh (all zero bytes: a new memfd or SysV
+        // segment), exclusively ours, and is moved into the returned struct
+        // next to the reference; `seg()` only hands out references bounded
+        // by `&self`, so none outlives the mapping.
+        let seg = unsafe {
+            shm_layout::Segment::init_zeroed(mapping.as_ptr(), mapping.len(), params, job_id)
+        }
+        .map_err(|e| io::Error::other(format!("segment init: {e}")))?;
         Ok(JobSegment { seg, mapping })
     }
 
