@@ -358,3 +358,41 @@ fn kill_9_during_a_shared_memory_fence_wakes_everyone() {
     );
     assert!(wait_gone(&marker, Duration::from_secs(2)).is_empty());
 }
+
+#[test]
+fn mixed_socket_and_shared_memory_ranks_share_one_store_and_barrier() {
+    // Socket ranks wait in fences that shared-memory ranks may complete, and
+    // the other way round; repeated because who arrives last varies.
+    for _ in 0..5 {
+        let out = Command::new(BIN)
+            .args([
+                "--stats",
+                "-n",
+                "6",
+                "-env",
+                "FASTPMI_TRANSPORT",
+                "socket",
+                BIN,
+                "__demo-rank",
+                ":",
+                "-n",
+                "6",
+                BIN,
+                "__demo-rank",
+            ])
+            .output()
+            .unwrap();
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        assert!(text(&out.stdout)
+            .contains("12 ranks exchanged business cards (144 gets), all verified"));
+        for transport in ["socket", "shared-memory"] {
+            let line = err
+                .lines()
+                .find(|l| l.trim_start().starts_with(transport))
+                .unwrap_or_else(|| panic!("{err}"));
+            let puts: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+            assert!(puts >= 6, "{transport} served {puts} puts: {err}");
+        }
+    }
+}

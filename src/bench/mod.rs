@@ -287,7 +287,13 @@ fn run(opts: &Options) -> Result<(), String> {
     let total = cases.len();
     let mut records: Vec<Record> = Vec::with_capacity(total);
     let timeout_s = opts.params.timeout.as_secs();
+    // Load average when the exchange cases are done, before the MPICH
+    // startup jobs (which busy-poll and drive the load up themselves).
+    let mut load_mid = None;
     for (i, case) in cases.iter().enumerate() {
+        if case.config.kind() == Kind::Startup && load_mid.is_none() {
+            load_mid = Some(load_average());
+        }
         let head = format!(
             "[{}/{total}] N={} {} rep {}/{}",
             i + 1,
@@ -341,7 +347,7 @@ fn run(opts: &Options) -> Result<(), String> {
         records: &records,
         started,
         elapsed: t_run.elapsed(),
-        load: (load_start, load_end),
+        load: [Some(load_start), load_mid, Some(load_end)],
     };
     let csv = report::csv(&records);
     write(opts, "raw.csv", &csv)?;

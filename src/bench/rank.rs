@@ -16,7 +16,9 @@
 //!   touched);
 //! * `rss_exchange_kb=` / `max_rss_exchange_kb=`: the same from before init
 //!   to after the second fence, i.e. including the pages the exchange itself
-//!   faulted in (shared-memory gets touch the segment);
+//!   faulted in (shared-memory gets touch the segment), and
+//!   `rss_shmem_exchange_kb=`, the part of rank 0's that is shared-memory
+//!   pages (counted in every rank's RSS, present once);
 //! * with `FASTPMI_BENCH_FENCE_LOOP=K` in the environment, `fence_loop_us=`:
 //!   rank 0's mean time per fence over K back-to-back fences run after
 //!   everything above (one untimed fence first, as the futex floor does).
@@ -60,12 +62,17 @@ pub fn main() -> i32 {
     }
 }
 
-/// This process's resident set size in KiB (VmRSS), 0 if unreadable.
-pub fn own_rss_kb() -> u64 {
+/// A `kB` field of this process's status (e.g. `VmRSS:`), 0 if unreadable.
+fn own_status_kb(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| status_field_kb(&s, "VmRSS:"))
+        .and_then(|s| status_field_kb(&s, field))
         .unwrap_or(0)
+}
+
+/// This process's resident set size in KiB (VmRSS).
+pub fn own_rss_kb() -> u64 {
+    own_status_kb("VmRSS:")
 }
 
 /// A `kB` field of a `/proc/<pid>/status` text, e.g. `VmHWM:`.
@@ -127,6 +134,9 @@ impl RankTimes {
 
 fn exchange() -> Result<(), String> {
     let rss_before = own_rss_kb() as i64;
+    // Pages of shared mappings (the job segment) are in VmRSS of every rank
+    // that touched them but exist once; report them apart.
+    let shmem_before = own_status_kb("RssShmem:") as i64;
     let t_start = Instant::now();
     let pmi = Pmi::init().map_err(pmi_err("Pmi::init"))?;
     let init_ns = ns(t_start);
@@ -165,6 +175,7 @@ fn exchange() -> Result<(), String> {
     pmi.fence().map_err(pmi_err("fence (2)"))?;
     let fence2_ns = ns(t);
     let rss_exchange_kb = own_rss_kb() as i64 - rss_before;
+    let shmem_exchange_kb = own_status_kb("RssShmem:") as i64 - shmem_before;
 
     // Untimed gather of every rank's figures (after every timed phase).
     let t = Instant::now();
@@ -234,7 +245,8 @@ fn exchange() -> Result<(), String> {
              min_fence_us={:.1} max_getall_us={:.1} max_getall_rank={max_getall_rank} \
              mean_getall_us={:.1} max_fence2_us={:.1} gather_us={:.1} total_us={:.1} \
              transport={transport} rss_delta_kb={rss_init_kb} max_rss_delta_kb={} \
-             rss_exchange_kb={rss_exchange_kb} max_rss_exchange_kb={}{fence_loop}",
+             rss_exchange_kb={rss_exchange_kb} max_rss_exchange_kb={} \
+             rss_shmem_exchange_kb={shmem_exchange_kb}{fence_loop}",
             us(init_ns),
             us(put_ns),
             us(fence_ns),

@@ -31,6 +31,7 @@ pub const METRICS: &[&str] = &[
     "max_rss_delta_kb",
     "rss_exchange_kb",
     "max_rss_exchange_kb",
+    "rss_shmem_exchange_kb",
     "fence_loop_us",
     "fence_loop_n",
 ];

@@ -15,8 +15,9 @@ pub struct Context<'a> {
     pub records: &'a [Record],
     pub started: SystemTime,
     pub elapsed: Duration,
-    /// 1-minute load average at the start and the end.
-    pub load: (String, String),
+    /// 1-minute load average at the start, before the MPICH startup jobs
+    /// (if any ran), and at the end.
+    pub load: [Option<String>; 3],
 }
 
 /// The N the targets are defined at.
@@ -422,10 +423,15 @@ pub fn markdown(ctx: &Context) -> String {
     };
     let _ = writeln!(w, "- command: `{}`{via}", command_line());
     let _ = writeln!(w, "- machine: {}", machine());
+    let load: Vec<String> = ["at start", "before the MPICH startup jobs", "at end"]
+        .iter()
+        .zip(&ctx.load)
+        .filter_map(|(when, l)| l.as_ref().map(|l| format!("{when} {l}")))
+        .collect();
     let _ = writeln!(
         w,
-        "- load average (1 min) at start {}, at end {} (the machine may be shared: read spreads with that in mind)",
-        ctx.load.0, ctx.load.1
+        "- load average (1 min): {} (the machine may be shared: read spreads with that in mind; the MPICH startup jobs busy-poll and raise the load themselves)",
+        load.join(", ")
     );
     let _ = writeln!(w, "- software: {}", ctx.tools.versions.join("; "));
     let _ = writeln!(
@@ -626,7 +632,7 @@ fn memory_section(ctx: &Context, w: &mut String) {
     let _ = writeln!(
         w,
         "Launcher peak RSS: VmHWM of the launcher process (for Hydra: `mpiexec.hydra` plus its proxies, summed), not of the ranks, sampled while the job ran (every 1 ms at first, backing off to every 20 ms; a high-water mark, so only growth in the last interval before exit can be missed). \
-         Per-rank RSS added: VmRSS after `Pmi::init` (and after the exchange) minus VmRSS before `Pmi::init`, reported by the Rust rank program (rank 0 / largest over ranks). \
+         Per-rank RSS added: VmRSS after `Pmi::init` (and after the exchange) minus VmRSS before `Pmi::init`, reported by the Rust rank program (rank 0 / largest over ranks); pages of the shared segment count in the RSS of every rank that touched them but exist once, so their share is given apart. \
          Medians over the ok runs; when a configuration has no ok run at N={big}, its largest N with one is shown.\n"
     );
     let _ = writeln!(
@@ -684,7 +690,11 @@ fn memory_section(ctx: &Context, w: &mut String) {
             cell(peak, 1.0 / 1024.0),
             md_escape(&detail),
             pair("rss_delta_kb", "max_rss_delta_kb"),
-            pair("rss_exchange_kb", "max_rss_exchange_kb"),
+            pair("rss_exchange_kb", "max_rss_exchange_kb")
+                + &median(ctx, c, n, |r| r.get("rss_shmem_exchange_kb"))
+                    .filter(|&k| k > 0.0)
+                    .map(|k| format!(" (of which shared segment pages, rank 0: {})", num(k)))
+                    .unwrap_or_default(),
         );
     }
 }

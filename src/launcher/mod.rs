@@ -19,7 +19,7 @@ use signal_hook_mio::v1_0::Signals;
 
 use crate::cli::LaunchConfig;
 use crate::server::{ConnId, Event, FailCause, JobIdx, JobSpec, Server};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::shm::{JobSegment, MemPool, SharedFutex};
@@ -28,6 +28,8 @@ use output::{Forwarder, Stream};
 
 const SIGNALS: Token = Token(0);
 const WAKER: Token = Token(2);
+/// Fence watcher target meaning "no socket rank waits".
+const NO_TARGET: u64 = u64::MAX;
 /// How often to look for fences that a finalized or exited rank blocks.
 const STUCK_CHECK: Duration = Duration::from_millis(100);
 /// Descriptor number of the PMI socket inside every rank.
@@ -138,6 +140,9 @@ pub struct Launcher {
     waker: Arc<mio::Waker>,
     /// Tells the segment watcher threads to exit.
     stop_watchers: Arc<AtomicBool>,
+    /// Per job with a segment: the fence watcher's target generation and
+    /// its thread (to unpark it).
+    fence_watchers: Vec<Option<(Arc<AtomicU64>, std::thread::Thread)>>,
     /// Decoy segment with an unknown stamp (FASTPMI_ADVERTISE_FOREIGN_SEGMENT).
     foreign: Option<crate::shm::Mapping>,
 }
@@ -195,6 +200,7 @@ impl Launcher {
             waker,
             stop_watchers: Arc::new(AtomicBool::new(false)),
             foreign: None,
+            fence_watchers: Vec::new(),
         })
     }
 
@@ -312,7 +318,10 @@ impl Launcher {
         jobid: &str,
     ) -> Result<JobStore, LaunchError> {
         let (mut store, segment): (Box<dyn Store>, _) = match cfg.mem_pool {
-            None => (Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)), None),
+            None => {
+                self.fence_watchers.push(None);
+                (Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)), None)
+            }
             Some(pool) => {
                 let mut params = shm_layout::SegmentParams::for_ranks(size);
                 if let Some(mb) = cfg.kvs_mb {
@@ -366,19 +375,40 @@ impl Launcher {
     /// Threads that sleep on the segment's fence generation and node-attribute
     /// counter and wake the event loop, so socket ranks waiting on a fence or
     /// attribute that a shared-memory rank completes are answered at once.
-    fn watch(&self, seg: &Arc<JobSegment>) {
+    fn watch(&mut self, seg: &Arc<JobSegment>) {
+        // The fence watcher sleeps on the generation word only while socket
+        // ranks wait in a fence (`target` = the generation they arrived in):
+        // waking the launcher on every shared-memory fence would cost the
+        // ranks CPU time on a crowded node.
+        let target = Arc::new(AtomicU64::new(NO_TARGET));
         let fence = {
-            let (seg, waker, stop) = (seg.clone(), self.waker.clone(), self.stop_watchers.clone());
+            let (seg, waker, stop, target) = (
+                seg.clone(),
+                self.waker.clone(),
+                self.stop_watchers.clone(),
+                target.clone(),
+            );
             move || {
                 let f = seg.seg().fence();
                 while !stop.load(Ordering::Relaxed) {
-                    let generation = f.generation();
+                    let t = target.load(Ordering::Acquire);
+                    if t == NO_TARGET {
+                        std::thread::park_timeout(Duration::from_millis(100));
+                        continue;
+                    }
                     let arrival = shm_layout::Arrival {
-                        generation,
+                        generation: t as u32,
                         last: false,
                     };
                     match f.wait_timeout(arrival, &SharedFutex, Duration::from_millis(100)) {
                         Ok(true) => {
+                            // Done with this target unless the loop set a new one.
+                            let _ = target.compare_exchange(
+                                t,
+                                NO_TARGET,
+                                Ordering::AcqRel,
+                                Ordering::Relaxed,
+                            );
                             let _ = waker.wake();
                         }
                         Ok(false) => {}
@@ -402,15 +432,34 @@ impl Launcher {
                 }
             }
         };
-        for (name, f) in [
-            (
-                "fastpmi-fence-watch",
-                Box::new(fence) as Box<dyn FnOnce() + Send>,
-            ),
-            ("fastpmi-attr-watch", Box::new(attrs)),
-        ] {
-            if let Err(e) = std::thread::Builder::new().name(name.into()).spawn(f) {
-                tracing::warn!("cannot start {name}: {e}; socket waiters rely on socket traffic");
+        match std::thread::Builder::new()
+            .name("fastpmi-fence-watch".into())
+            .spawn(fence)
+        {
+            Ok(h) => self.fence_watchers.push(Some((target, h.thread().clone()))),
+            Err(e) => {
+                tracing::warn!("cannot start the fence watcher: {e}");
+                self.fence_watchers.push(None);
+            }
+        }
+        if let Err(e) = std::thread::Builder::new()
+            .name("fastpmi-attr-watch".into())
+            .spawn(attrs)
+        {
+            tracing::warn!("cannot start the node-attribute watcher: {e}");
+        }
+    }
+
+    /// Point each job's fence watcher at the fence its socket ranks wait in.
+    fn update_fence_watchers(&self) {
+        for (job, w) in self.fence_watchers.iter().enumerate() {
+            let Some((target, thread)) = w else { continue };
+            let want = self.server.fence_wait_generation(job).unwrap_or(NO_TARGET);
+            if target.load(Ordering::Acquire) != want {
+                target.store(want, Ordering::Release);
+                if want != NO_TARGET {
+                    thread.unpark();
+                }
             }
         }
     }
@@ -584,6 +633,7 @@ impl Launcher {
                     self.apply_events();
                 }
             }
+            self.update_fence_watchers();
             if self.server.needs_stuck_check() {
                 self.server.check_stuck_all(&mut self.events);
                 self.apply_events();

@@ -420,6 +420,15 @@ impl Server {
         }
     }
 
+    /// The fence generation socket ranks of `job` wait in (the oldest), if any.
+    pub fn fence_wait_generation(&self, job: JobIdx) -> Option<u64> {
+        self.jobs[job]
+            .fence_waiters
+            .iter()
+            .map(|(_, t, _)| t.generation)
+            .min()
+    }
+
     /// What `rank` is doing, for failure messages ("during fence 3").
     pub fn rank_activity(&self, job: JobIdx, rank: u32) -> String {
         self.jobs[job]

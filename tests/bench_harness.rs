@@ -1,0 +1,251 @@
+//! The benchmark harness end to end, at toy size: it must produce a
+//! well-formed report whatever is installed. Figures are never asserted (they
+//! depend on the machine); only the shape of bench.md, raw.csv and bench.svg.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// Every configuration the report must account for.
+const EXCHANGE: &[&str] = &[
+    "fastpmi-shm",
+    "fastpmi-socket",
+    "hydra",
+    "slurm-pmi2@fastpmi",
+    "futex-floor",
+];
+const STARTUP: &[&str] = &["mpich@fastpmi", "mpich@hydra"];
+const SIZES: &[u32] = &[2, 4];
+
+/// Split one CSV record (quotes with doubled inner quotes; no newlines in
+/// fields: the harness writes one record per line).
+fn csv_fields(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if cur.is_empty() => quoted = true,
+            (',', false) => out.push(std::mem::take(&mut cur)),
+            (c, _) => cur.push(c),
+        }
+    }
+    assert!(!quoted, "unterminated quote in CSV line: {line}");
+    out.push(cur);
+    out
+}
+
+/// Cells of the markdown table row whose first cells are `prefix`.
+fn row<'a>(md: &'a str, prefix: &[&str]) -> Option<Vec<&'a str>> {
+    md.lines().find_map(|l| {
+        let cells: Vec<&str> = l
+            .trim()
+            .strip_prefix('|')?
+            .strip_suffix('|')?
+            .split(" | ")
+            .map(str::trim)
+            .collect();
+        (cells.len() > prefix.len() && cells.iter().zip(prefix).all(|(a, b)| a == b))
+            .then_some(cells)
+    })
+}
+
+fn assert_status_cell(cell: &str, what: &str) {
+    if let Some(reason) = cell.strip_prefix("missing:") {
+        assert!(
+            !reason.trim().is_empty(),
+            "{what}: missing without a reason"
+        );
+    } else {
+        assert!(
+            cell == "present" || cell.contains(" ok"),
+            "{what}: status cell `{cell}` is neither present/ok nor missing with a reason"
+        );
+    }
+}
+
+/// Text contents of the SVG's <text> elements.
+fn svg_texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .filter_map(|t| {
+            let body = &t[t.find('>')? + 1..];
+            Some(body[..body.find("</text>")?].trim().to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn quick_run_writes_a_well_formed_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let run = Command::new(env!("CARGO_BIN_EXE_fastpmi-bench"))
+        .args(["--sizes", "2,4", "--reps", "1", "--quick"])
+        // Keep the MPICH startup table to a toy size too.
+        .args(["--startup-sizes", "4", "--out"])
+        .arg(&out)
+        // Under cargo the harness rebuilds the launcher first (for `cargo
+        // run`); cargo test has just built it, so skip that here.
+        .env_remove("CARGO")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "fastpmi-bench failed:\n{stderr}");
+    // A progress line per case.
+    assert!(stderr.contains("[1/"), "no progress lines:\n{stderr}");
+
+    let read = |name: &str| {
+        std::fs::read_to_string(out.join(name))
+            .unwrap_or_else(|e| panic!("{}: {e}", Path::new(name).display()))
+    };
+    let (md, csv, svg) = (read("bench.md"), read("raw.csv"), read("bench.svg"));
+
+    // bench.md: every configuration listed, present or missing with a reason;
+    // a row per (N, configuration) in the exchange and startup tables.
+    for name in EXCHANGE.iter().chain(STARTUP) {
+        let cells =
+            row(&md, &[name]).unwrap_or_else(|| panic!("no configuration row for {name}:\n{md}"));
+        assert_status_cell(cells[1], name);
+    }
+    for n in SIZES {
+        for name in EXCHANGE {
+            let cells = row(&md, &[&n.to_string(), name])
+                .unwrap_or_else(|| panic!("no exchange row for N={n} {name}:\n{md}"));
+            assert_eq!(cells.len(), 12, "exchange row N={n} {name}: {cells:?}");
+            assert_status_cell(cells[2], name);
+        }
+    }
+    for name in STARTUP {
+        let cells =
+            row(&md, &["4", name]).unwrap_or_else(|| panic!("no startup row for {name}:\n{md}"));
+        assert_status_cell(cells[2], name);
+    }
+    for section in [
+        "## Targets",
+        "## PMI exchange",
+        "## MPI startup",
+        "## Memory",
+        "## Failures",
+    ] {
+        assert!(md.contains(section), "bench.md lacks {section}");
+    }
+    assert!(
+        md.contains("- machine: ") && md.contains("- command: `"),
+        "no machine/command lines"
+    );
+    let targets = md
+        .split("## Targets")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let verdicts = targets.lines().filter(|l| l.starts_with("- ")).count();
+    assert_eq!(verdicts, 6, "one line per target:\n{targets}");
+    for l in targets.lines().filter(|l| l.starts_with("- ")) {
+        assert!(
+            l.contains(": met") || l.contains(": missed"),
+            "no verdict: {l}"
+        );
+    }
+
+    // raw.csv: a header and one well-formed row per run.
+    let mut lines = csv.lines();
+    let header = csv_fields(lines.next().expect("raw.csv is empty"));
+    for col in [
+        "config",
+        "n",
+        "rep",
+        "status",
+        "wall_s",
+        "fence_us",
+        "getall_us",
+        "error",
+    ] {
+        assert!(
+            header.iter().any(|h| h == col),
+            "raw.csv lacks column {col}"
+        );
+    }
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let mut ok_configs = BTreeSet::new();
+    let mut rows_per_config: BTreeMap<String, usize> = BTreeMap::new();
+    for line in lines {
+        let f = csv_fields(line);
+        assert_eq!(f.len(), header.len(), "ragged raw.csv row: {line}");
+        let config = &f[col("config")];
+        assert!(
+            EXCHANGE.contains(&config.as_str()) || STARTUP.contains(&config.as_str()),
+            "unknown config {config}"
+        );
+        *rows_per_config.entry(config.clone()).or_default() += 1;
+        let status = f[col("status")].as_str();
+        assert!(
+            ["ok", "failed", "timeout", "wrong-transport", "skipped"].contains(&status),
+            "bad status {status}"
+        );
+        if status == "ok" {
+            ok_configs.insert(config.clone());
+        } else {
+            assert!(
+                !f[col("error")].is_empty(),
+                "a {status} run without a reason: {line}"
+            );
+        }
+        for (h, v) in header.iter().zip(&f) {
+            let numeric =
+                h == "n" || h == "rep" || h.ends_with("_us") || h.ends_with("_kb") || h == "wall_s";
+            if numeric && !v.is_empty() {
+                assert!(v.parse::<f64>().is_ok(), "{h}={v} is not a number");
+            }
+        }
+    }
+    // Every present configuration ran once per N (reps = 1).
+    for name in EXCHANGE.iter().chain(STARTUP) {
+        let cells = row(&md, &[name]).unwrap();
+        let expected = if cells[1] == "present" {
+            if STARTUP.contains(name) {
+                1
+            } else {
+                SIZES.len()
+            }
+        } else {
+            0
+        };
+        assert_eq!(
+            rows_per_config.get(*name).copied().unwrap_or(0),
+            expected,
+            "raw.csv rows of {name}"
+        );
+    }
+
+    // bench.svg: an SVG whose legend names exactly the configurations with
+    // at least one ok run (one series each; startup runs are not plotted).
+    let t = svg.trim();
+    assert!(
+        t.starts_with("<svg") && t.ends_with("</svg>"),
+        "not an SVG document"
+    );
+    assert!(t.contains("xmlns=\"http://www.w3.org/2000/svg\""));
+    let texts = svg_texts(&svg);
+    for name in EXCHANGE {
+        let shown = texts.iter().filter(|x| x == name).count();
+        let want = usize::from(ok_configs.contains(*name));
+        assert_eq!(
+            shown, want,
+            "legend entries for {name} (ok runs: {ok_configs:?})"
+        );
+    }
+    let polylines = svg.matches("<polyline").count();
+    let plotted = EXCHANGE.iter().filter(|n| ok_configs.contains(**n)).count();
+    assert!(
+        polylines >= plotted,
+        "{polylines} polylines for {plotted} plotted configurations"
+    );
+}
