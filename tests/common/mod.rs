@@ -13,6 +13,10 @@
 //!   multi-rank PMI/MPI job holds it, so one test binary never runs two such
 //!   jobs at once on the 2-core CI machine (cargo runs test binaries one
 //!   after another, so this bounds the whole run).
+//! * [`capi_lib_dir`] builds fastpmi's C libraries (`capi/pmi2`,
+//!   `capi/pmi1`) with the test binary's own profile and returns a directory
+//!   where they are found under their SONAMEs (`libpmi2.so.0`,
+//!   `libpmi.so.0`) and link names, for `LD_LIBRARY_PATH` and `-L`.
 //! * [`processes_with_exe`] / [`assert_no_process_left`] find rank processes
 //!   that survived their job (by the exact executable path, so tests copy
 //!   the program to a unique path first with [`unique_copy`]).
@@ -69,12 +73,26 @@ pub enum Prog {
     /// `segment_stamp.c` (Slurm libpmi2): maps the advertised job segment
     /// and prints the stamp at offset 0.
     SegmentStamp,
+    /// `pmi1_kvs.c` (fastpmi's `include/pmi.h`, linked to fastpmi's
+    /// `libpmi.so`): `pmi1 ok size=N`.
+    Pmi1Kvs,
+    /// `pmi2_capi.c` (fastpmi's `include/pmi2.h`, linked to fastpmi's
+    /// `libpmi2.so`): error codes and edge cases of the PMI-2 C ABI;
+    /// `pmi2 capi ok size=N`.
+    Pmi2Capi,
+    /// `pmi2_slurm.c` compiled against fastpmi's `include/pmi2.h` and linked
+    /// to fastpmi's `libpmi2.so` (source compatibility of the header).
+    Pmi2SlurmOwnHeader,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Toolchain {
     Mpich,
     SlurmPmi2,
+    /// gcc with fastpmi's `include/` and `-lpmi` from [`capi_lib_dir`].
+    FastpmiPmi1,
+    /// gcc with fastpmi's `include/` and `-lpmi2` from [`capi_lib_dir`].
+    FastpmiPmi2,
 }
 
 impl Prog {
@@ -86,6 +104,17 @@ impl Prog {
             Prog::Pmi2Slurm => "pmi2_slurm",
             Prog::Pmi2FenceSleep => "pmi2_fence_sleep",
             Prog::SegmentStamp => "segment_stamp",
+            Prog::Pmi1Kvs => "pmi1_kvs",
+            Prog::Pmi2Capi => "pmi2_capi",
+            Prog::Pmi2SlurmOwnHeader => "pmi2_slurm_fastpmi_header",
+        }
+    }
+
+    /// Base name of the source file in `tests/c/` (usually [`Prog::name`]).
+    pub fn source(self) -> &'static str {
+        match self {
+            Prog::Pmi2SlurmOwnHeader => "pmi2_slurm",
+            p => p.name(),
         }
     }
 
@@ -93,11 +122,16 @@ impl Prog {
         match self {
             Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
             Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp => Toolchain::SlurmPmi2,
+            Prog::Pmi1Kvs => Toolchain::FastpmiPmi1,
+            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 6] = [
+        static CELLS: [OnceLock<PathBuf>; 9] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
@@ -127,7 +161,7 @@ fn build_dir() -> PathBuf {
 fn compile(p: Prog) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
-        .join(format!("{}.c", p.name()));
+        .join(format!("{}.c", p.source()));
     assert!(src.is_file(), "test source {} is missing", src.display());
     let dir = build_dir();
     let out = dir.join(p.name());
@@ -159,6 +193,27 @@ fn compile(p: Prog) -> PathBuf {
                 .arg(&src)
                 .arg("-lpmi2");
             ("gcc", "gcc libpmi2-0-dev", c)
+        }
+        Toolchain::FastpmiPmi1 | Toolchain::FastpmiPmi2 => {
+            let lib = if p.toolchain() == Toolchain::FastpmiPmi1 {
+                "-lpmi"
+            } else {
+                "-lpmi2"
+            };
+            let mut c = Command::new("gcc");
+            c.arg("-O2")
+                .arg("-Wall")
+                .arg("-Wextra")
+                .arg("-Werror")
+                .arg("-I")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("include"))
+                .arg("-o")
+                .arg(&tmp)
+                .arg(&src)
+                .arg("-L")
+                .arg(capi_lib_dir())
+                .arg(lib);
+            ("gcc", "gcc", c)
         }
     };
     let output = match cmd.stdin(Stdio::null()).output() {
@@ -212,6 +267,128 @@ pub fn unique_copy(src: &Path, dir: &Path, tag: &str) -> PathBuf {
     fs::copy(src, &dst)
         .unwrap_or_else(|e| panic!("copy {} -> {}: {e}", src.display(), dst.display()));
     dst
+}
+
+// ---------------------------------------------------------------------------
+// fastpmi's C libraries
+// ---------------------------------------------------------------------------
+
+/// A directory holding fastpmi's C libraries as `libpmi2.so.0`,
+/// `libpmi2.so`, `libpmi.so.0` and `libpmi.so` (symlinks into the cargo
+/// target directory), for `LD_LIBRARY_PATH` and `-L`.
+///
+/// Integration tests of the root crate do not build other workspace
+/// members, so the first call in a test binary runs `cargo build -p
+/// fastpmi-pmi2 -p fastpmi-pmi1` with this binary's profile (and target
+/// triple, if any) into the same target directory; under `cargo test
+/// --workspace` they are already built and this is a no-op check.
+pub fn capi_lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(build_capi)
+}
+
+/// `(profile directory, target dir, cargo profile flags)` of this test
+/// binary, from its own path: `<target>/[<triple>/]<profile>/deps/<exe>`.
+fn own_profile() -> (PathBuf, PathBuf, Vec<OsString>) {
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("CARGO_TARGET_TMPDIR has a parent")
+        .to_path_buf();
+    let exe = std::env::current_exe().expect("path of the test binary");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .unwrap_or_else(|| panic!("unexpected test binary path {}", exe.display()))
+        .to_path_buf();
+    let profile = profile_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("profile directory name")
+        .to_string();
+    let mut flags: Vec<OsString> = match profile.as_str() {
+        "debug" => vec![],
+        "release" => vec!["--release".into()],
+        other => vec!["--profile".into(), other.into()],
+    };
+    let parent = profile_dir.parent().map(Path::to_path_buf);
+    if parent.as_deref() != Some(target_dir.as_path()) {
+        if let Some(triple) = parent.as_deref().and_then(Path::file_name) {
+            flags.push("--target".into());
+            flags.push(triple.to_owned());
+        }
+    }
+    (profile_dir, target_dir, flags)
+}
+
+fn build_capi() -> PathBuf {
+    let (profile_dir, target_dir, flags) = own_profile();
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "fastpmi-pmi2",
+            "-p",
+            "fastpmi-pmi1",
+        ])
+        .args(&flags)
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .stdin(Stdio::null());
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {:?}: {e}", cmd));
+    assert!(
+        out.status.success(),
+        "building fastpmi's C libraries failed ({})\ncommand: {:?}\n{}{}",
+        out.status,
+        cmd,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let profile = profile_dir
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let dir = build_dir().join(format!("capi-lib-{profile}"));
+    fs::create_dir_all(&dir).unwrap();
+    for (built, names) in [
+        ("libpmi2.so", ["libpmi2.so.0", "libpmi2.so"]),
+        ("libpmi.so", ["libpmi.so.0", "libpmi.so"]),
+    ] {
+        let so = profile_dir.join(built);
+        assert!(
+            so.is_file(),
+            "{} missing after building the C libraries",
+            so.display()
+        );
+        for name in names {
+            // Symlink under a private name, then rename over the old one.
+            let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+            let _ = fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&so, &tmp)
+                .unwrap_or_else(|e| panic!("symlink {}: {e}", tmp.display()));
+            fs::rename(&tmp, dir.join(name)).unwrap();
+        }
+    }
+    dir
+}
+
+/// One row of the launcher's `--stats` report (on stderr):
+/// `[puts, gets, fences, node-attr]` of `transport` (`socket` or
+/// `shared-memory`).
+pub fn stats_row(stderr: &str, transport: &str) -> Option<[u64; 4]> {
+    stderr.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        if f.next()? != transport {
+            return None;
+        }
+        let v: Vec<u64> = f.map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        v.try_into().ok()
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -273,6 +450,7 @@ fn hydra_args(args: &[OsString]) -> Vec<OsString> {
 
 /// A launcher invocation being built.
 pub struct Cmd {
+    launcher: Option<PathBuf>,
     args: Vec<OsString>,
     envs: Vec<(OsString, OsString)>,
     env_removed: Vec<OsString>,
@@ -287,6 +465,7 @@ where
     S: AsRef<OsStr>,
 {
     Cmd {
+        launcher: None,
         args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
         envs: Vec::new(),
         env_removed: Vec::new(),
@@ -296,6 +475,14 @@ where
 }
 
 impl Cmd {
+    /// Run `program` with exactly these arguments instead of the launcher
+    /// under test (for example `mpiexec.hydra`, or a program run without any
+    /// launcher): no flag translation; same timeout, capture and cleanup.
+    pub fn program(mut self, program: impl Into<PathBuf>) -> Self {
+        self.launcher = Some(program.into());
+        self
+    }
+
     /// Set an environment variable in the launcher's own environment (ranks
     /// inherit the launcher's environment).
     pub fn env(mut self, k: impl AsRef<OsStr>, v: impl AsRef<OsStr>) -> Self {
@@ -333,8 +520,9 @@ impl Cmd {
     /// Start the launcher in its own process group with stdin closed and
     /// stdout/stderr captured.
     pub fn spawn(self) -> Job {
-        let launcher = launcher();
-        let args = if launcher_is_hydra(&launcher) {
+        let fixed = self.launcher.is_some();
+        let launcher = self.launcher.clone().unwrap_or_else(launcher);
+        let args = if !fixed && launcher_is_hydra(&launcher) {
             hydra_args(&self.args)
         } else {
             self.args.clone()

@@ -1,0 +1,59 @@
+# Build and install fastpmi's C client libraries:
+#
+#   make                                  # cargo build of capi/pmi2 and capi/pmi1
+#   make install PREFIX=/opt/fastpmi      # + lib/libpmi2.so.0.0.0, lib/libpmi.so.0.0.0
+#                                         #   with their .so.0 / .so symlinks,
+#                                         #   include/pmi2.h, include/pmi.h,
+#                                         #   lib/pkgconfig/fastpmi.pc
+#   make uninstall PREFIX=/opt/fastpmi
+#
+# Variables: PREFIX (/usr/local), LIBDIR, INCLUDEDIR, DESTDIR (staging),
+# CARGO, PROFILE (cargo profile: release), CARGO_TARGET_DIR (target).
+# A program linked against Slurm's libpmi2.so.0 uses fastpmi's with
+# LD_LIBRARY_PATH=$(LIBDIR); under the fastpmi launcher its KVS traffic then
+# goes through shared memory.
+
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DESTDIR ?=
+CARGO ?= cargo
+PROFILE ?= release
+CARGO_TARGET_DIR ?= target
+
+# Cargo puts the dev profile in debug/, every other one in a directory of
+# its own name.
+PROFILE_DIR := $(if $(filter dev,$(PROFILE)),debug,$(PROFILE))
+BUILT := $(CARGO_TARGET_DIR)/$(PROFILE_DIR)
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' capi/pmi2/Cargo.toml | head -n 1)
+# ABI version of the installed files: libpmi2.so.0.0.0, as Slurm's.
+ABI := 0.0.0
+
+INSTALL ?= install
+
+.PHONY: all build install uninstall
+
+all: build
+
+build:
+	$(CARGO) build --profile $(PROFILE) --target-dir $(CARGO_TARGET_DIR) -p fastpmi-pmi2 -p fastpmi-pmi1
+
+install: build
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	$(INSTALL) -m 0755 $(BUILT)/libpmi2.so $(DESTDIR)$(LIBDIR)/libpmi2.so.$(ABI)
+	ln -sfn libpmi2.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi2.so.0
+	ln -sfn libpmi2.so.0 $(DESTDIR)$(LIBDIR)/libpmi2.so
+	$(INSTALL) -m 0755 $(BUILT)/libpmi.so $(DESTDIR)$(LIBDIR)/libpmi.so.$(ABI)
+	ln -sfn libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0
+	ln -sfn libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
+	$(INSTALL) -m 0644 include/pmi2.h include/pmi.h $(DESTDIR)$(INCLUDEDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    capi/fastpmi.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
+	chmod 0644 $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libpmi2.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi2.so.0 $(DESTDIR)$(LIBDIR)/libpmi2.so
+	rm -f $(DESTDIR)$(LIBDIR)/libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
+	rm -f $(DESTDIR)$(INCLUDEDIR)/pmi2.h $(DESTDIR)$(INCLUDEDIR)/pmi.h
+	rm -f $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
