@@ -396,3 +396,38 @@ fn mixed_socket_and_shared_memory_ranks_share_one_store_and_barrier() {
         }
     }
 }
+
+#[test]
+fn a_segment_with_an_unknown_stamp_is_refused_and_the_socket_used() {
+    let out = Command::new(BIN)
+        .args(["demo", "-n", "4", "--stats"])
+        .env("FASTPMI_ADVERTISE_FOREIGN_SEGMENT", "1")
+        .env("FASTPMI_LOG", "debug")
+        .output()
+        .unwrap();
+    let (o, e) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{e}");
+    assert!(
+        o.contains("transport: PMI-2 over the launcher's socket"),
+        "{o}"
+    );
+    assert_eq!(
+        e.matches("not using shared memory: segment not usable: segment layout hash")
+            .count(),
+        4,
+        "{e}"
+    );
+    let sock = e
+        .lines()
+        .find(|l| l.trim_start().starts_with("socket"))
+        .unwrap();
+    assert!(
+        sock.split_whitespace()
+            .nth(1)
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 4,
+        "{sock}"
+    );
+}

@@ -351,6 +351,8 @@ pub struct Pmi {
     spawned: bool,
     jobid: String,
     shm: Option<JobSegment>,
+    /// Why the segment is not used (None when it is, or for a singleton).
+    fallback: Option<String>,
     singleton: bool,
     conn: Mutex<Conn>,
     finalized: AtomicBool,
@@ -431,6 +433,7 @@ impl Pmi {
         let (r, size, appnum) = (num("rank")?, num("size")?, num("appnum").unwrap_or(0));
         let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
         let jobid = jm.get_str("jobid").unwrap_or_default().to_string();
+        let mut fallback = None;
         let shm = match attach_segment(&mut conn, &jobid, size as u32) {
             Ok(seg) => {
                 if let Some(st) = seg.seg().rank(r as u32) {
@@ -440,6 +443,7 @@ impl Pmi {
             }
             Err(why) => {
                 tracing::debug!("rank {r}: not using shared memory: {why}");
+                fallback = Some(why);
                 None
             }
         };
@@ -450,6 +454,7 @@ impl Pmi {
             spawned,
             jobid,
             shm,
+            fallback,
             singleton: false,
             conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
             finalized: AtomicBool::new(false),
@@ -464,6 +469,7 @@ impl Pmi {
             spawned: false,
             jobid: format!("singleton_{}", std::process::id()),
             shm: None,
+            fallback: None,
             singleton: true,
             conn: Mutex::new(Conn::Singleton {
                 kvs: HashMap::new(),
@@ -646,6 +652,10 @@ impl Pmi {
                 let m = c.call(Protocol::Pmi2, &req, "kvs-get-response")?;
                 Ok(found_value(&m))
             }
+            Conn::Singleton { .. } if !own => Err(PmiError::Protocol(format!(
+                "no job {} here: a singleton has only its own KVS",
+                jobid.unwrap_or_default()
+            ))),
             Conn::Singleton { kvs, .. } => Ok(kvs.get(key).cloned()),
             Conn::Done => Err(PmiError::Finalized),
         })
@@ -714,8 +724,17 @@ impl Pmi {
         })
     }
 
+    /// Why this process talks to the launcher over the socket instead of the
+    /// job segment (no segment advertised, unknown layout stamp,
+    /// `FASTPMI_TRANSPORT=socket`, ...); `None` on shared memory and for a
+    /// singleton.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
     /// Read a node attribute; with `wait`, block until some rank puts it
-    /// (or the job aborts).
+    /// (or the job aborts). A singleton has no other rank to wait for: a
+    /// missing attribute is reported missing at once instead of hanging.
     pub fn get_node_attr(
         &self,
         key: impl AsRef<[u8]>,
