@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
-use crate::sync::{spin_loop, spins, AtomicU32, Ordering};
+use crate::sync::{spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
 
 /// Bit 0 of the generation word: the job was aborted.
 pub(crate) const GEN_ABORTED: u32 = 1;
@@ -120,11 +120,25 @@ pub struct Arrival {
 pub struct Fence<'a> {
     barrier: &'a Barrier,
     abort: &'a AbortWord,
+    spin_limit: u32,
 }
 
 impl<'a> Fence<'a> {
     pub(crate) fn new(barrier: &'a Barrier, abort: &'a AbortWord) -> Self {
-        Self { barrier, abort }
+        Self {
+            barrier,
+            abort,
+            spin_limit: SPIN_LIMIT,
+        }
+    }
+
+    /// How many times `wait` polls the generation word before it sleeps
+    /// (default 100, capped there). A process that knows the job has more
+    /// ranks than CPUs should pass 0: the ranks still to arrive need the CPU
+    /// it would spin on, so spinning only delays the fence.
+    pub fn with_spin_limit(mut self, spins: u32) -> Self {
+        self.spin_limit = spins.min(SPIN_LIMIT);
+        self
     }
 
     /// Number of parties (the job's rank count).
@@ -222,7 +236,7 @@ impl<'a> Fence<'a> {
         // Short spin: with few ranks per core the last arrival is often
         // microseconds away. Bounded, because with hundreds of ranks on two
         // cores spinning only delays the ranks that still have to arrive.
-        for _ in spins() {
+        for _ in spins().take(self.spin_limit as usize) {
             // SYNC POINT (fence completion): Acquire pairs with the last
             // arriver's Release bump.
             if done(word.load(Ordering::Acquire)) {

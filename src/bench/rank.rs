@@ -223,6 +223,10 @@ fn exchange() -> Result<(), String> {
 
     let t = Instant::now();
     let transport = format!("{:?}", pmi.transport()).to_lowercase();
+    let segment = pmi
+        .segment_len()
+        .map(|b| format!(" segment_kb={}", b / 1024))
+        .unwrap_or_default();
     pmi.finalize().map_err(pmi_err("finalize"))?;
     let finalize_ns = ns(t);
     let total_ns = ns(t_start);
@@ -246,7 +250,7 @@ fn exchange() -> Result<(), String> {
              mean_getall_us={:.1} max_fence2_us={:.1} gather_us={:.1} total_us={:.1} \
              transport={transport} rss_delta_kb={rss_init_kb} max_rss_delta_kb={} \
              rss_exchange_kb={rss_exchange_kb} max_rss_exchange_kb={} \
-             rss_shmem_exchange_kb={shmem_exchange_kb}{fence_loop}",
+             rss_shmem_exchange_kb={shmem_exchange_kb}{fence_loop}{segment}",
             us(init_ns),
             us(put_ns),
             us(fence_ns),

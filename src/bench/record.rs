@@ -34,6 +34,7 @@ pub const METRICS: &[&str] = &[
     "rss_shmem_exchange_kb",
     "fence_loop_us",
     "fence_loop_n",
+    "segment_kb",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -686,7 +686,7 @@ fn memory_section(ctx: &Context, w: &mut String) {
         };
         let _ = writeln!(
             w,
-            "| {c} | {n} | {} | {} | {} | {} | n/a (not reported yet) |",
+            "| {c} | {n} | {} | {} | {} | {} | {} |",
             cell(peak, 1.0 / 1024.0),
             md_escape(&detail),
             pair("rss_delta_kb", "max_rss_delta_kb"),
@@ -695,6 +695,10 @@ fn memory_section(ctx: &Context, w: &mut String) {
                     .filter(|&k| k > 0.0)
                     .map(|k| format!(" (of which shared segment pages, rank 0: {})", num(k)))
                     .unwrap_or_default(),
+            // Mapped size; pages cost memory only once touched (see the RSS columns).
+            median(ctx, c, n, |r| r.get("segment_kb"))
+                .map(|k| format!("{} MB mapped", num(k / 1024.0)))
+                .unwrap_or_else(|| "— (no segment)".into()),
         );
     }
 }

@@ -353,6 +353,9 @@ pub struct Pmi {
     shm: Option<JobSegment>,
     /// Why the segment is not used (None when it is, or for a singleton).
     fallback: Option<String>,
+    /// Spins before sleeping in a fence: none when the job has more ranks
+    /// than this node has CPUs (the ranks still to arrive need the CPU).
+    fence_spins: u32,
     singleton: bool,
     conn: Mutex<Conn>,
     finalized: AtomicBool,
@@ -455,6 +458,7 @@ impl Pmi {
             jobid,
             shm,
             fallback,
+            fence_spins: fence_spins(size as u32),
             singleton: false,
             conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
             finalized: AtomicBool::new(false),
@@ -470,6 +474,7 @@ impl Pmi {
             jobid: format!("singleton_{}", std::process::id()),
             shm: None,
             fallback: None,
+            fence_spins: 0,
             singleton: true,
             conn: Mutex::new(Conn::Singleton {
                 kvs: HashMap::new(),
@@ -670,7 +675,11 @@ impl Pmi {
                 st.count_fence();
                 st.set_phase(RankPhase::InFence);
             }
-            let r = seg.seg().fence().fence(&SharedFutex);
+            let r = seg
+                .seg()
+                .fence()
+                .with_spin_limit(self.fence_spins)
+                .fence(&SharedFutex);
             if let Some(st) = st {
                 st.set_phase(RankPhase::Running);
             }
@@ -722,6 +731,11 @@ impl Pmi {
             }
             Conn::Done => Err(PmiError::Finalized),
         })
+    }
+
+    /// Size in bytes of the mapped job segment (None on the socket).
+    pub fn segment_len(&self) -> Option<usize> {
+        self.shm.as_ref().map(|s| s.mapping().len())
     }
 
     /// Why this process talks to the launcher over the socket instead of the
@@ -933,6 +947,15 @@ impl Pmi {
 impl Drop for Pmi {
     fn drop(&mut self) {
         let _ = self.finalize();
+    }
+}
+
+fn fence_spins(ranks: u32) -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if ranks as usize > cpus {
+        0
+    } else {
+        100
     }
 }
 

@@ -389,7 +389,8 @@ impl Launcher {
                 target.clone(),
             );
             move || {
-                let f = seg.seg().fence();
+                // The launcher never spins: the ranks need the CPU.
+                let f = seg.seg().fence().with_spin_limit(0);
                 while !stop.load(Ordering::Relaxed) {
                     let t = target.load(Ordering::Acquire);
                     if t == NO_TARGET {
