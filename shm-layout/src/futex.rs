@@ -1,6 +1,6 @@
 //! The only way the algorithms touch the OS: sleeping on and waking a 32-bit
 //! word. The launcher and the clients implement [`Futex`] with a *shared*
-//! `FUTEX_WAIT`/`FUTEX_WAKE` (no `FUTEX_PRIVATE_FLAG`: a private futex does
+//! `FUTEX_WAIT`/`FUTEX_WAKE` (without the private-futex flag: a private futex does
 //! not wake another process). This module only has implementations for tests
 //! ([`SpinFutex`], [`CondvarFutex`]) and, under `cfg(loom)`, `LoomFutex`.
 //!

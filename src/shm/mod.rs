@@ -195,7 +195,7 @@ impl Drop for Mapping {
 }
 
 /// Shared (cross-process) futex: `FUTEX_WAIT`/`FUTEX_WAKE` without
-/// `FUTEX_PRIVATE_FLAG`, so a wake in one process reaches sleepers in others.
+/// the private-futex flag, so a wake in one process reaches sleepers in others.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SharedFutex;
 
@@ -300,5 +300,80 @@ impl JobSegment {
 
     pub fn mapping(&self) -> &Mapping {
         &self.mapping
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shm_layout::futex::Futex;
+    use std::sync::atomic::Ordering;
+    use std::time::Instant;
+
+    const CHILD_ENV: &str = "FASTPMI_FUTEX_TEST_SYSV_ID";
+
+    /// The first two words of a test mapping: [0] the futex word, [1] "ready".
+    fn words(m: &Mapping) -> (&AtomicU32, &AtomicU32) {
+        assert!(m.len() >= 8);
+        // SAFETY: the mapping is at least 8 bytes, page aligned, shared
+        // memory used only through these atomics for the life of `m`.
+        unsafe {
+            (
+                &*(m.as_ptr() as *const AtomicU32),
+                &*(m.as_ptr().add(4) as *const AtomicU32),
+            )
+        }
+    }
+
+    /// A sleeper in another process is woken by `SharedFutex::wake`. With a
+    /// private futex the wake would never reach it: it sleeps without a
+    /// timeout, so this test would hang until its deadline and fail.
+    #[test]
+    fn shared_futex_wakes_a_sleeper_in_another_process() {
+        if let Ok(id) = std::env::var(CHILD_ENV) {
+            let m = Mapping::attach_sysv(id.parse().unwrap()).unwrap();
+            let (word, ready) = words(&m);
+            ready.store(1, Ordering::Release);
+            while word.load(Ordering::Acquire) == 0 {
+                SharedFutex.wait(word, 0, None);
+            }
+            std::process::exit(0);
+        }
+        let m = Mapping::create(MemPool::Sysv, 4096).unwrap();
+        let (word, ready) = words(&m);
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "shm::tests::shared_futex_wakes_a_sleeper_in_another_process",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, m.sysv_id().unwrap().to_string())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while ready.load(Ordering::Acquire) == 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "child never attached"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Let it fall asleep in FUTEX_WAIT.
+        std::thread::sleep(Duration::from_millis(200));
+        word.store(1, Ordering::Release);
+        SharedFutex.wake(word, 1);
+        let t = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                assert!(st.success());
+                return;
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                let _ = child.kill();
+                panic!("the wake did not reach the other process: not a shared futex");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
