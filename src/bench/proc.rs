@@ -238,8 +238,7 @@ pub fn run(spec: &Spec) -> Outcome {
     // group (it still exists only if such members remain) and move on.
     for done in [&out_done, &err_done] {
         if done.recv_timeout(Duration::from_secs(5)).is_err() {
-            // SAFETY: plain kill(2) on our own child's process group.
-            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            kill_group(pid);
             let _ = done.recv_timeout(Duration::from_secs(2));
         }
     }
@@ -257,38 +256,37 @@ pub fn run(spec: &Spec) -> Outcome {
 /// re-parented, and the init of some containers never reaps them. As their
 /// subreaper the harness collects them itself ([`reap_orphans`]).
 pub fn become_subreaper() {
-    // SAFETY: prctl(PR_SET_CHILD_SUBREAPER) takes plain integers.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+}
+
+fn pid_of(pid: i32) -> Option<rustix::process::Pid> {
+    rustix::process::Pid::from_raw(pid)
+}
+
+/// SIGKILL a process group; one that is already gone is not an error.
+fn kill_group(pgid: i32) {
+    if let Some(p) = pid_of(pgid) {
+        let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+    }
 }
 
 /// Reap every exited child that nobody waits for (orphans re-parented to
 /// us). Called between runs, when no waiter thread is active.
 pub fn reap_orphans() {
-    loop {
-        let mut status = 0;
-        // SAFETY: waitpid with a valid pointer to an int.
-        let r = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        if r <= 0 {
-            return;
-        }
-    }
+    while let Ok(Some(_)) = rustix::process::wait(rustix::process::WaitOptions::NOHANG) {}
 }
 
 /// Block until `pid` has exited, leaving it a zombie (not reaped).
 fn wait_exited_nowait(pid: i32) {
+    use rustix::process::{waitid, WaitId, WaitIdOptions};
+    let Some(p) = pid_of(pid) else { return };
     loop {
-        // SAFETY: siginfo_t is plain data; waitid only writes into it.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
+        match waitid(
+            WaitId::Pid(p),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        ) {
+            Err(rustix::io::Errno::INTR) => continue,
+            _ => return,
         }
     }
 }
@@ -297,12 +295,9 @@ fn wait_exited_nowait(pid: i32) {
 /// their children to other groups or sessions).
 pub fn kill_tree(root: i32) {
     let desc = descendants(root);
-    // SAFETY: kill(2) with pids we found as our own descendants.
-    unsafe {
-        libc::kill(-root, libc::SIGKILL);
-        for p in desc {
-            libc::kill(p, libc::SIGKILL);
-        }
+    kill_group(root);
+    for p in desc.into_iter().filter_map(pid_of) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
 }
 

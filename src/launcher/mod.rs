@@ -570,14 +570,9 @@ const ENV_REMOVE: &[&str] = &[
 
 fn stream_nonblocking(s: &UnixStream) -> io::Result<()> {
     // mio's from_std expects a non-blocking socket.
-    let fd = unsafe_free_borrow(s);
+    let fd = std::os::fd::AsFd::as_fd(s);
     rustix::io::ioctl_fionbio(fd, true)?;
     Ok(())
-}
-
-fn unsafe_free_borrow(s: &UnixStream) -> std::os::fd::BorrowedFd<'_> {
-    use std::os::fd::AsFd;
-    s.as_fd()
 }
 
 impl Launcher {

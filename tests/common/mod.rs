@@ -845,34 +845,40 @@ pub fn descendants(root: u32) -> Vec<u32> {
 /// SIGKILL `root`'s whole tree: stop the root first so it cannot start more
 /// ranks, kill its descendants (and its process group), then the root.
 pub fn kill_tree(root: u32) {
-    let r = root as libc::pid_t;
-    unsafe {
-        libc::kill(r, libc::SIGSTOP);
-    }
+    use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+    let Some(r) = Pid::from_raw(root as i32) else {
+        return;
+    };
+    let _ = kill_process(r, Signal::STOP);
     for _ in 0..3 {
-        for p in descendants(root) {
-            unsafe {
-                libc::kill(p as libc::pid_t, libc::SIGKILL);
-            }
+        for p in descendants(root)
+            .into_iter()
+            .filter_map(|p| Pid::from_raw(p as i32))
+        {
+            let _ = kill_process(p, Signal::KILL);
         }
         thread::sleep(Duration::from_millis(20));
     }
-    unsafe {
-        // The launcher was started as the leader of its own process group.
-        libc::killpg(r, libc::SIGKILL);
-        libc::kill(r, libc::SIGKILL);
-    }
+    // The launcher was started as the leader of its own process group.
+    let _ = kill_process_group(r, Signal::KILL);
+    let _ = kill_process(r, Signal::KILL);
 }
 
 /// Send `sig` to one process.
 pub fn signal(pid: u32, sig: libc::c_int) {
-    let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
-    assert_eq!(
-        rc,
-        0,
-        "kill({pid}, {sig}) failed: {}",
-        io::Error::last_os_error()
-    );
+    use rustix::process::{kill_process, Pid, Signal};
+    let p = Pid::from_raw(pid as i32).expect("pid > 0");
+    let s = Signal::from_named_raw(sig).expect("a named signal");
+    if let Err(e) = kill_process(p, s) {
+        panic!("kill({pid}, {sig}) failed: {e}");
+    }
+}
+
+/// SIGKILL one process, ignoring a process that is already gone.
+fn kill9(pid: u32) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
 }
 
 /// Live (non-zombie) processes whose executable is exactly `exe`, with
@@ -909,9 +915,7 @@ pub fn assert_no_process_left(exe: &Path, grace: Duration) {
         }
         if Instant::now() >= deadline {
             for (pid, _, _) in &left {
-                unsafe {
-                    libc::kill(*pid as libc::pid_t, libc::SIGKILL);
-                }
+                kill9(*pid);
             }
             panic!(
                 "{} process(es) of {} still running {grace:.1?} after the launcher exited \
@@ -934,9 +938,7 @@ pub fn assert_pids_gone(pids: &[u32], grace: Duration) {
         }
         if Instant::now() >= deadline {
             for p in &left {
-                unsafe {
-                    libc::kill(*p as libc::pid_t, libc::SIGKILL);
-                }
+                kill9(*p);
             }
             panic!(
                 "rank process(es) {left:?} still running {grace:.1?} after the launcher exited \
