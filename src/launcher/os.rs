@@ -242,7 +242,3 @@ pub fn signal_name(sig: i32) -> &'static str {
         _ => "signal",
     }
 }
-
-pub fn raw_fd(fd: &impl AsRawFd) -> RawFd {
-    fd.as_raw_fd()
-}

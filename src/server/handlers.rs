@@ -34,7 +34,7 @@ pub(super) fn handle(
                     rc: -1,
                     msg: format!(
                         "{} before the rank identified itself (initack or fullinit)",
-                        super::name_of(&other)
+                        crate::wire::command::request_name(&other)
                     ),
                 });
             };

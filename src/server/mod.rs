@@ -10,8 +10,8 @@ mod handlers;
 use std::collections::HashMap;
 
 use crate::store::Store;
-use crate::wire::command::{decode_frame, encode_response, request_name, Decoded};
-use crate::wire::{self, Deframer, Protocol, Request, Response};
+use crate::wire::command::{decode_frame, encode_response, Decoded};
+use crate::wire::{self, Deframer, Protocol, Response};
 
 /// Identifies a connection (the event loop's token).
 pub type ConnId = usize;
@@ -174,14 +174,6 @@ impl Server {
             failed: None,
         });
         self.jobs.len() - 1
-    }
-
-    pub fn job_id(&self, job: JobIdx) -> &str {
-        &self.jobs[job].id
-    }
-
-    pub fn job_size(&self, job: JobIdx) -> u32 {
-        self.jobs[job].size
     }
 
     /// A new connection. `bound` is the rank on the other end when known
@@ -578,11 +570,6 @@ pub(crate) fn reply(out: &mut Vec<Event>, to: &ReplyTo, resp: &Response, who: Op
         conn: to.conn,
         bytes,
     });
-}
-
-/// Name for logs (re-exported for the handlers).
-pub(crate) fn name_of(r: &Request) -> &'static str {
-    request_name(r)
 }
 
 #[cfg(test)]

@@ -31,10 +31,6 @@ impl ShmStore {
             overflow_bytes: 0,
         }
     }
-
-    pub fn segment(&self) -> &Arc<JobSegment> {
-        &self.seg
-    }
 }
 
 fn map_err(e: KvsError) -> StoreError {

@@ -50,11 +50,6 @@ impl Deframer {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Bytes received but not yet part of a complete frame.
-    pub fn pending(&self) -> usize {
-        self.buf.len() - self.start
-    }
-
     /// True once the stream can no longer be framed (see [`WireError::BadLength`]).
     pub fn is_broken(&self) -> bool {
         self.broken
