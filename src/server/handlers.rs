@@ -318,26 +318,6 @@ fn fence(
             msg: format!("rank {rank} is already in a fence"),
         });
     }
-    // A fence that some rank can never reach would hang: fail it now.
-    if let Some((r, why)) = j
-        .ranks
-        .iter()
-        .enumerate()
-        .find_map(|(r, slot)| match slot.phase {
-            Phase::Finalized => Some((r, "finalized")),
-            Phase::Idle if slot.exited => Some((r, "exited without PMI")),
-            _ => None,
-        })
-    {
-        let message = format!(
-            "fence {} can never complete: rank {r} {why}",
-            j.store.fences_completed() + 1
-        );
-        return Some(Response::Error {
-            rc: -1,
-            msg: message,
-        });
-    }
     let ticket = match j.store.fence_arrive(rank) {
         Ok(t) => t,
         Err(e) => {
@@ -352,6 +332,9 @@ fn fence(
     slot.activity = Activity::InFence(j.store.fences_completed() + 1);
     j.fence_waiters.push((rank, ticket, to.clone()));
     s.release_fence(job, out);
+    // A fence that a finalized or PMI-less exited rank can never join fails
+    // the job, the same way for socket and shared-memory arrivals.
+    s.check_stuck(job, out);
     None
 }
 

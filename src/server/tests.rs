@@ -290,3 +290,21 @@ fn frames_split_anywhere() {
     let _ = Frame::Pmi1(vec![]);
     let _ = pmi1::decode(b"cmd=x");
 }
+
+#[test]
+fn a_fence_that_a_finalized_rank_cannot_join_fails_the_job() {
+    let (mut s, _) = server(2);
+    init_all(&mut s, 2);
+    let out = send2(&mut s, 1, "cmd=finalize;");
+    assert_eq!(pmi2_body(&sent(&out, 1)[0]).cmd, "finalize-response");
+    let out = send2(&mut s, 0, "cmd=kvs-fence;");
+    let m = pmi2_body(&sent(&out, 0)[0]);
+    assert_eq!(m.get_str("rc"), Some("-1"));
+    assert!(
+        m.get_str("errmsg").unwrap().contains("rank 1 finalized"),
+        "{m:?}"
+    );
+    assert!(out
+        .iter()
+        .any(|e| matches!(e, Event::JobFailed { rank: 1, .. })));
+}
