@@ -632,6 +632,19 @@ impl Pmi {
         key: impl AsRef<[u8]>,
         src: Option<u32>,
     ) -> Result<Option<Vec<u8>>, PmiError> {
+        self.get_with(jobid, key, src, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// Like [`Pmi::get_from`], but hands the value to `f` by reference: on
+    /// shared memory it is read straight from the segment, with no copy or
+    /// allocation (what the C library uses to fill the caller's buffer).
+    pub fn get_with<R>(
+        &self,
+        jobid: Option<&str>,
+        key: impl AsRef<[u8]>,
+        src: Option<u32>,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R, PmiError> {
         let key = key.as_ref();
         self.live()?;
         self.check_kv(key, None)?;
@@ -641,13 +654,13 @@ impl Pmi {
                 st.count_get();
             }
             if let Some(v) = seg.seg().kvs().get(key) {
-                return Ok(Some(v.to_vec()));
+                return Ok(f(Some(v)));
             }
             if !self.overflowed(seg) {
-                return Ok(None);
+                return Ok(f(None));
             }
         }
-        self.with(|t| match t {
+        let got = self.with(|t| match t {
             Conn::Wire(c) => {
                 let req = Request::Get {
                     jobid: jobid.map(str::to_string),
@@ -663,7 +676,8 @@ impl Pmi {
             ))),
             Conn::Singleton { kvs, .. } => Ok(kvs.get(key).cloned()),
             Conn::Done => Err(PmiError::Finalized),
-        })
+        })?;
+        Ok(f(got.as_deref()))
     }
 
     /// Barrier over the job; afterwards every put made before it is visible.

@@ -274,32 +274,35 @@ pub unsafe extern "C" fn PMI2_KVS_Get(
         cbuf::non_null(vallen)?;
         let cap = cbuf::capacity(maxvalue)?;
         let src = (src_pmi_id != ID_NULL && src_pmi_id >= 0).then_some(src_pmi_id as u32);
-        let got = if s.is_own_job(job) {
-            s.pmi.get(k, src)
-        } else if s.pmi.transport() == TransportKind::Singleton {
-            // A singleton has no other jobs (its client store has one KVS).
-            Ok(None)
-        } else {
-            s.pmi.get_from(job, k, src)
-        }
-        .ctx("PMI2_KVS_Get")?;
-        // SAFETY: `value` (non-NULL, `cap` bytes) and `vallen` (non-NULL)
-        // are writable per the caller contract.
-        unsafe {
-            match got {
-                Some(v) => {
-                    let len = v.len().min(c_int::MAX as usize) as c_int;
-                    let fits = cbuf::copy_out(value, cap, &v);
-                    cbuf::put(vallen, if fits { len } else { -len })?;
-                    Ok(SUCCESS)
-                }
-                None => {
-                    tracing::debug!("PMI2_KVS_Get: {} not found", String::from_utf8_lossy(k));
-                    cbuf::copy_out(value, cap, b"");
-                    cbuf::put(vallen, 0)?;
-                    Err(ERR_OTHER)
+        // Fills the caller's buffer straight from the segment (no copy in
+        // between): the get/fence hot path of every PMI-2 program.
+        let fill = |got: Option<&[u8]>| -> Result<c_int, c_int> {
+            // SAFETY: `value` (non-NULL, `cap` bytes) and `vallen` (non-NULL)
+            // are writable per the caller contract.
+            unsafe {
+                match got {
+                    Some(v) => {
+                        let len = v.len().min(c_int::MAX as usize) as c_int;
+                        let fits = cbuf::copy_out(value, cap, v);
+                        cbuf::put(vallen, if fits { len } else { -len })?;
+                        Ok(SUCCESS)
+                    }
+                    None => {
+                        tracing::debug!("PMI2_KVS_Get: {} not found", String::from_utf8_lossy(k));
+                        cbuf::copy_out(value, cap, b"");
+                        cbuf::put(vallen, 0)?;
+                        Err(ERR_OTHER)
+                    }
                 }
             }
+        };
+        if s.is_own_job(job) {
+            s.pmi.get_with(None, k, src, fill).ctx("PMI2_KVS_Get")?
+        } else if s.pmi.transport() == TransportKind::Singleton {
+            // A singleton has no other jobs (its client store has one KVS).
+            fill(None)
+        } else {
+            s.pmi.get_with(job, k, src, fill).ctx("PMI2_KVS_Get")?
         }
     })
 }
