@@ -12,6 +12,7 @@ use crate::shm::MemPool;
 pub const USAGE: &str = "\
 usage: fastpmi [options] [-n N] PROG [ARGS...] [: [-n M] PROG2 [ARGS...]]...
        fastpmi demo [-n N] [options]
+       fastpmi nameserver [--port P] [--bind ADDR]
 
 Launch N ranks of PROG on this node with a PMI-1/PMI-2 server (MPICH,
 Intel MPI and Slurm's libpmi2 clients run unmodified). Each `:` section is
@@ -29,6 +30,10 @@ Options (global, before the first program):
                     from the rank count)
   --stats           print, at job end, how many puts, gets, fences and
                     node-attribute operations each transport served
+  --nameserver HOST:PORT
+                    publish and look up names (MPI_Publish_name,
+                    MPI_Lookup_name) in a `fastpmi nameserver` shared with
+                    other launchers, instead of this launcher's own table
   -h, --help        this help
   -V, --version     print the version
 
@@ -39,6 +44,12 @@ Options (per section, before its program):
 
 Environment:
   FASTPMI_LOG=debug log every PMI command and reply with its rank (stderr)
+
+Ranks may spawn new jobs (MPI_Comm_spawn); the launcher exits when every
+job has ended. A failing rank ends its job and every job connected to it.
+
+`fastpmi nameserver` serves names to launchers started with --nameserver
+(default port 6392, address 127.0.0.1) and prints the address it listens on.
 
 Exit status: 0 when every rank exits 0; otherwise the first failing rank's
 exit code (128+signal when a signal killed it), with one line on stderr
@@ -67,6 +78,8 @@ pub struct LaunchConfig {
     pub kvs_mb: Option<u64>,
     /// Print per-transport operation counts at job end.
     pub stats: bool,
+    /// Address of a shared `fastpmi nameserver`.
+    pub nameserver: Option<String>,
 }
 
 impl Default for LaunchConfig {
@@ -79,6 +92,7 @@ impl Default for LaunchConfig {
             mem_pool: Some(MemPool::AnonMmap),
             kvs_mb: None,
             stats: false,
+            nameserver: None,
         }
     }
 }
@@ -98,6 +112,11 @@ pub enum Command {
     },
     /// Internal: a rank of `fastpmi demo`.
     DemoRank,
+    /// A name server shared by launchers.
+    NameServer {
+        bind: String,
+        port: u16,
+    },
     Help,
     Version,
 }
@@ -148,6 +167,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             return parse_demo(it);
         }
         Some("__demo-rank") => return Ok(Command::DemoRank),
+        Some("nameserver") => {
+            it.next();
+            return parse_nameserver(it);
+        }
         _ => {}
     }
     let mut cfg = LaunchConfig::default();
@@ -236,6 +259,17 @@ fn global_option(
         "-l" | "--label" | "-prepend-rank" => cfg.label = true,
         "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
         "--stats" => cfg.stats = true,
+        "--nameserver" | "-nameserver" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError(format!("{s} needs HOST:PORT")))?;
+            let v = v.to_string_lossy().into_owned();
+            match v.rsplit_once(':') {
+                Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0) => {}
+                _ => return Err(CliError(format!("{s} {v}: expected HOST:PORT"))),
+            }
+            cfg.nameserver = Some(v);
+        }
         "--mem-pool" => {
             let v = it
                 .next()
@@ -267,6 +301,42 @@ fn global_option(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// Default port of `fastpmi nameserver` (Hydra's name server uses the same).
+pub const NAMESERVER_PORT: u16 = 6392;
+
+fn parse_nameserver(mut it: impl Iterator<Item = OsString>) -> Result<Command, CliError> {
+    let mut port = NAMESERVER_PORT;
+    let mut bind = "127.0.0.1".to_string();
+    while let Some(arg) = it.next() {
+        let s = arg.to_string_lossy().into_owned();
+        match s.as_str() {
+            "--port" | "-port" => {
+                let v = it.next().map(|v| v.to_string_lossy().into_owned());
+                port = v.as_deref().and_then(|v| v.parse().ok()).ok_or_else(|| {
+                    CliError(format!(
+                        "--port {}: expected a port number (0 picks a free one)",
+                        v.unwrap_or_default()
+                    ))
+                })?;
+            }
+            "--bind" => {
+                bind = it
+                    .next()
+                    .ok_or_else(|| CliError("--bind needs an address".into()))?
+                    .to_string_lossy()
+                    .into_owned();
+            }
+            "-h" | "--help" => return Ok(Command::Help),
+            _ => {
+                return Err(CliError(format!(
+                    "nameserver: unknown argument {s} (usage: fastpmi nameserver [--port P] [--bind ADDR])"
+                )))
+            }
+        }
+    }
+    Ok(Command::NameServer { bind, port })
 }
 
 fn parse_demo(mut it: impl Iterator<Item = OsString>) -> Result<Command, CliError> {
@@ -360,5 +430,18 @@ mod tests {
         };
         assert!(cfg.stats && cfg.mem_pool == Some(MemPool::Sysv));
         assert_eq!(p("--help").unwrap(), Command::Help);
+        assert_eq!(
+            p("nameserver --port 0").unwrap(),
+            Command::NameServer {
+                bind: "127.0.0.1".into(),
+                port: 0
+            }
+        );
+        assert!(p("nameserver --port x").is_err());
+        assert!(p("--nameserver nohostport ./a").is_err());
+        let Command::Run(c) = p("--nameserver localhost:7000 ./a").unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.nameserver.as_deref(), Some("localhost:7000"));
     }
 }

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod client;
 pub mod demo;
 pub mod launcher;
+pub mod nameserver;
 pub mod server;
 pub mod shm;
 pub mod store;

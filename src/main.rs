@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         Ok(Command::Run(cfg)) => fastpmi::launcher::run(&cfg),
         Ok(Command::Demo { nranks, cfg }) => fastpmi::demo::launch(nranks, cfg),
         Ok(Command::DemoRank) => fastpmi::demo::rank_main(),
+        Ok(Command::NameServer { bind, port }) => fastpmi::nameserver::run(&bind, port),
         Err(e) => {
             fastpmi::errln!("fastpmi: {e}");
             2

@@ -22,7 +22,7 @@ pub enum Stream {
 
 enum Msg {
     Add {
-        rank: u32,
+        tag: String,
         stream: Stream,
         pipe: Receiver,
     },
@@ -38,7 +38,8 @@ pub struct Forwarder {
 }
 
 struct Source {
-    rank: u32,
+    /// Label of the rank (`rank`, or `job,rank` for spawned jobs).
+    tag: String,
     stream: Stream,
     pipe: Receiver,
     partial: Vec<u8>,
@@ -60,15 +61,16 @@ impl Forwarder {
     }
 
     /// Forward `pipe` (a rank's stdout or stderr read end).
-    pub fn add(&self, rank: u32, stream: Stream, pipe: impl Into<std::os::fd::OwnedFd>) {
+    pub fn add(&self, tag: &str, stream: Stream, pipe: impl Into<std::os::fd::OwnedFd>) {
         let pipe = Receiver::from(pipe.into());
         // std hands out blocking pipes; a blocking read would stall every
         // other rank's output behind this one.
         if let Err(e) = pipe.set_nonblocking(true) {
-            tracing::warn!("rank {rank}: cannot make its output pipe non-blocking: {e}");
+            tracing::warn!("rank {tag}: cannot make its output pipe non-blocking: {e}");
             return;
         }
-        if self.tx.send(Msg::Add { rank, stream, pipe }).is_ok() {
+        let tag = tag.to_string();
+        if self.tx.send(Msg::Add { tag, stream, pipe }).is_ok() {
             let _ = self.waker.wake();
         }
     }
@@ -125,7 +127,7 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Msg>, label: bool) {
         while let Ok(msg) = rx.try_recv() {
             match msg {
                 Msg::Add {
-                    rank,
+                    tag,
                     stream,
                     mut pipe,
                 } => {
@@ -137,7 +139,7 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Msg>, label: bool) {
                         .is_ok()
                     {
                         let mut src = Source {
-                            rank,
+                            tag,
                             stream,
                             pipe,
                             partial: Vec::new(),
@@ -189,7 +191,7 @@ fn drain(src: &mut Source, buf: &mut [u8], label: bool) -> bool {
 fn emit(src: &Source, label: bool) {
     let data = &src.partial;
     let out: Vec<u8> = if label {
-        let prefix = format!("[{}] ", src.rank);
+        let prefix = format!("[{}] ", src.tag);
         let mut v = Vec::with_capacity(data.len() + 16);
         for line in data.split_inclusive(|&b| b == b'\n') {
             v.extend_from_slice(prefix.as_bytes());

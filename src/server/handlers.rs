@@ -2,6 +2,7 @@
 //! return the reply, or `None` when the reply is held (fence, node-attribute
 //! wait) or there is none (abort).
 
+use super::nameserv::{self, NameOp};
 use super::{Activity, ConnId, Event, FailCause, JobIdx, Phase, ReplyTo, Server};
 use crate::store::StoreError;
 use crate::wire::{Request, Response, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
@@ -20,9 +21,6 @@ pub(super) fn handle(
         } => Some(init(s, conn, version, subversion)),
         Request::InitAck { pmiid } => Some(initack(s, conn, pmiid)),
         Request::FullInit { rank, .. } => Some(fullinit(s, conn, rank)),
-        Request::Publish { service, port } => Some(publish(s, service, port)),
-        Request::Unpublish { service } => Some(unpublish(s, service)),
-        Request::Lookup { service } => Some(lookup(s, service)),
         Request::GetMaxes => Some(Response::Maxes {
             kvsname_max: KVSNAME_MAX,
             keylen_max: KEYLEN_MAX,
@@ -132,33 +130,23 @@ fn bound(
             s.fail_job(job, Some(rank), code, &message, out);
             None
         }
-        Request::JobConnect { jobid } => {
-            s.stats.other += 1;
-            if s.jobs.iter().any(|j| j.id == jobid) {
-                Some(Response::Connected)
-            } else {
-                Some(Response::Error {
-                    rc: -1,
-                    msg: format!("no job {jobid} in this launcher"),
-                })
-            }
+        Request::JobConnect { jobid } => Some(super::connect::job_connect(s, job, &jobid)),
+        Request::JobDisconnect { jobid } => Some(super::connect::job_disconnect(s, job, &jobid)),
+        Request::Spawn(req) => super::spawn::request(s, job, rank, to, req, out),
+        Request::Publish { service, port } => {
+            nameserv::handle(s, job, to, NameOp::Publish { service, port }, out)
         }
-        Request::JobDisconnect { .. } => Some(Response::Ok),
-        Request::Spawn(_) => {
-            s.stats.other += 1;
-            Some(Response::Error {
-                rc: -1,
-                msg: "spawn is not supported by this fastpmi launcher yet".into(),
-            })
+        Request::Unpublish { service } => {
+            nameserv::handle(s, job, to, NameOp::Unpublish { service }, out)
+        }
+        Request::Lookup { service } => {
+            nameserv::handle(s, job, to, NameOp::Lookup { service }, out)
         }
         // Handled before binding.
         Request::Init { .. }
         | Request::InitAck { .. }
         | Request::FullInit { .. }
-        | Request::GetMaxes
-        | Request::Publish { .. }
-        | Request::Unpublish { .. }
-        | Request::Lookup { .. } => None,
+        | Request::GetMaxes => None,
     }
 }
 
@@ -269,17 +257,9 @@ fn store_result(r: Result<(), StoreError>) -> Response {
 }
 
 fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Vec<u8>) -> Response {
-    let target = match jobid {
-        Some(id) if id != s.jobs[job].id => match s.jobs.iter().position(|j| j.id == id) {
-            Some(t) => t,
-            None => {
-                return Response::Error {
-                    rc: -1,
-                    msg: format!("no job {id} in this launcher"),
-                }
-            }
-        },
-        _ => job,
+    let target = match super::connect::target(s, job, jobid.as_deref()) {
+        Ok(t) => t,
+        Err(e) => return e,
     };
     let j = &s.jobs[target];
     // PMI-1 clients read job attributes with plain gets.
@@ -298,6 +278,8 @@ fn job_attr(j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {
         // One node: every rank here. The full form, never Hydra's wrap-around.
         b"PMI_process_mapping" => Some(format!("(vector,(0,1,{}))", j.size).into_bytes()),
         b"universeSize" => Some(j.universe_size.to_string().into_bytes()),
+        // Publish, unpublish and lookup work across every job.
+        b"hasNameServ" => Some(b"TRUE".to_vec()),
         // A miss: an empty list would be an empty value, which clients mishandle.
         b"PMI_dead_processes" | b"PMI_hwloc_xmlfile" => None,
         _ => None,
@@ -336,29 +318,4 @@ fn fence(
     // the job, the same way for socket and shared-memory arrivals.
     s.check_stuck(job, out);
     None
-}
-
-fn publish(s: &mut Server, service: String, port: String) -> Response {
-    if s.names.contains_key(&service) {
-        return Response::Error {
-            rc: 1,
-            msg: format!("service {service} is already published"),
-        };
-    }
-    s.names.insert(service, port);
-    Response::Ok
-}
-
-fn unpublish(s: &mut Server, service: String) -> Response {
-    match s.names.remove(&service) {
-        Some(_) => Response::Ok,
-        None => Response::Error {
-            rc: 1,
-            msg: format!("service {service} is not published"),
-        },
-    }
-}
-
-fn lookup(s: &mut Server, service: String) -> Response {
-    Response::Lookup(s.names.get(&service).cloned())
 }

@@ -5,13 +5,19 @@
 //! produces (bytes to send, connections to close, jobs that failed). Handlers
 //! live in [`handlers`], one function per request, over typed requests.
 
+mod connect;
 mod handlers;
+pub mod nameserv;
+pub mod spawn;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::store::Store;
 use crate::wire::command::{decode_frame, encode_response, Decoded};
+use crate::wire::spawn::SpawnRequest;
 use crate::wire::{self, Deframer, Protocol, Response};
+pub use nameserv::{NameOp, NameResult, NameTable};
+pub use spawn::SpawnOutcome;
 
 /// Identifies a connection (the event loop's token).
 pub type ConnId = usize;
@@ -33,6 +39,17 @@ pub enum Event {
         cause: FailCause,
         message: String,
     },
+    /// A rank asked for a new job. The launcher creates it and answers with
+    /// [`Server::finish_spawn`]`(id, ..)`.
+    Spawn {
+        id: u64,
+        job: JobIdx,
+        rank: u32,
+        req: SpawnRequest,
+    },
+    /// A name-service operation for the launcher's shared name server; the
+    /// answer comes back through [`Server::name_reply`]`(id, ..)`.
+    Names { id: u64, owner: String, op: NameOp },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -110,6 +127,8 @@ pub(crate) struct Job {
     fence_waiters: Vec<(u32, crate::store::FenceTicket, ReplyTo)>,
     attr_waiters: Vec<(u32, Vec<u8>, ReplyTo)>,
     failed: Option<String>,
+    /// Jobs whose KVS this one may read, and that fail with it.
+    connected: BTreeSet<JobIdx>,
 }
 
 struct Conn {
@@ -125,7 +144,8 @@ struct Conn {
 pub struct Server {
     jobs: Vec<Job>,
     conns: HashMap<ConnId, Conn>,
-    names: HashMap<String, String>,
+    names: nameserv::Names,
+    spawns: spawn::Spawns,
     pub stats: SocketStats,
 }
 
@@ -140,7 +160,8 @@ impl Server {
         Server {
             jobs: Vec::new(),
             conns: HashMap::new(),
-            names: HashMap::new(),
+            names: Default::default(),
+            spawns: Default::default(),
             stats: SocketStats::default(),
         }
     }
@@ -172,8 +193,18 @@ impl Server {
             fence_waiters: Vec::new(),
             attr_waiters: Vec::new(),
             failed: None,
+            connected: BTreeSet::new(),
         });
-        self.jobs.len() - 1
+        let job = self.jobs.len() - 1;
+        // A spawned job can read its parent's KVS and fails with it.
+        if let Some(parent) = self.jobs[job]
+            .spawner
+            .as_deref()
+            .and_then(|p| self.job_index(p))
+        {
+            self.connect_jobs(job, parent);
+        }
+        job
     }
 
     /// A new connection. `bound` is the rank on the other end when known
@@ -274,6 +305,8 @@ impl Server {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        self.forget_spawns_of(conn);
+        self.forget_names_of(conn);
         let Some((job, rank)) = c.bound else { return };
         let j = &mut self.jobs[job];
         j.fence_waiters.retain(|(_, _, r)| r.conn != conn);
@@ -284,7 +317,8 @@ impl Server {
         }
         if slot.phase == Phase::Initialized && j.failed.is_none() {
             let message = format!(
-                "rank {rank} closed its PMI connection before finalize {}",
+                "{} closed its PMI connection before finalize {}",
+                rank_label(job, &j.id, rank),
                 activity_text(slot)
             );
             out.push(Event::JobFailed {
@@ -310,7 +344,8 @@ impl Server {
         }
         if slot.phase == Phase::Initialized {
             let message = format!(
-                "rank {rank} exited with status 0 before PMI finalize {}",
+                "{} exited with status 0 before PMI finalize {}",
+                rank_label(job, &j.id, rank),
                 activity_text(slot)
             );
             out.push(Event::JobFailed {
@@ -356,8 +391,9 @@ impl Server {
             "exited without taking part in PMI"
         };
         let message = format!(
-            "fence {} can never complete: rank {r} {why}",
-            j.store.fences_completed() + 1
+            "fence {} can never complete: {} {why}",
+            j.store.fences_completed() + 1,
+            rank_label(job, &j.id, r as u32)
         );
         let rank = r as u32;
         out.push(Event::JobFailed {
@@ -441,10 +477,7 @@ impl Server {
 
     fn who(&self, conn: ConnId) -> String {
         match self.conns.get(&conn).and_then(|c| c.bound) {
-            Some((job, rank)) if self.jobs.len() > 1 => {
-                format!("job {} rank {rank}", self.jobs[job].id)
-            }
-            Some((_, rank)) => format!("rank {rank}"),
+            Some((job, rank)) => rank_label(job, &self.jobs[job].id, rank),
             None => format!("connection {conn}"),
         }
     }
@@ -543,6 +576,15 @@ fn frame_bytes(f: &wire::Frame) -> &[u8] {
 /// A rank that can never arrive at another fence.
 fn gone(slot: &RankSlot) -> bool {
     slot.phase == Phase::Finalized || (slot.phase == Phase::Idle && slot.exited)
+}
+
+/// "rank 3", or "rank 3 of job J" outside the first job.
+fn rank_label(job: JobIdx, id: &str, rank: u32) -> String {
+    if job == 0 {
+        format!("rank {rank}")
+    } else {
+        format!("rank {rank} of job {id}")
+    }
 }
 
 fn activity_text(slot: &RankSlot) -> String {

@@ -11,6 +11,7 @@ pub mod command;
 pub mod frame;
 pub mod pmi1;
 pub mod pmi2;
+pub mod spawn;
 
 pub use command::{Request, Response};
 pub use frame::{Deframer, Frame};

@@ -1,0 +1,326 @@
+//! Creating a job (store, segment, watchers, port listener, server entry)
+//! and starting its ranks, one per event-loop iteration so that early ranks
+//! are served while later ones are still being forked.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use mio::net::{TcpListener, UnixStream};
+use mio::Interest;
+
+use super::conn::{stream_nonblocking, Sock};
+use super::output::{Forwarder, Stream};
+use super::supervise::RankProc;
+use super::{os, JobRt, Launcher, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
+use crate::server::{JobIdx, JobSpec};
+use crate::shm::{JobSegment, MemPool};
+use crate::store::{MemStore, ShmStore, Store};
+
+/// A new job's store and, when it has one, its segment.
+type JobStore = (Box<dyn Store>, Option<Arc<JobSegment>>);
+
+/// One application (MPMD section or spawn command) of a job to start.
+pub(super) struct AppPlan {
+    pub nranks: u32,
+    pub program: PathBuf,
+    /// The program as the user wrote it, for messages.
+    pub shown: OsString,
+    pub args: Vec<OsString>,
+    /// Environment of every rank of this application (before PMI's own).
+    pub env: Vec<(OsString, OsString)>,
+    pub wdir: Option<PathBuf>,
+}
+
+/// A rank not started yet.
+pub(super) struct PendingRank {
+    pub job: JobIdx,
+    pub rank: u32,
+    app: Arc<AppPlan>,
+    /// PMI variables of this rank.
+    pmi_env: Vec<(OsString, OsString)>,
+    socketpair: bool,
+    /// Output label: `rank` in the first job, `job,rank` in spawned ones.
+    tag: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LaunchError {
+    #[error("{0}")]
+    Program(String),
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+impl Launcher {
+    /// Create the first job and queue its ranks.
+    pub(super) fn launch(&mut self) -> Result<(), LaunchError> {
+        let cfg = self.cfg.clone();
+        let size = cfg.world_size();
+        // Resolve programs first: one clear error instead of one per rank.
+        let mut plans = Vec::new();
+        for app in &cfg.apps {
+            if let Some(d) = &app.wdir {
+                if !d.is_dir() {
+                    return Err(LaunchError::Program(format!(
+                        "-wdir {}: not a directory",
+                        d.display()
+                    )));
+                }
+            }
+            let program = os::resolve_program(&app.program, app.wdir.as_deref())
+                .map_err(LaunchError::Program)?;
+            let mut env = cfg.genv.clone();
+            env.extend(app.env.iter().cloned());
+            plans.push(AppPlan {
+                nranks: app.nranks,
+                program,
+                shown: app.program.clone(),
+                args: app.args.clone(),
+                env,
+                wdir: app.wdir.clone(),
+            });
+        }
+        self.forwarder = Some(Forwarder::start(cfg.label)?);
+        let jobid = format!("fastpmi_{}_0", std::process::id());
+        self.create_job(jobid, plans, None, size, false)?;
+        Ok(())
+    }
+
+    /// Create a job (first or spawned) and queue its ranks. `apps` may hold
+    /// applications of 0 ranks (a spawn command that failed keeps its appnum).
+    pub(super) fn create_job(
+        &mut self,
+        id: String,
+        apps: Vec<AppPlan>,
+        spawner: Option<String>,
+        universe_size: u32,
+        spawned: bool,
+    ) -> io::Result<JobIdx> {
+        let size: u32 = apps.iter().map(|a| a.nranks).sum();
+        let (store, segment) = self.job_store(size, &id)?;
+        let job = self.server.add_job(JobSpec {
+            id: id.clone(),
+            apps: apps.iter().map(|a| a.nranks).collect(),
+            universe_size,
+            spawner,
+            store,
+        });
+        debug_assert_eq!(job, self.jobs.len());
+        let stop = Arc::new(AtomicBool::new(false));
+        let fence_watcher = segment.as_ref().and_then(|s| self.watch(s, &stop));
+        self.jobs.push(JobRt {
+            segment,
+            fence_watcher,
+            stop,
+            live: size,
+            torn_down: false,
+        });
+        let port = if self.cfg.pmi_port {
+            let mut l = TcpListener::bind("127.0.0.1:0".parse().expect("valid address"))?;
+            let tok = self.token();
+            self.poll
+                .registry()
+                .register(&mut l, tok, Interest::READABLE)?;
+            let addr = l.local_addr()?;
+            self.listeners.insert(tok, (l, job));
+            Some(addr)
+        } else {
+            None
+        };
+        let mut rank = 0u32;
+        for app in apps {
+            let app = Arc::new(app);
+            for _ in 0..app.nranks {
+                let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(8);
+                let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
+                if let Some(addr) = port {
+                    set("PMI_PORT", addr.to_string());
+                    set("PMI_ID", rank.to_string());
+                } else {
+                    // Always fd 3 in the rank (even `sh` can use it).
+                    set("PMI_FD", PMI_FD_IN_RANK.to_string());
+                    set("PMI_RANK", rank.to_string());
+                    set("PMI_SIZE", size.to_string());
+                }
+                set("PMI_JOBID", id.clone());
+                if spawned {
+                    set("PMI_SPAWNED", "1".into());
+                }
+                set("MPI_LOCALNRANKS", size.to_string());
+                set("MPI_LOCALRANKID", rank.to_string());
+                self.pending.push_back(PendingRank {
+                    job,
+                    rank,
+                    app: app.clone(),
+                    pmi_env: env,
+                    socketpair: port.is_none(),
+                    tag: if job == 0 {
+                        rank.to_string()
+                    } else {
+                        format!("{job},{rank}")
+                    },
+                });
+                rank += 1;
+            }
+        }
+        tracing::debug!(ranks = size, job = %id, "starting ranks");
+        Ok(job)
+    }
+
+    /// The store of a new job: its segment when one is configured, with the
+    /// node attributes that tell clients how to map it.
+    fn job_store(&mut self, size: u32, jobid: &str) -> io::Result<JobStore> {
+        let (mut store, segment): (Box<dyn Store>, _) = match self.cfg.mem_pool {
+            None => (Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)), None),
+            Some(pool) => {
+                let mut params = shm_layout::SegmentParams::for_ranks(size);
+                if let Some(mb) = self.cfg.kvs_mb {
+                    params = params.with_kvs_mb(mb);
+                }
+                let seg = Arc::new(JobSegment::create(pool, &params, jobid).map_err(|e| {
+                    io::Error::other(format!(
+                        "cannot create the {} job segment: {e}",
+                        pool.attr()
+                    ))
+                })?);
+                tracing::debug!(
+                    bytes = seg.mapping().len(),
+                    pool = pool.attr(),
+                    "job segment created"
+                );
+                (Box::new(ShmStore::new(seg.clone())), Some(seg))
+            }
+        };
+        let mut attrs: Vec<(&str, String)> = vec![
+            ("localRanksCount", size.to_string()),
+            (
+                "localRanks",
+                (0..size)
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ];
+        if let Some(seg) = &segment {
+            let m = seg.mapping();
+            if self.foreign.is_none()
+                && std::env::var_os("FASTPMI_ADVERTISE_FOREIGN_SEGMENT").is_some_and(|v| v == "1")
+            {
+                // Testing aid: ranks get a segment stamped by "another version".
+                self.foreign = Some(crate::shm::Mapping::foreign_stamp()?);
+            }
+            attrs.push(("memPoolType", m.pool().attr().to_string()));
+            match m.pool() {
+                MemPool::AnonMmap => attrs.push(("memAnonMMAPfd", SEGMENT_FD_IN_RANK.to_string())),
+                MemPool::Sysv => attrs.push(("memSYSVid", m.sysv_id().unwrap_or(-1).to_string())),
+            }
+        }
+        for (k, v) in attrs {
+            store
+                .put_node_attr(0, k.as_bytes(), v.as_bytes())
+                .map_err(|e| io::Error::other(format!("node attribute {k}: {e}")))?;
+        }
+        Ok((store, segment))
+    }
+
+    /// Start the next pending rank. The event loop calls this between polls
+    /// so early ranks are served while later ones are still being forked.
+    pub(super) fn spawn_next(&mut self) {
+        let Some(p) = self.pending.pop_front() else {
+            return;
+        };
+        if self.jobs[p.job].torn_down || self.interrupted.is_some() {
+            self.rank_gone(p.job);
+            return;
+        }
+        if let Err(e) = self.spawn_rank(&p) {
+            let message = format!(
+                "cannot start {} ({}): {e}",
+                self.server.rank_name(p.job, p.rank),
+                p.app.shown.to_string_lossy()
+            );
+            self.rank_gone(p.job);
+            self.record_failure(p.job, p.rank, message.clone(), 127, String::new(), false);
+            self.server
+                .fail_job(p.job, Some(p.rank), 127, &message, &mut self.events);
+            self.fail_group(p.job, 127, &message);
+        } else if self.pending.is_empty() {
+            tracing::debug!("all ranks started");
+        }
+    }
+
+    fn spawn_rank(&mut self, p: &PendingRank) -> io::Result<()> {
+        let mut pass = Vec::new();
+        let mut child_end = None;
+        let segment = self.jobs[p.job].segment.clone();
+        if p.socketpair {
+            let (ours, theirs) = os::socketpair()?;
+            pass.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
+            let foreign = self.foreign.as_ref().and_then(|m| m.fd());
+            if let Some(fd) = foreign.or_else(|| segment.as_ref().and_then(|s| s.mapping().fd())) {
+                pass.push((fd, SEGMENT_FD_IN_RANK));
+            }
+            let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
+            stream_nonblocking(&stream)?;
+            self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)), None)?;
+            child_end = Some(theirs);
+        }
+        let mut env = Vec::with_capacity(p.app.env.len() + p.pmi_env.len());
+        env.extend(p.app.env.iter().cloned());
+        env.extend(p.pmi_env.iter().cloned());
+        let spawned = os::spawn_rank(&os::RankCommand {
+            program: &p.app.program,
+            args: &p.app.args,
+            env: &env,
+            env_remove: ENV_REMOVE,
+            wdir: p.app.wdir.as_deref(),
+            pass_fds: &pass,
+            stdin_inherit: p.rank == 0 && p.job == 0,
+        });
+        // The rank has its copy (or failed to start): close ours.
+        drop(child_end);
+        let s = spawned?;
+        if let Some(f) = &self.forwarder {
+            f.add(&p.tag, Stream::Out, s.stdout);
+            f.add(&p.tag, Stream::Err, s.stderr);
+        }
+        if let Some(state) = segment.as_ref().and_then(|seg| seg.seg().rank(p.rank)) {
+            state.set_pid(s.pid);
+        }
+        self.by_pid.insert(s.pid, self.procs.len());
+        self.procs.push(RankProc {
+            pid: s.pid,
+            job: p.job,
+            rank: p.rank,
+            status: None,
+            signaled: None,
+        });
+        Ok(())
+    }
+}
+
+/// Variables a rank must not inherit from the launcher's own environment:
+/// another launcher's PMI wiring, and PMIx markers that make MPICH 4.1+
+/// refuse to start.
+const ENV_REMOVE: &[&str] = &[
+    "PMI_FD",
+    "PMI_PORT",
+    "PMI_ID",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMI_JOBID",
+    "PMI_SPAWNED",
+    "PMI_TOTALVIEW",
+    "PMIX_RANK",
+    "PMIX_VERSION",
+    "PMIX_NAMESPACE",
+    "PMIX_SERVER_URI",
+    "PRTE_LAUNCHED",
+    "OMPI_COMM_WORLD_SIZE",
+    "MPI_LOCALNRANKS",
+    "MPI_LOCALRANKID",
+];

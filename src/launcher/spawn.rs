@@ -1,0 +1,226 @@
+//! Spawn: turn a rank's spawn request into a new job. Each command is
+//! checked (program, `wdir`, `path`, `host`, `env` info keys); commands that
+//! cannot run get error codes and a line on stderr, the others form one job
+//! (appnum = command index) whose pre-put pairs are in its KVS before any of
+//! its ranks starts. The ranks are then started by the event loop like the
+//! first job's, one per iteration.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::jobs::AppPlan;
+use super::{os, Launcher};
+use crate::server::spawn::ERRCODE_SPAWN;
+use crate::server::{JobIdx, SpawnOutcome};
+use crate::wire::spawn::{SpawnCmd, SpawnRequest};
+
+/// Most ranks alive at once over all jobs of a launcher.
+const LIVE_RANKS_MAX: usize = 65536;
+
+impl Launcher {
+    pub(super) fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
+        let outcome = self.try_spawn(parent, rank, &req);
+        if let SpawnOutcome::Failed(msg) = &outcome {
+            crate::errln!(
+                "fastpmi: spawn by {} failed: {msg}",
+                self.server.rank_name(parent, rank)
+            );
+        }
+        self.server.finish_spawn(id, outcome, &mut self.events);
+    }
+
+    fn try_spawn(&mut self, parent: JobIdx, rank: u32, req: &SpawnRequest) -> SpawnOutcome {
+        if self.interrupted.is_some() || self.jobs[parent].torn_down {
+            return SpawnOutcome::Failed("the launcher is shutting down".into());
+        }
+        let live = self.running() + self.pending.len();
+        let total = req.total_procs() as usize;
+        if live + total > LIVE_RANKS_MAX {
+            return SpawnOutcome::Failed(format!(
+                "{total} more processes would exceed {LIVE_RANKS_MAX} live ranks ({live} now)"
+            ));
+        }
+        let mut plans = Vec::with_capacity(req.cmds.len());
+        let mut errcodes = Vec::with_capacity(total);
+        let mut errors = Vec::new();
+        for (i, cmd) in req.cmds.iter().enumerate() {
+            match self.plan(cmd) {
+                Ok(p) => {
+                    errcodes.extend(std::iter::repeat_n(0, cmd.maxprocs as usize));
+                    plans.push(p);
+                }
+                Err(e) => {
+                    let msg = format!("command {i} ({}): {e}", cmd.exe);
+                    crate::errln!(
+                        "fastpmi: spawn by {}: {msg}",
+                        self.server.rank_name(parent, rank)
+                    );
+                    errors.push(msg);
+                    errcodes.extend(std::iter::repeat_n(ERRCODE_SPAWN, cmd.maxprocs as usize));
+                    // Keeps the appnum of the commands after it.
+                    plans.push(AppPlan {
+                        nranks: 0,
+                        program: PathBuf::new(),
+                        shown: OsString::new(),
+                        args: Vec::new(),
+                        env: Vec::new(),
+                        wdir: None,
+                    });
+                }
+            }
+        }
+        if errors.len() == req.cmds.len() {
+            return SpawnOutcome::Failed(errors.join("; "));
+        }
+        let n = self.server.job_count();
+        let jobid = format!("fastpmi_{}_{n}", std::process::id());
+        let spawner = self.server.job_id(parent).to_string();
+        let universe = self.cfg.world_size();
+        let job = match self.create_job(jobid.clone(), plans, Some(spawner), universe, true) {
+            Ok(j) => j,
+            Err(e) => return SpawnOutcome::Failed(format!("cannot create the job: {e}")),
+        };
+        for (k, v) in &req.preput {
+            if let Err(e) = self.server.preput(job, k.as_bytes(), v.as_bytes()) {
+                self.abandon_job(job);
+                return SpawnOutcome::Failed(format!("pre-put {k}: {e}"));
+            }
+        }
+        tracing::debug!(
+            job = %jobid,
+            ranks = total,
+            by = %self.server.rank_name(parent, rank),
+            "spawned"
+        );
+        SpawnOutcome::Started { jobid, errcodes }
+    }
+
+    /// A job made for a spawn that cannot go on: drop its ranks unstarted.
+    fn abandon_job(&mut self, job: JobIdx) {
+        let msg = "spawn abandoned";
+        self.server.fail_job(job, None, 1, msg, &mut self.events);
+        let mut dropped = 0;
+        self.pending.retain(|p| {
+            let keep = p.job != job;
+            dropped += usize::from(!keep);
+            keep
+        });
+        for _ in 0..dropped {
+            self.rank_gone(job);
+        }
+    }
+
+    /// Check one command and build its plan: program, arguments, working
+    /// directory and environment from the info keys.
+    fn plan(&self, cmd: &SpawnCmd) -> Result<AppPlan, String> {
+        let mut wdir: Option<PathBuf> = None;
+        let mut path: Option<String> = None;
+        let mut env = self.cfg.genv.clone();
+        for (k, v) in &cmd.info {
+            match k.as_str() {
+                "wdir" => {
+                    let d = PathBuf::from(v);
+                    if !d.is_dir() {
+                        return Err(format!("wdir {v}: not a directory"));
+                    }
+                    wdir = Some(d);
+                }
+                "path" => path = Some(v.clone()),
+                "host" | "hosts" => check_hosts(v.split([',', ' ']))?,
+                "hostfile" => {
+                    let text =
+                        std::fs::read_to_string(v).map_err(|e| format!("hostfile {v}: {e}"))?;
+                    check_hosts(
+                        text.lines()
+                            .map(|l| l.split('#').next().unwrap_or("").trim())
+                            .map(|l| l.split(':').next().unwrap_or("")),
+                    )?;
+                }
+                "env" => env.extend(parse_env(v)?),
+                other => tracing::debug!(key = other, value = %v, "spawn info key ignored"),
+            }
+        }
+        let program = resolve(&cmd.exe, path.as_deref(), wdir.as_deref())?;
+        Ok(AppPlan {
+            nranks: cmd.maxprocs,
+            program,
+            shown: cmd.exe.clone().into(),
+            args: cmd.args.iter().map(OsString::from).collect(),
+            env,
+            wdir,
+        })
+    }
+}
+
+/// The program of a command: in the `path` info key's directories first,
+/// then as the launcher would find it.
+fn resolve(exe: &str, path: Option<&str>, wdir: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(dirs) = path.filter(|_| !exe.contains('/')) {
+        for d in dirs.split(':').filter(|d| !d.is_empty()) {
+            let cand = Path::new(d).join(exe);
+            if let Ok(p) = os::resolve_program(&cand.clone().into_os_string(), wdir) {
+                return Ok(p);
+            }
+        }
+    }
+    os::resolve_program(&OsString::from(exe), wdir)
+}
+
+/// `host`/`hosts`/`hostfile` may only name this node.
+fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), String> {
+    let me = rustix::system::uname();
+    let full = me.nodename().to_string_lossy().into_owned();
+    let short = full.split('.').next().unwrap_or("").to_string();
+    for h in hosts.map(str::trim).filter(|h| !h.is_empty()) {
+        let h = h.split(':').next().unwrap_or(h);
+        let local = matches!(h, "localhost" | "127.0.0.1" | "::1") || h == full || h == short;
+        if !local {
+            return Err(format!(
+                "host {h} is not this node ({full}); fastpmi starts processes on its own node only"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `env` info key: `NAME=value` entries, one per line (or separated by
+/// blanks when the value is one line).
+fn parse_env(v: &str) -> Result<Vec<(OsString, OsString)>, String> {
+    let items: Vec<&str> = if v.contains('\n') {
+        v.lines().collect()
+    } else {
+        v.split_whitespace().collect()
+    };
+    items
+        .into_iter()
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+        .map(|i| match i.split_once('=') {
+            Some((k, val)) if !k.is_empty() => Ok((k.into(), val.into())),
+            _ => Err(format!("env entry {i:?} is not NAME=value")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_info_key_forms() {
+        let e = parse_env("A=1 B=x=y").unwrap();
+        assert_eq!(e[1], ("B".into(), "x=y".into()));
+        assert_eq!(
+            parse_env("=1\nC=3").unwrap_err(),
+            "env entry \"=1\" is not NAME=value"
+        );
+        assert_eq!(parse_env("A=1\nC=3\n").unwrap().len(), 2);
+    }
+
+    #[test]
+    fn only_this_node() {
+        assert!(check_hosts(["localhost", "127.0.0.1:4"].into_iter()).is_ok());
+        let e = check_hosts(["localhost", "node-that-is-elsewhere"].into_iter()).unwrap_err();
+        assert!(e.contains("node-that-is-elsewhere"), "{e}");
+    }
+}
