@@ -20,6 +20,10 @@
 //! ```
 
 mod os;
+mod spawn;
+
+pub use spawn::Spawned;
+pub use crate::wire::spawn::{SpawnCmd, SpawnRequest};
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

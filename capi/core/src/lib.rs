@@ -24,6 +24,7 @@ pub mod codes;
 pub mod logging;
 pub mod mapping;
 pub mod session;
+pub mod spawn;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
