@@ -19,17 +19,28 @@ const LIVE_RANKS_MAX: usize = 65536;
 
 impl Launcher {
     pub(super) fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
-        let outcome = self.try_spawn(parent, rank, &req);
-        if let SpawnOutcome::Failed(msg) = &outcome {
-            crate::errln!(
-                "fastpmi: spawn by {} failed: {msg}",
-                self.server.rank_name(parent, rank)
-            );
+        let mut errors = Vec::new();
+        let outcome = self.try_spawn(parent, rank, &req, &mut errors);
+        // One line per command that cannot run, or why nothing could start.
+        let by = self.server.rank_name(parent, rank);
+        match (&outcome, errors.is_empty()) {
+            (SpawnOutcome::Failed(msg), true) => crate::errln!("fastpmi: spawn by {by} failed: {msg}"),
+            _ => {
+                for e in &errors {
+                    crate::errln!("fastpmi: spawn by {by}: {e}");
+                }
+            }
         }
         self.server.finish_spawn(id, outcome, &mut self.events);
     }
 
-    fn try_spawn(&mut self, parent: JobIdx, rank: u32, req: &SpawnRequest) -> SpawnOutcome {
+    fn try_spawn(
+        &mut self,
+        parent: JobIdx,
+        rank: u32,
+        req: &SpawnRequest,
+        errors: &mut Vec<String>,
+    ) -> SpawnOutcome {
         if self.interrupted.is_some() || self.jobs[parent].torn_down {
             return SpawnOutcome::Failed("the launcher is shutting down".into());
         }
@@ -42,7 +53,6 @@ impl Launcher {
         }
         let mut plans = Vec::with_capacity(req.cmds.len());
         let mut errcodes = Vec::with_capacity(total);
-        let mut errors = Vec::new();
         for (i, cmd) in req.cmds.iter().enumerate() {
             match self.plan(cmd) {
                 Ok(p) => {
@@ -50,12 +60,7 @@ impl Launcher {
                     plans.push(p);
                 }
                 Err(e) => {
-                    let msg = format!("command {i} ({}): {e}", cmd.exe);
-                    crate::errln!(
-                        "fastpmi: spawn by {}: {msg}",
-                        self.server.rank_name(parent, rank)
-                    );
-                    errors.push(msg);
+                    errors.push(format!("command {i}: {e}"));
                     errcodes.extend(std::iter::repeat_n(ERRCODE_SPAWN, cmd.maxprocs as usize));
                     // Keeps the appnum of the commands after it.
                     plans.push(AppPlan {
