@@ -22,8 +22,8 @@
 mod os;
 mod spawn;
 
-pub use spawn::Spawned;
 pub use crate::wire::spawn::{SpawnCmd, SpawnRequest};
+pub use spawn::Spawned;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -931,7 +931,7 @@ impl Pmi {
         let _ = self.with(|t| {
             if let Conn::Wire(c) = t {
                 c.send(&Request::Abort {
-                    exitcode: Some(code),
+                    exitcode: Some(code.into()),
                     message: message.to_string(),
                     isworld: true,
                 })?;

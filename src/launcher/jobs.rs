@@ -221,7 +221,7 @@ impl Launcher {
         }
         for (k, v) in attrs {
             store
-                .put_node_attr(0, k.as_bytes(), v.as_bytes())
+                .put_launcher_attr(k.as_bytes(), v.as_bytes())
                 .map_err(|e| io::Error::other(format!("node attribute {k}: {e}")))?;
         }
         Ok((store, segment))

@@ -288,10 +288,14 @@ impl Launcher {
                         cause,
                         message,
                     } => {
+                        if self.interrupted.is_some() {
+                            continue;
+                        }
                         let activity = self.server.rank_activity(job, rank);
                         let (code, prefer) = match cause {
-                            FailCause::Abort { code } => (code & 0xff, false),
+                            FailCause::Abort { code } => (code, false),
                             FailCause::ConnectionLost | FailCause::ExitedEarly => (1, true),
+                            FailCause::ProtocolError => (1, false),
                         };
                         self.record_failure(job, rank, message.clone(), code, activity, prefer);
                         self.fail_group(job, code, &message);

@@ -24,7 +24,9 @@ impl Launcher {
         // One line per command that cannot run, or why nothing could start.
         let by = self.server.rank_name(parent, rank);
         match (&outcome, errors.is_empty()) {
-            (SpawnOutcome::Failed(msg), true) => crate::errln!("fastpmi: spawn by {by} failed: {msg}"),
+            (SpawnOutcome::Failed(msg), true) => {
+                crate::errln!("fastpmi: spawn by {by} failed: {msg}")
+            }
             _ => {
                 for e in &errors {
                     crate::errln!("fastpmi: spawn by {by}: {e}");

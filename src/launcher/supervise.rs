@@ -117,7 +117,11 @@ impl Launcher {
             let (job, rank, ours) = (p.job, p.rank, p.signaled);
             let clean = status.success();
             tracing::debug!(job, rank, "rank {}", os::describe_status(status));
-            let by_us = ours.is_some_and(|s| os::status_code(status) == 128 + s);
+            // After SIGINT/SIGTERM/SIGHUP to the launcher, however a rank
+            // ends (killed, or exiting on its own when its fence fails) it
+            // was stopped by us: the exit status says "interrupted".
+            let by_us = self.interrupted.is_some()
+                || ours.is_some_and(|s| os::status_code(status) == 128 + s);
             if !clean && !by_us {
                 let name = self.server.rank_name(job, rank);
                 let activity = self.server.rank_activity(job, rank);

@@ -20,6 +20,14 @@ pub(super) fn handle(
             subversion,
         } => Some(init(s, conn, version, subversion)),
         Request::InitAck { pmiid } => Some(initack(s, conn, pmiid)),
+        // Every session starts with `init` (port mode: `initack` first).
+        other if !s.conns.get(&conn).is_some_and(|c| c.inited) => Some(Response::Error {
+            rc: -1,
+            msg: format!(
+                "{} before init (send cmd=init pmi_version=... first)",
+                crate::wire::command::request_name(&other)
+            ),
+        }),
         Request::FullInit { rank, .. } => Some(fullinit(s, conn, rank)),
         Request::GetMaxes => Some(Response::Maxes {
             kvsname_max: KVSNAME_MAX,
@@ -114,11 +122,18 @@ fn bound(
         Request::Abort {
             exitcode, message, ..
         } => {
-            let code = exitcode.unwrap_or(1);
-            let message = if message.is_empty() {
-                format!("rank {rank} called abort with code {code}")
+            let asked = exitcode.unwrap_or(1);
+            let code = abort_status(asked);
+            let shown = if code as i64 == asked {
+                format!("code {asked}")
             } else {
-                format!("rank {rank} called abort with code {code}: {message}")
+                format!("code {asked} (exit status {code})")
+            };
+            let name = super::rank_label(job, &j.id, rank);
+            let message = if message.is_empty() {
+                format!("{name} called abort with {shown}")
+            } else {
+                format!("{name} called abort with {shown}: {message}")
             };
             tracing::debug!("{message}");
             out.push(Event::JobFailed {
@@ -151,6 +166,9 @@ fn bound(
 }
 
 fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response {
+    if let Some(c) = s.conns.get_mut(&conn) {
+        c.inited = true;
+    }
     if let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) {
         mark_initialized(s, job, rank, conn);
     }
@@ -318,4 +336,14 @@ fn fence(
     // the job, the same way for socket and shared-memory arrivals.
     s.check_stuck(job, out);
     None
+}
+
+/// The exit status an abort code becomes: itself when it is one (0 to 255),
+/// else 255 (the message keeps the code as sent).
+pub(super) fn abort_status(code: i64) -> i32 {
+    if (0..=255).contains(&code) {
+        code as i32
+    } else {
+        255
+    }
 }

@@ -58,6 +58,9 @@ pub enum FailCause {
     Abort { code: i32 },
     /// The rank's PMI connection ended before finalize.
     ConnectionLost,
+    /// The server closed the rank's connection: its byte stream could not
+    /// be framed any more.
+    ProtocolError,
     /// The rank exited cleanly but the job cannot go on without it.
     ExitedEarly,
 }
@@ -138,6 +141,8 @@ struct Conn {
     /// Port-mode connections of this job identify themselves.
     port_job: Option<JobIdx>,
     saw_traffic: bool,
+    /// `init` was received: other commands are served from then on.
+    inited: bool,
 }
 
 /// The protocol state of every job and connection of one launcher.
@@ -222,6 +227,7 @@ impl Server {
                 bound,
                 port_job,
                 saw_traffic: false,
+                inited: false,
             },
         );
     }
@@ -261,7 +267,7 @@ impl Server {
                         .is_some_and(|c| c.deframer.is_broken())
                     {
                         out.push(Event::Close { conn });
-                        self.on_closed(conn, out);
+                        self.closed(conn, Some(&e.to_string()), out);
                         return;
                     }
                     continue;
@@ -302,6 +308,11 @@ impl Server {
 
     /// The peer closed `conn` (or the loop gave up on it).
     pub fn on_closed(&mut self, conn: ConnId, out: &mut Vec<Event>) {
+        self.closed(conn, None, out);
+    }
+
+    /// `conn` is gone; `dropped` says why when the server itself closed it.
+    fn closed(&mut self, conn: ConnId, dropped: Option<&str>, out: &mut Vec<Event>) {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
@@ -311,20 +322,31 @@ impl Server {
         let j = &mut self.jobs[job];
         j.fence_waiters.retain(|(_, _, r)| r.conn != conn);
         j.attr_waiters.retain(|(_, _, r)| r.conn != conn);
+        let shm = j.store.rank_progress(rank);
         let slot = &mut j.ranks[rank as usize];
         if slot.conn == Some(conn) {
             slot.conn = None;
         }
         if slot.phase == Phase::Initialized && j.failed.is_none() {
-            let message = format!(
-                "{} closed its PMI connection before finalize {}",
-                rank_label(job, &j.id, rank),
-                activity_text(slot)
-            );
+            let who = rank_label(job, &j.id, rank);
+            let message = match dropped {
+                Some(why) => format!(
+                    "the launcher closed the PMI connection of {who} {} after a malformed message: {why}",
+                    activity_text(slot, shm)
+                ),
+                None => format!(
+                    "{who} closed its PMI connection before finalize {}",
+                    activity_text(slot, shm)
+                ),
+            };
             out.push(Event::JobFailed {
                 job,
                 rank,
-                cause: FailCause::ConnectionLost,
+                cause: if dropped.is_some() {
+                    FailCause::ProtocolError
+                } else {
+                    FailCause::ConnectionLost
+                },
                 message: message.clone(),
             });
             self.fail_job(job, Some(rank), 1, &message, out);
@@ -335,6 +357,7 @@ impl Server {
     /// a clean exit that still breaks the job is reported as `JobFailed`.
     pub fn rank_exited(&mut self, job: JobIdx, rank: u32, clean: bool, out: &mut Vec<Event>) {
         let j = &mut self.jobs[job];
+        let shm = j.store.rank_progress(rank);
         let Some(slot) = j.ranks.get_mut(rank as usize) else {
             return;
         };
@@ -346,7 +369,7 @@ impl Server {
             let message = format!(
                 "{} exited with status 0 before PMI finalize {}",
                 rank_label(job, &j.id, rank),
-                activity_text(slot)
+                activity_text(slot, shm)
             );
             out.push(Event::JobFailed {
                 job,
@@ -459,10 +482,10 @@ impl Server {
 
     /// What `rank` is doing, for failure messages ("during fence 3").
     pub fn rank_activity(&self, job: JobIdx, rank: u32) -> String {
-        self.jobs[job]
-            .ranks
+        let j = &self.jobs[job];
+        j.ranks
             .get(rank as usize)
-            .map(activity_text)
+            .map(|slot| activity_text(slot, j.store.rank_progress(rank)))
             .unwrap_or_default()
     }
 
@@ -587,15 +610,22 @@ fn rank_label(job: JobIdx, id: &str, rank: u32) -> String {
     }
 }
 
-fn activity_text(slot: &RankSlot) -> String {
+/// What a rank is doing, from the server's view of its socket and, for a
+/// shared-memory rank, the segment's word (`shm`: fences entered, in one now).
+fn activity_text(slot: &RankSlot, shm: Option<(u64, bool)>) -> String {
+    let (fences, in_fence) = match shm {
+        Some((n, inside)) if n >= slot.fences => (n, inside),
+        _ => (slot.fences, false),
+    };
     match (&slot.activity, slot.phase) {
         (Activity::InFence(n), _) => format!("during fence {n}"),
+        _ if in_fence && slot.phase != Phase::Finalized => format!("during fence {fences}"),
         (Activity::WaitingAttr(k), _) => {
             format!("while waiting for node attribute {}", wire::show(k))
         }
         (_, Phase::Idle) => "before PMI init".to_string(),
         (_, Phase::Finalized) => "after PMI finalize".to_string(),
-        (_, Phase::Initialized) => format!("after {} fences", slot.fences),
+        (_, Phase::Initialized) => format!("after {fences} fences"),
     }
 }
 

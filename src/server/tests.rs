@@ -433,3 +433,103 @@ fn names_are_shared_by_jobs_and_owned_by_their_publisher() {
         String::from_utf8_lossy(r)
     );
 }
+
+#[test]
+fn commands_before_init_are_refused() {
+    let (mut s, _) = server(1);
+    let r = &sent(&send1(&mut s, 0, "cmd=get_maxes"), 0)[0];
+    assert!(
+        r.starts_with(b"cmd=maxes rc=-1 msg=get_maxes_before_init"),
+        "{}",
+        String::from_utf8_lossy(r)
+    );
+    let r = pmi2_body(&sent(&send2(&mut s, 0, "cmd=kvs-put;key=k;value=v;"), 0)[0]);
+    assert_eq!(r.get_str("rc"), Some("-1"));
+    assert!(r.get_str("errmsg").unwrap().contains("before init"));
+    init_all(&mut s, 1);
+    let r = pmi2_body(&sent(&send2(&mut s, 0, "cmd=kvs-put;key=k;value=v;"), 0)[0]);
+    assert_eq!(r.get_str("rc"), Some("0"));
+}
+
+#[test]
+fn abort_codes_are_clamped_to_an_exit_status() {
+    for (sent_code, status, text) in [
+        ("7", 7, "code 7"),
+        ("99999999999", 255, "code 99999999999 (exit status 255)"),
+        ("-1", 255, "code -1 (exit status 255)"),
+        ("256", 255, "code 256 (exit status 255)"),
+    ] {
+        let (mut s, _) = server(1);
+        init_all(&mut s, 1);
+        let out = send2(
+            &mut s,
+            0,
+            &format!("cmd=abort;exitcode={sent_code};message=m;"),
+        );
+        let failed = out.iter().find_map(|e| match e {
+            Event::JobFailed {
+                cause: FailCause::Abort { code },
+                message,
+                ..
+            } => Some((*code, message.clone())),
+            _ => None,
+        });
+        let (code, message) = failed.expect("abort fails the job");
+        assert_eq!(code, status, "{sent_code}");
+        assert!(message.contains(text), "{message}");
+    }
+}
+
+#[test]
+fn a_connection_the_server_drops_is_reported_as_such() {
+    let (mut s, _) = server(1);
+    init_all(&mut s, 1);
+    let out = {
+        let mut out = Vec::new();
+        s.on_bytes(0, b"xx;cmd=kvs-put;", &mut out);
+        out
+    };
+    assert!(out.iter().any(|e| matches!(e, Event::Close { conn: 0 })));
+    let msg = out
+        .iter()
+        .find_map(|e| match e {
+            Event::JobFailed {
+                cause: FailCause::ProtocolError,
+                message,
+                ..
+            } => Some(message.clone()),
+            _ => None,
+        })
+        .expect("job failed");
+    assert!(
+        msg.starts_with("the launcher closed the PMI connection of rank 0"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn an_endless_spawn_block_is_cut_off_and_the_connection_closed() {
+    let (mut s, _) = server(1);
+    init_all(&mut s, 1);
+    let mut out = Vec::new();
+    s.on_bytes(0, b"mcmd=spawn\nnprocs=1\n", &mut out);
+    let line = vec![b'a'; 60 * 1024];
+    let mut closed = false;
+    for _ in 0..40 {
+        let mut chunk = b"arg1=".to_vec();
+        chunk.extend_from_slice(&line);
+        chunk.push(b'\n');
+        s.on_bytes(0, &chunk, &mut out);
+        if out.iter().any(|e| matches!(e, Event::Close { conn: 0 })) {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "a spawn block over 1 MiB closes the connection");
+    let reply = sent(&out, 0).concat();
+    assert!(
+        String::from_utf8_lossy(&reply).contains("longer_than_1048576_bytes"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
+}

@@ -43,6 +43,19 @@ pub trait Store: Send {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
     fn put_node_attr(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
     fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>>;
+    /// A node attribute the launcher itself sets (`localRanks`, ...): its
+    /// value may exceed the clients' limit (it grows with the job), and a
+    /// client whose protocol cannot carry it gets an error for its request
+    /// only.
+    fn put_launcher_attr(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.put_node_attr(0, key, value)
+    }
+    /// How many fences `rank` has entered and whether it is in one now, when
+    /// the store knows it itself (the segment's per-rank words, written by
+    /// shared-memory ranks).
+    fn rank_progress(&self, _rank: u32) -> Option<(u64, bool)> {
+        None
+    }
     /// Arrive at the job's fence on behalf of `rank`. A rank arrives again
     /// only after its previous fence is done.
     fn fence_arrive(&mut self, rank: u32) -> Result<FenceTicket, StoreError>;
@@ -147,6 +160,11 @@ impl Store for MemStore {
         self.node_attrs.get(key).cloned()
     }
 
+    fn put_launcher_attr(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        insert(&mut self.node_attrs, &mut self.bytes, key, value);
+        Ok(())
+    }
+
     fn fence_arrive(&mut self, _rank: u32) -> Result<FenceTicket, StoreError> {
         if let Some((code, rank)) = self.aborted {
             return Err(StoreError::Aborted { code, rank });
@@ -207,6 +225,9 @@ mod tests {
             s.put(0, &[b'k'; 65], b"v"),
             Err(StoreError::KeyTooLong { len: 65, max: 64 })
         );
+        // The launcher's own attributes may be longer than a client's.
+        s.put_launcher_attr(b"localRanks", b"0,1,2,3,4,5").unwrap();
+        assert_eq!(s.get_node_attr(b"localRanks").unwrap().len(), 11);
         s.put(0, b"k", b"a").unwrap();
         s.put(0, b"k", b"b").unwrap();
         assert_eq!(s.get(b"k").as_deref(), Some(&b"b"[..]));

@@ -125,6 +125,14 @@ impl Store for ShmStore {
         }
     }
 
+    fn rank_progress(&self, rank: u32) -> Option<(u64, bool)> {
+        let r = self.seg.seg().rank(rank)?;
+        Some((
+            r.stats().fences,
+            r.phase() == Ok(shm_layout::RankPhase::InFence),
+        ))
+    }
+
     fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.seg
             .seg()

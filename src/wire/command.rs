@@ -55,7 +55,8 @@ pub enum Request {
     },
     Finalize,
     Abort {
-        exitcode: Option<i32>,
+        /// As sent (any integer); the server clamps it to an exit status.
+        exitcode: Option<i64>,
         message: String,
         isworld: bool,
     },
@@ -255,7 +256,7 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
         (Pmi1, "barrier_in") | (Pmi2, "kvs-fence") => Request::Barrier,
         (Pmi1, "finalize") | (Pmi2, "finalize") => Request::Finalize,
         (Pmi1, "abort") => Request::Abort {
-            exitcode: opt_int(msg, "exitcode")?.map(|c| c as i32),
+            exitcode: opt_int(msg, "exitcode")?,
             message: msg
                 .get("message")
                 .map(|m| String::from_utf8_lossy(m).into_owned())
@@ -263,7 +264,7 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
             isworld: true,
         },
         (Pmi2, "abort") => Request::Abort {
-            exitcode: opt_int(msg, "exitcode")?.map(|c| c as i32),
+            exitcode: opt_int(msg, "exitcode")?,
             message: msg
                 .get("message")
                 .or_else(|| msg.get("msg"))

@@ -6,7 +6,7 @@
 //! one `read()` is one message: bytes are appended with [`Deframer::feed`]
 //! and complete frames taken with [`Deframer::next_frame`].
 
-use super::{WireError, PMI1_LINE_MAX};
+use super::{WireError, PMI1_LINE_MAX, SPAWN_BLOCK_MAX};
 
 /// One complete message as it came off the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +38,14 @@ impl Deframer {
         Self::default()
     }
 
-    /// Append bytes read from the socket.
+    /// Append bytes read from the socket. A broken stream keeps nothing:
+    /// its connection is being closed, and memory must not grow meanwhile.
     pub fn feed(&mut self, bytes: &[u8]) {
+        if self.broken {
+            self.buf = Vec::new();
+            self.start = 0;
+            return;
+        }
         if self.start > 0 && self.start == self.buf.len() {
             self.buf.clear();
             self.start = 0;
@@ -91,7 +97,7 @@ impl Deframer {
             return match classify(data) {
                 Kind::NeedMore => Ok(None),
                 Kind::Pmi1 => self.take_line(),
-                Kind::Spawn => Ok(self.take_spawn()),
+                Kind::Spawn => self.take_spawn(),
                 Kind::Pmi2 => self.take_pmi2(),
             };
         }
@@ -125,7 +131,7 @@ impl Deframer {
     /// `mcmd=spawn` is complete when the number of `endcmd` lines reaches
     /// `totspawns` (1 when the key is absent). Older clients write it in
     /// several `write()` calls, so count over the whole buffer each time.
-    fn take_spawn(&mut self) -> Option<Frame> {
+    fn take_spawn(&mut self) -> Result<Option<Frame>, WireError> {
         let data = &self.buf[self.start..];
         let mut endcmds = 0usize;
         let mut totspawns: Option<usize> = None;
@@ -136,9 +142,12 @@ impl Deframer {
             if line == b"endcmd" {
                 endcmds += 1;
                 if endcmds >= totspawns.unwrap_or(1) {
+                    if pos > SPAWN_BLOCK_MAX {
+                        break;
+                    }
                     let frame = Frame::Pmi1Spawn(data[..pos].to_vec());
                     self.start += pos;
-                    return Some(frame);
+                    return Ok(Some(frame));
                 }
             } else if let Some(v) = line.strip_prefix(b"totspawns=") {
                 if totspawns.is_none() {
@@ -149,11 +158,17 @@ impl Deframer {
                 }
             }
         }
-        if data.len() > 16 * PMI1_LINE_MAX {
-            // A spawn request this large is not a spawn request.
+        if data.len() > SPAWN_BLOCK_MAX {
+            // A spawn request this large is not a spawn request; where the
+            // next message starts cannot be known.
             self.broken = true;
+            self.buf = Vec::new();
+            self.start = 0;
+            return Err(WireError::SpawnTooLong {
+                max: SPAWN_BLOCK_MAX,
+            });
         }
-        None
+        Ok(None)
     }
 
     fn take_pmi2(&mut self) -> Result<Option<Frame>, WireError> {

@@ -24,6 +24,10 @@ pub const KEYLEN_MAX: usize = 64;
 pub const VALLEN_MAX: usize = 1024;
 /// Longest PMI-1 line the server reads (newer MPICH sends put lines > 1024 bytes).
 pub const PMI1_LINE_MAX: usize = 64 * 1024;
+/// Longest PMI-1 `mcmd=spawn` block (all its lines).
+pub const SPAWN_BLOCK_MAX: usize = 1 << 20;
+/// Longest PMI-2 message body (what a 6-digit length header can say).
+pub const PMI2_BODY_MAX: usize = 999_999;
 /// Replies to MPICH 4.0 must stay under this (it reads 1024-byte lines).
 pub const PMI1_REPLY_MAX: usize = 1023;
 
@@ -136,6 +140,8 @@ pub enum WireError {
     EmptyKey,
     #[error("malformed spawn request: {0}")]
     BadSpawn(String),
+    #[error("mcmd=spawn block longer than {max} bytes")]
+    SpawnTooLong { max: usize },
     #[error("connection closed in the middle of a message")]
     Truncated,
 }

@@ -83,8 +83,11 @@ pub unsafe fn commands(
         let (exe, np) = unsafe { (string(at(cmds, i))?, at(maxprocs, i)) };
         out.push(SpawnCmd {
             exe,
-            maxprocs: count_nonzero(np, fastpmi::wire::spawn::SPAWN_MAX_PROCS as usize, "maxprocs")?
-                as u32,
+            maxprocs: count_nonzero(
+                np,
+                fastpmi::wire::spawn::SPAWN_MAX_PROCS as usize,
+                "maxprocs",
+            )? as u32,
             args: argv(i)?,
             info: info(i)?,
         });
@@ -164,10 +167,7 @@ pub unsafe fn run(
         tracing::debug!("spawn: {e}");
         ERR_INVALID_ARG
     })?;
-    let done = s
-        .pmi
-        .spawn(&req)
-        .map_err(|e| from_client("spawn", &e))?;
+    let done = s.pmi.spawn(&req).map_err(|e| from_client("spawn", &e))?;
     if !errors.is_null() {
         for (i, &c) in done.errcodes.iter().enumerate() {
             // SAFETY: one int per process (caller contract).

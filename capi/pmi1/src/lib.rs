@@ -441,7 +441,11 @@ pub unsafe extern "C" fn PMI_Spawn_multiple(
                 cmds,
                 maxprocs,
                 |i| {
-                    let argv = if argvs.is_null() { std::ptr::null() } else { at(argvs, i) };
+                    let argv = if argvs.is_null() {
+                        std::ptr::null()
+                    } else {
+                        at(argvs, i)
+                    };
                     sp::args_until_null(argv)
                 },
                 |i| {

@@ -151,9 +151,17 @@ pub unsafe extern "C" fn PMI2_Job_Spawn(
                 cmds,
                 maxprocs,
                 |i| {
-                    let n = if argcs.is_null() { 0 } else { at(argcs.cast_const(), i) };
+                    let n = if argcs.is_null() {
+                        0
+                    } else {
+                        at(argcs.cast_const(), i)
+                    };
                     let n = sp::count(n, sp::SPAWN_MAX_ARGS, "argc")?;
-                    let argv = if argvs.is_null() { std::ptr::null() } else { at(argvs, i) };
+                    let argv = if argvs.is_null() {
+                        std::ptr::null()
+                    } else {
+                        at(argvs, i)
+                    };
                     sp::args(argv, n)
                 },
                 |i| {
