@@ -408,7 +408,8 @@ pub struct PMI_keyval_t {
     pub val: *mut c_char,
 }
 
-/// Not supported: the fastpmi launcher does not spawn jobs yet. Returns
+/// Not supported: fastpmi's libraries and launcher do not spawn jobs yet
+/// (under any server). Returns
 /// `PMI_FAIL` after logging why; the arguments are not read.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -427,8 +428,8 @@ pub extern "C" fn PMI_Spawn_multiple(
         current()?;
         fastpmi_capi::logging::init();
         tracing::error!(
-            "PMI_Spawn_multiple ({count} command(s)): spawning is not implemented by the \
-             fastpmi launcher yet; returning PMI_FAIL"
+            "PMI_Spawn_multiple ({count} command(s)): spawning is not implemented by \
+             fastpmi's client libraries yet; returning PMI_FAIL"
         );
         Err(FAIL)
     })

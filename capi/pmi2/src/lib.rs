@@ -110,7 +110,8 @@ pub unsafe extern "C" fn PMI2_Abort(flag: c_int, msg: *const c_char) -> c_int {
     })
 }
 
-/// Not supported: the fastpmi launcher does not spawn jobs yet. Returns
+/// Not supported: fastpmi's libraries and launcher do not spawn jobs yet
+/// (under any server). Returns
 /// `PMI2_ERR_OTHER` (after logging why); the arguments are not read.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -132,8 +133,8 @@ pub extern "C" fn PMI2_Job_Spawn(
         current()?;
         fastpmi_capi::logging::init();
         tracing::error!(
-            "PMI2_Job_Spawn ({count} command(s)): spawning is not implemented by the fastpmi \
-             launcher yet; returning PMI2_ERR_OTHER"
+            "PMI2_Job_Spawn ({count} command(s)): spawning is not implemented by fastpmi's \
+             client libraries yet; returning PMI2_ERR_OTHER"
         );
         Err(ERR_OTHER)
     })
