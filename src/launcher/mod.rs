@@ -547,8 +547,9 @@ enum LaunchError {
 }
 
 /// Variables a rank must not inherit from the launcher's own environment:
-/// another launcher's PMI wiring, and PMIx markers that make MPICH 4.1+
-/// refuse to start.
+/// another launcher's PMI wiring (also Slurm's `SLURM_MPI_TYPE` when fastpmi
+/// runs inside `srun --mpi=pmi2`: the ranks' server is fastpmi, not
+/// slurmstepd), and PMIx markers that make MPICH 4.1+ refuse to start.
 const ENV_REMOVE: &[&str] = &[
     "PMI_FD",
     "PMI_PORT",
@@ -558,6 +559,7 @@ const ENV_REMOVE: &[&str] = &[
     "PMI_JOBID",
     "PMI_SPAWNED",
     "PMI_TOTALVIEW",
+    "SLURM_MPI_TYPE",
     "PMIX_RANK",
     "PMIX_VERSION",
     "PMIX_NAMESPACE",
