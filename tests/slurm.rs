@@ -17,9 +17,9 @@
 //! rank R of N, job J, transport Socket` for each R, J being the Slurm step
 //! `job.step`).
 
-mod common;
 #[path = "slurm/cluster.rs"]
 mod cluster;
+mod common;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -115,9 +115,12 @@ fn main() {
     println!("\nrunning {} tests", selected.len() + 1);
     let mut failed: Vec<&str> = Vec::new();
 
-    // Compile everything (and build fastpmi's libraries) before the daemons
-    // start; a missing compiler or library fails here, naming the package.
+    // Root and Slurm first (clear messages), then compile everything (and
+    // build fastpmi's libraries) before the daemons start; a missing
+    // compiler or library fails there, naming the package.
     let built = catch_unwind(|| {
+        cluster::require_root();
+        cluster::require_slurm();
         for p in [
             Prog::Pmi2Slurm,
             Prog::Pmi1Kvs,
@@ -320,12 +323,7 @@ fn fastpmi_libpmi2_calls(c: &Cluster) {
             "{what}: not supported: {msg}: Slurm's PMI-2 server (slurmstepd) does not implement it"
         );
         let count = out.stderr.matches(&line).count();
-        assert_eq!(
-            count,
-            n,
-            "every rank should log `{line}`\n{}",
-            out.report()
-        );
+        assert_eq!(count, n, "every rank should log `{line}`\n{}", out.report());
     }
     no_task_left(&exe);
 }
@@ -334,9 +332,7 @@ fn fastpmi_libpmi2_calls(c: &Cluster) {
 fn mpich(c: &Cluster, n: u32) {
     let (_d, exe) = copy_of(Prog::MpiAllreduce, &format!("mpich{n}"));
     let ns = n.to_string();
-    let out = c
-        .srun(argv!["--mpi=pmi2", "-n", &ns, &exe, &ns])
-        .run();
+    let out = c.srun(argv!["--mpi=pmi2", "-n", &ns, &exe, &ns]).run();
     let sum = n * (n - 1) / 2;
     assert_only_line(&out, &format!("allreduce ok size={n} sum={sum}"));
     no_task_left(&exe);
@@ -347,7 +343,16 @@ fn mpich(c: &Cluster, n: u32) {
 fn fastpmi_in_allocation_mpich(c: &Cluster) {
     let (_d, exe) = copy_of(Prog::MpiAllreduce, "inalloc-mpich");
     let out = c
-        .srun(argv!["--mpi=pmi2", "-n", "1", fastpmi(), "-n", "32", &exe, "32"])
+        .srun(argv![
+            "--mpi=pmi2",
+            "-n",
+            "1",
+            fastpmi(),
+            "-n",
+            "32",
+            &exe,
+            "32"
+        ])
         .run();
     assert_only_line(&out, "allreduce ok size=32 sum=496");
     no_task_left(&exe);
@@ -414,7 +419,12 @@ fn fastpmi_in_allocation_env(c: &Cluster) {
             ("PMI_SIZE", "4".to_string()),
         ];
         for (k, v) in want {
-            assert_eq!(vars.get(k).copied(), Some(v.as_str()), "rank {r}: {k}\n{}", out.report());
+            assert_eq!(
+                vars.get(k).copied(),
+                Some(v.as_str()),
+                "rank {r}: {k}\n{}",
+                out.report()
+            );
         }
         assert!(
             !vars.contains_key("SLURM_MPI_TYPE"),

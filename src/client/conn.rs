@@ -160,7 +160,12 @@ impl Mux {
         Ok(())
     }
 
-    pub(super) fn call(&self, _proto: Protocol, req: &Request, expect: &str) -> Result<Message, PmiError> {
+    pub(super) fn call(
+        &self,
+        _proto: Protocol,
+        req: &Request,
+        expect: &str,
+    ) -> Result<Message, PmiError> {
         let id = {
             let mut st = lock(&self.state);
             if let Some(d) = &st.dead {
@@ -256,7 +261,12 @@ impl WireConn {
     }
 
     /// Send a request and wait for its reply.
-    pub(super) fn call(&mut self, proto: Protocol, req: &Request, expect: &str) -> Result<Message, PmiError> {
+    pub(super) fn call(
+        &mut self,
+        proto: Protocol,
+        req: &Request,
+        expect: &str,
+    ) -> Result<Message, PmiError> {
         self.send(proto, req)?;
         let m = self.recv()?;
         check_reply(m, expect)

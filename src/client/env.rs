@@ -77,8 +77,8 @@ impl PmiEnv {
                 .map_err(|_| PmiError::Env(format!("PMI_FD={fd} is not a descriptor")))?;
             (Some(Endpoint::Fd(fd)), int("PMI_RANK")?)
         } else if let Some(port) = var("PMI_PORT") {
-            let id = int("PMI_ID")?
-                .ok_or_else(|| PmiError::Env("PMI_PORT without PMI_ID".into()))?;
+            let id =
+                int("PMI_ID")?.ok_or_else(|| PmiError::Env("PMI_PORT without PMI_ID".into()))?;
             (Some(Endpoint::Port(port)), Some(id))
         } else {
             (None, None)

@@ -70,7 +70,6 @@ impl PmiError {
     }
 }
 
-
 /// The non-shared-memory side of the client.
 enum Conn {
     Wire(Arc<Mux>),

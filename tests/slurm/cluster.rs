@@ -57,6 +57,37 @@ pub fn require_root() {
     }
 }
 
+/// The Slurm and munge programs this needs, and the Debian package of each.
+const TOOLS: [(&str, &str); 9] = [
+    ("munged", "munge"),
+    ("mungekey", "munge"),
+    ("slurmctld", "slurmctld"),
+    ("slurmd", "slurmd"),
+    ("slurmstepd", "slurmd"),
+    ("srun", "slurm-client"),
+    ("sinfo", "slurm-client"),
+    ("squeue", "slurm-client"),
+    ("scancel", "slurm-client"),
+];
+
+/// Fail, naming the Debian package, when a Slurm or munge program is not
+/// in `PATH`.
+pub fn require_slurm() {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let missing: Vec<String> = TOOLS
+        .iter()
+        .filter(|(tool, _)| !std::env::split_paths(&path).any(|d| d.join(tool).is_file()))
+        .map(|(tool, pkg)| format!("{tool} (Debian package {pkg})"))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "Slurm is needed and not installed: {} not found in PATH; install the Debian packages \
+         `munge slurmctld slurmd slurm-client` (apt-get install munge slurmctld slurmd \
+         slurm-client; scripts/test-all does)",
+        missing.join(", ")
+    );
+}
+
 impl Cluster {
     /// Start the daemons and wait until the node is idle. Panics with
     /// `slurm-up`'s message (which names the Debian package if Slurm or
