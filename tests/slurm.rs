@@ -70,6 +70,14 @@ const CASES: &[Case] = &[
         run: fastpmi_libpmi2_calls,
     },
     Case {
+        name: "fastpmi_libpmi2_abort_ends_the_step_8",
+        run: fastpmi_libpmi2_abort,
+    },
+    Case {
+        name: "fastpmi_init_refused_by_slurmstepd_reports_why",
+        run: fastpmi_init_refused,
+    },
+    Case {
         name: "mpich_16",
         run: |c| mpich(c, 16),
     },
@@ -240,6 +248,28 @@ macro_rules! argv {
     ($($a:expr),* $(,)?) => { vec![$(OsString::from($a)),*] };
 }
 
+/// The tasks srun reports with `suffix` (`srun: error: <node>: tasks
+/// 0-2,5: Killed`), sorted.
+fn srun_tasks(stderr: &str, suffix: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for l in stderr.lines() {
+        let Some(head) = l.strip_suffix(suffix) else {
+            continue;
+        };
+        let Some((_, list)) = head.rsplit_once(" task") else {
+            continue;
+        };
+        for part in list.trim_start_matches('s').trim().split(',') {
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            if let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                v.extend(a..=b);
+            }
+        }
+    }
+    v.sort_unstable();
+    v
+}
+
 fn fastpmi() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fastpmi"))
 }
@@ -324,6 +354,79 @@ fn fastpmi_libpmi2_calls(c: &Cluster) {
         );
         let count = out.stderr.matches(&line).count();
         assert_eq!(count, n, "every rank should log `{line}`\n{}", out.report());
+    }
+    no_task_left(&exe);
+}
+
+/// PMI2_Abort on fastpmi's libpmi2: slurmstepd cancels the whole step at
+/// once (the other ranks are killed in their fence), the aborting rank
+/// exits 1, and its message reaches stderr (slurmstepd drops it, so the
+/// library prints it).
+fn fastpmi_libpmi2_abort(c: &Cluster) {
+    let (_d, exe) = copy_of(Prog::Pmi2SlurmCalls, "abort");
+    let out = c
+        .srun(argv!["--mpi=pmi2", "-n", "8", &exe, "8", "abort"])
+        .env("LD_LIBRARY_PATH", capi_lib_dir())
+        .timeout(Duration::from_secs(60))
+        .run();
+    assert!(!out.status.success(), "srun exited 0\n{}", out.report());
+    assert!(out.stdout_lines().is_empty(), "{}", out.report());
+    for want in [
+        "PMI2_Abort: rank 7 aborts the job (code 1): pmi2_slurm_calls abort test",
+        "task 7: Exited with exit code 1",
+        "CANCELLED",
+    ] {
+        assert!(
+            out.stderr.contains(want),
+            "stderr lacks {want:?}\n{}",
+            out.report()
+        );
+    }
+    assert_eq!(
+        srun_tasks(&out.stderr, ": Killed"),
+        (0..7).collect::<Vec<u32>>(),
+        "srun should report tasks 0-6 killed\n{}",
+        out.report()
+    );
+    // Killed in the fence, not returned from it.
+    assert!(
+        !out.stderr.contains("fence after rank"),
+        "a rank's fence returned after the abort\n{}",
+        out.report()
+    );
+    no_task_left(&exe);
+}
+
+/// A refusal by slurmstepd reaches the caller with its reason: without
+/// PMI_JOBID, fullinit lacks `pmijobid` and slurmstepd answers rc=3 with no
+/// message; PMI2_Init returns PMI2_ERR_OTHER and fastpmi logs the refusal.
+fn fastpmi_init_refused(c: &Cluster) {
+    let (_d, exe) = copy_of(Prog::Pmi2Slurm, "refused");
+    let out = c
+        .srun(argv![
+            "--mpi=pmi2",
+            "-n",
+            "2",
+            "env",
+            "-u",
+            "PMI_JOBID",
+            &exe,
+            "2",
+            "-1"
+        ])
+        .env("LD_LIBRARY_PATH", capi_lib_dir())
+        .timeout(Duration::from_secs(60))
+        .run();
+    assert!(!out.status.success(), "srun exited 0\n{}", out.report());
+    let refused = "PMI2_Init failed: PMI server refused fullinit (rc=3): the server gave no reason";
+    let rc = "pmi2_slurm: PMI2_Init failed: rc=14";
+    for want in [refused, rc, "pmijobid missing in fullinit command"] {
+        assert_eq!(
+            out.stderr.matches(want).count(),
+            2,
+            "each of the 2 tasks should report {want:?}\n{}",
+            out.report()
+        );
     }
     no_task_left(&exe);
 }

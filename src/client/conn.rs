@@ -272,3 +272,61 @@ impl WireConn {
         check_reply(m, expect)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(m: Message) -> (String, i32, String) {
+        match check_reply(m, "kvs-fence-response") {
+            Err(PmiError::Server { cmd, rc, msg }) => (cmd, rc, msg),
+            other => panic!("expected a server refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refusal_carries_the_servers_reason() {
+        // Slurm's kvs-fence failure (errmsg=), a PMI-1 style msg=, and
+        // Slurm's fullinit refusal (rc only).
+        let m = Message::new("kvs-fence-response")
+            .with("rc", "-1")
+            .with("errmsg", "mpi/pmi2: failed to send temp kvs");
+        assert_eq!(
+            refusal(m),
+            (
+                "kvs-fence".into(),
+                -1,
+                "mpi/pmi2: failed to send temp kvs".into()
+            )
+        );
+        let m = Message::new("kvs-fence-response")
+            .with("rc", "1")
+            .with("msg", "key_k_not_found");
+        assert_eq!(refusal(m).2, "key_k_not_found");
+        let m = Message::new("kvs-fence-response").with("rc", "3");
+        let (_, rc, msg) = refusal(m);
+        assert_eq!((rc, msg.as_str()), (3, "the server gave no reason"));
+        let e = check_reply(
+            Message::new("kvs-fence-response").with("rc", "3"),
+            "kvs-fence-response",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "PMI server refused kvs-fence (rc=3): the server gave no reason"
+        );
+        // rc=0 and another command.
+        assert!(check_reply(
+            Message::new("kvs-fence-response").with("rc", "0"),
+            "kvs-fence-response"
+        )
+        .is_ok());
+        assert!(matches!(
+            check_reply(
+                Message::new("kvs-put-response").with("rc", "0"),
+                "kvs-fence-response"
+            ),
+            Err(PmiError::Protocol(_))
+        ));
+    }
+}

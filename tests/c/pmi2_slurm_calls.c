@@ -2,7 +2,10 @@
  * PMI-2 server (srun --mpi=pmi2), beyond what pmi2_slurm.c checks.
  *
  * Built against fastpmi's include/pmi2.h and linked with fastpmi's -lpmi2.
- * Usage: srun --mpi=pmi2 -n N pmi2_slurm_calls N
+ * Usage: srun --mpi=pmi2 -n N pmi2_slurm_calls N [abort]
+ *   abort: after init, a put and a fence, rank N-1 calls
+ *     PMI2_Abort(1, "pmi2_slurm_calls abort test") and the other ranks
+ *     wait in a fence (slurmstepd cancels the step; nothing else runs).
  * Each rank (all on one node):
  *   1. PMI2_Init: size N, spawned 0; PMI2_Job_GetRank is the rank;
  *      PMI2_Job_GetId is "<SLURM_JOB_ID>.<SLURM_STEP_ID>"; PMI2_Info_GetSize
@@ -71,6 +74,20 @@ int main(int argc, char **argv)
     EXPECT_RC(PMI2_Info_GetSize(&n), PMI2_SUCCESS);
     if (n != size)
         FAIL("PMI2_Info_GetSize %d, expected %d", n, size);
+
+    if (argc > 2 && strcmp(argv[2], "abort") == 0) {
+        EXPECT_RC(PMI2_KVS_Put("before-abort", "x"), PMI2_SUCCESS);
+        EXPECT_RC(PMI2_KVS_Fence(), PMI2_SUCCESS);
+        if (rank == size - 1) {
+            PMI2_Abort(1, "pmi2_slurm_calls abort test");
+            FAIL("PMI2_Abort returned");
+            return 1;
+        }
+        rc = PMI2_KVS_Fence();
+        fprintf(stderr, "pmi2_slurm_calls: rank %d: fence after rank %d's abort returned %d\n",
+                rank, size - 1, rc);
+        return 1;
+    }
 
     /* Attributes. */
     EXPECT_RC(PMI2_Info_GetJobAttr("universeSize", got, sizeof got, &found), PMI2_SUCCESS);

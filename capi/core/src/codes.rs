@@ -48,6 +48,11 @@ pub fn from_client(what: &str, e: &PmiError) -> Rc {
         PmiError::Server { .. } | PmiError::Unsupported(_) => tracing::warn!("{what}: {e}"),
         _ => tracing::debug!("{what}: {e}"),
     }
+    code_of(e)
+}
+
+/// The code of a client error, without logging it.
+pub fn code_of(e: &PmiError) -> Rc {
     match e.code() {
         c @ ERR_INIT..=ERR_OTHER => c,
         _ => ERR_OTHER,
