@@ -19,6 +19,8 @@
 //! # Ok::<(), fastpmi::client::PmiError>(())
 //! ```
 
+mod conn;
+mod env;
 mod os;
 mod spawn;
 
@@ -26,7 +28,6 @@ pub use crate::wire::spawn::{SpawnCmd, SpawnRequest};
 pub use spawn::Spawned;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -34,8 +35,10 @@ use shm_layout::{KvsError, RankPhase, WaitError};
 
 use crate::shm::{JobSegment, SharedFutex};
 
-use crate::wire::command::{encode_request, encode_request_thrid};
 use crate::wire::{Deframer, Message, Protocol, Request, WireError};
+
+use conn::{lock, Mux, Stream, WireConn};
+pub use env::{Endpoint, PmiEnv, ServerKind};
 
 /// Errors of the client. Each has one PMI error code (see [`PmiError::code`]).
 #[derive(Debug, thiserror::Error)]
@@ -48,10 +51,12 @@ pub enum PmiError {
     Protocol(String),
     #[error("malformed reply from the PMI server: {0}")]
     Wire(#[from] WireError),
-    #[error("PMI server refused {cmd}: {msg}")]
+    #[error("PMI server refused {cmd} (rc={rc}): {msg}")]
     Server { cmd: String, rc: i32, msg: String },
     #[error("invalid argument: {0}")]
     InvalidArg(String),
+    #[error("not supported: {0}")]
+    Unsupported(String),
     #[error("PMI is finalized")]
     Finalized,
     #[error("the job was aborted (rank {rank}, code {code})")]
@@ -66,257 +71,6 @@ impl PmiError {
             PmiError::Finalized => 1,
             _ => 14,
         }
-    }
-}
-
-/// The socket to the launcher.
-enum Stream {
-    Unix(std::os::unix::net::UnixStream),
-    Tcp(std::net::TcpStream),
-}
-
-impl Stream {
-    fn try_clone(&self) -> std::io::Result<Stream> {
-        Ok(match self {
-            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
-            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
-        })
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.read(b),
-            Stream::Tcp(s) => s.read(b),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Stream::Unix(s) => s.write(b),
-            Stream::Tcp(s) => s.write(b),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A blocking PMI-2 connection, used by one thread during init.
-struct WireConn {
-    stream: Stream,
-    deframer: Deframer,
-}
-
-fn decode_reply(frame: &crate::wire::Frame) -> Result<Message, PmiError> {
-    Ok(match frame {
-        crate::wire::Frame::Pmi1(l) => crate::wire::pmi1::decode(l)?,
-        crate::wire::Frame::Pmi2(b) => crate::wire::pmi2::decode(b)?,
-        crate::wire::Frame::Pmi1Spawn(_) => {
-            return Err(PmiError::Protocol("unexpected spawn block".into()))
-        }
-    })
-}
-
-/// `rc != 0` in a reply becomes an error carrying the server's message.
-fn check_reply(m: Message, expect: &str) -> Result<Message, PmiError> {
-    if m.cmd != expect {
-        return Err(PmiError::Protocol(format!(
-            "expected {expect}, got {}",
-            m.cmd
-        )));
-    }
-    let rc = m.get_int("rc").unwrap_or(0) as i32;
-    if rc != 0 {
-        let msg = m
-            .get_str("errmsg")
-            .or(m.get_str("msg"))
-            .unwrap_or("no message")
-            .to_string();
-        return Err(PmiError::Server {
-            cmd: expect.to_string(),
-            rc,
-            msg,
-        });
-    }
-    Ok(m)
-}
-
-/// The connection after init, shared by all threads: requests carry a
-/// `thrid`, and whichever waiting thread holds the reader role reads and
-/// hands each reply to its requester. So a thread blocked in a fence or a
-/// node-attribute wait does not block the others (PMI-2's thread rule).
-struct Mux {
-    writer: Mutex<Stream>,
-    reader: Mutex<Stream>,
-    state: Mutex<MuxState>,
-    cv: std::sync::Condvar,
-}
-
-#[derive(Default)]
-struct MuxState {
-    next: u64,
-    /// Outstanding requests: thrid -> expected reply command.
-    pending: std::collections::BTreeMap<u64, String>,
-    ready: HashMap<u64, Message>,
-    deframer: Deframer,
-    reading: bool,
-    dead: Option<String>,
-}
-
-impl MuxState {
-    /// Hand a reply to its request: by echoed `thrid`, or (a server that
-    /// does not echo it) to the oldest request expecting that command.
-    fn route(&mut self, m: Message) {
-        let by_thrid = m
-            .thrid
-            .as_deref()
-            .and_then(|t| std::str::from_utf8(t).ok()?.parse::<u64>().ok())
-            .filter(|id| self.pending.contains_key(id));
-        let id = by_thrid.or_else(|| {
-            self.pending
-                .iter()
-                .find(|(_, c)| **c == m.cmd)
-                .map(|(id, _)| *id)
-        });
-        match id {
-            Some(id) => {
-                self.pending.remove(&id);
-                self.ready.insert(id, m);
-            }
-            None => tracing::debug!("pmi: dropping unsolicited reply {}", m.cmd),
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Mux {
-    fn new(conn: WireConn) -> Result<Mux, PmiError> {
-        let reader = conn.stream.try_clone()?;
-        Ok(Mux {
-            writer: Mutex::new(conn.stream),
-            reader: Mutex::new(reader),
-            state: Mutex::new(MuxState {
-                deframer: conn.deframer,
-                ..Default::default()
-            }),
-            cv: std::sync::Condvar::new(),
-        })
-    }
-
-    /// Send without waiting for a reply (abort).
-    fn send(&self, req: &Request) -> Result<(), PmiError> {
-        let bytes = encode_request(Protocol::Pmi2, req);
-        lock(&self.writer).write_all(&bytes)?;
-        Ok(())
-    }
-
-    fn call(&self, _proto: Protocol, req: &Request, expect: &str) -> Result<Message, PmiError> {
-        let id = {
-            let mut st = lock(&self.state);
-            if let Some(d) = &st.dead {
-                return Err(PmiError::Protocol(d.clone()));
-            }
-            st.next += 1;
-            let id = st.next;
-            st.pending.insert(id, expect.to_string());
-            id
-        };
-        let bytes = encode_request_thrid(req, id.to_string().as_bytes());
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            tracing::debug!("pmi -> {}", crate::wire::show(&bytes));
-        }
-        if let Err(e) = lock(&self.writer).write_all(&bytes) {
-            lock(&self.state).pending.remove(&id);
-            return Err(e.into());
-        }
-        let mut buf = [0u8; 8192];
-        loop {
-            let mut st = lock(&self.state);
-            loop {
-                if let Some(m) = st.ready.remove(&id) {
-                    return check_reply(m, expect);
-                }
-                if let Some(d) = &st.dead {
-                    return Err(PmiError::Protocol(d.clone()));
-                }
-                if !st.reading {
-                    break;
-                }
-                st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
-            }
-            st.reading = true;
-            drop(st);
-            let r = lock(&self.reader).read(&mut buf);
-            let mut st = lock(&self.state);
-            st.reading = false;
-            match r {
-                Ok(0) => st.dead = Some("the PMI server closed the connection".into()),
-                Ok(n) => {
-                    st.deframer.feed(&buf[..n]);
-                    loop {
-                        match st.deframer.next_frame() {
-                            Ok(Some(f)) => match decode_reply(&f) {
-                                Ok(m) => {
-                                    tracing::debug!("pmi <- {}", m.cmd);
-                                    st.route(m)
-                                }
-                                Err(e) => tracing::debug!("pmi: bad reply: {e}"),
-                            },
-                            Ok(None) => break,
-                            Err(e) => {
-                                st.dead = Some(format!("bad reply stream: {e}"));
-                                break;
-                            }
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => st.dead = Some(format!("PMI connection: {e}")),
-            }
-            drop(st);
-            self.cv.notify_all();
-        }
-    }
-}
-
-impl WireConn {
-    fn send(&mut self, proto: Protocol, req: &Request) -> Result<(), PmiError> {
-        let bytes = encode_request(proto, req);
-        if tracing::enabled!(tracing::Level::DEBUG) {
-            tracing::debug!("pmi -> {}", crate::wire::show(&bytes));
-        }
-        self.stream.write_all(&bytes)?;
-        Ok(())
-    }
-
-    fn recv(&mut self) -> Result<Message, PmiError> {
-        let mut buf = [0u8; 8192];
-        loop {
-            if let Some(frame) = self.deframer.next_frame()? {
-                return decode_reply(&frame);
-            }
-            let n = self.stream.read(&mut buf)?;
-            if n == 0 {
-                return Err(PmiError::Protocol(
-                    "the PMI server closed the connection".into(),
-                ));
-            }
-            self.deframer.feed(&buf[..n]);
-        }
-    }
-
-    /// Send a request and wait for its reply.
-    fn call(&mut self, proto: Protocol, req: &Request, expect: &str) -> Result<Message, PmiError> {
-        self.send(proto, req)?;
-        let m = self.recv()?;
-        check_reply(m, expect)
     }
 }
 
@@ -361,19 +115,9 @@ pub struct Pmi {
     /// than this node has CPUs (the ranks still to arrive need the CPU).
     fence_spins: u32,
     singleton: bool,
+    server: ServerKind,
     conn: Mutex<Conn>,
     finalized: AtomicBool,
-}
-
-fn env_int(name: &str) -> Result<Option<i64>, PmiError> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| PmiError::Env(format!("{name}={v} is not a number"))),
-        Err(_) => Ok(None),
-    }
 }
 
 fn aborted(a: shm_layout::Aborted) -> PmiError {
@@ -387,21 +131,16 @@ impl Pmi {
     /// Connect to the launcher (or become a singleton), identify, and map
     /// the job segment when the launcher advertises one this client knows.
     pub fn init() -> Result<Pmi, PmiError> {
-        let spawned = env_int("PMI_SPAWNED")?.unwrap_or(0) != 0;
-        let (stream, rank): (Stream, Option<i64>) = if let Some(fd) = env_int("PMI_FD")? {
-            (
-                Stream::Unix(os::adopt_pmi_fd(fd as i32)?),
-                env_int("PMI_RANK")?,
-            )
-        } else if let Ok(port) = std::env::var("PMI_PORT") {
-            let s = std::net::TcpStream::connect(&port)
-                .map_err(|e| PmiError::Env(format!("PMI_PORT={port}: {e}")))?;
-            s.set_nodelay(true)?;
-            let id = env_int("PMI_ID")?
-                .ok_or_else(|| PmiError::Env("PMI_PORT without PMI_ID".into()))?;
-            (Stream::Tcp(s), Some(id))
-        } else {
-            return Ok(Pmi::singleton());
+        let env = PmiEnv::from_process()?;
+        let stream = match &env.endpoint {
+            Some(Endpoint::Fd(fd)) => Stream::Unix(os::adopt_pmi_fd(*fd)?),
+            Some(Endpoint::Port(port)) => {
+                let s = std::net::TcpStream::connect(port)
+                    .map_err(|e| PmiError::Env(format!("PMI_PORT={port}: {e}")))?;
+                s.set_nodelay(true)?;
+                Stream::Tcp(s)
+            }
+            None => return Ok(Pmi::singleton()),
         };
         let mut conn = WireConn {
             stream,
@@ -420,15 +159,16 @@ impl Pmi {
             || m.get_int("pmi_version") != Some(2)
         {
             return Err(PmiError::Protocol(format!(
-                "server does not speak PMI-2 (replied {})",
-                m.cmd
+                "the server refused PMI 2.0: it replied to init with `{}`",
+                String::from_utf8_lossy(&crate::wire::pmi1::encode(&m)).trim_end()
             )));
         }
+        // slurmstepd requires all three keys (rc=3, no message, without).
         let m = conn.call(
             Protocol::Pmi2,
             &Request::FullInit {
-                rank,
-                jobid: None,
+                rank: env.rank,
+                jobid: env.jobid.clone(),
                 threaded: true,
             },
             "fullinit-response",
@@ -440,8 +180,10 @@ impl Pmi {
         let (r, size, appnum) = (num("rank")?, num("size")?, num("appnum").unwrap_or(0));
         let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
         let jobid = jm.get_str("jobid").unwrap_or_default().to_string();
+        // Slurm sets PMI_SPAWNED and names the spawner in fullinit-response.
+        let spawned = env.spawned || m.get("spawner-jobid").is_some();
         let mut fallback = None;
-        let shm = match attach_segment(&mut conn, &jobid, size as u32) {
+        let shm = match attach_segment(&mut conn, env.server, &jobid, size as u32) {
             Ok(seg) => {
                 if let Some(st) = seg.seg().rank(r as u32) {
                     st.set_phase(RankPhase::Running);
@@ -464,6 +206,7 @@ impl Pmi {
             fallback,
             fence_spins: fence_spins(size as u32),
             singleton: false,
+            server: env.server,
             conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
             finalized: AtomicBool::new(false),
         })
@@ -480,6 +223,7 @@ impl Pmi {
             fallback: None,
             fence_spins: 0,
             singleton: true,
+            server: ServerKind::Generic,
             conn: Mutex::new(Conn::Singleton {
                 kvs: HashMap::new(),
                 node: HashMap::new(),
@@ -503,6 +247,21 @@ impl Pmi {
     pub fn job_id(&self) -> &str {
         &self.jobid
     }
+    /// Which kind of PMI server this process talks to.
+    pub fn server(&self) -> ServerKind {
+        self.server
+    }
+
+    /// Refuse what slurmstepd never answers, before asking it.
+    fn not_on_slurm(&self, what: &str) -> Result<(), PmiError> {
+        if self.server == ServerKind::SlurmStepd {
+            return Err(PmiError::Unsupported(format!(
+                "{what}: Slurm's PMI-2 server (slurmstepd) does not implement it"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn transport(&self) -> TransportKind {
         match (&self.shm, self.singleton) {
             (Some(_), _) => TransportKind::Shm,
@@ -652,7 +411,11 @@ impl Pmi {
         let key = key.as_ref();
         self.live()?;
         self.check_kv(key, None)?;
-        let own = jobid.is_none_or(|j| j == self.jobid);
+        let own = jobid.is_none_or(|j| j.is_empty() || j == self.jobid);
+        if !own {
+            // slurmstepd would answer from this job's KVS whatever jobid says.
+            self.not_on_slurm("reading another job's keys (kvs-get with a jobid)")?;
+        }
         if let (Some(seg), true) = (&self.shm, own) {
             if let Some(st) = self.state() {
                 st.count_get();
@@ -893,6 +656,8 @@ impl Pmi {
     /// Connect to another job of the same launcher (its KVS is then read
     /// with [`Pmi::get_from`]).
     pub fn job_connect(&self, jobid: &str) -> Result<(), PmiError> {
+        // slurmstepd logs "job connect not implemented" and never replies.
+        self.not_on_slurm("job-connect")?;
         self.wire(
             &Request::JobConnect {
                 jobid: jobid.into(),
@@ -903,6 +668,7 @@ impl Pmi {
     }
 
     pub fn job_disconnect(&self, jobid: &str) -> Result<(), PmiError> {
+        self.not_on_slurm("job-disconnect")?;
         self.wire(
             &Request::JobDisconnect {
                 jobid: jobid.into(),
@@ -979,9 +745,17 @@ fn fence_spins(ranks: u32) -> u32 {
 
 /// Map the segment the launcher advertises, unless told not to or the
 /// stamp is unknown: the reason goes to the caller's debug log.
-fn attach_segment(conn: &mut WireConn, jobid: &str, size: u32) -> Result<JobSegment, String> {
+fn attach_segment(
+    conn: &mut WireConn,
+    server: ServerKind,
+    jobid: &str,
+    size: u32,
+) -> Result<JobSegment, String> {
     if std::env::var("FASTPMI_TRANSPORT").is_ok_and(|v| v == "socket") {
         return Err("FASTPMI_TRANSPORT=socket".into());
+    }
+    if server == ServerKind::SlurmStepd {
+        return Err("slurmstepd has no job segment".into());
     }
     let mut attr = |k: &str| -> Result<Option<String>, String> {
         let m = conn

@@ -323,4 +323,7 @@ const ENV_REMOVE: &[&str] = &[
     "OMPI_COMM_WORLD_SIZE",
     "MPI_LOCALNRANKS",
     "MPI_LOCALRANKID",
+    // srun --mpi=pmi2's marker: fastpmi's libraries would take the ranks
+    // for Slurm's.
+    "SLURM_MPI_TYPE",
 ];

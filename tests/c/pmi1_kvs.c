@@ -1,11 +1,13 @@
 /* pmi1_kvs.c: the PMI-1 C API of fastpmi's libpmi.so.0.
  *
  * Built against fastpmi's include/pmi.h and linked with fastpmi's -lpmi.
- * Usage: pmi1_kvs N    (N = expected job size; all ranks on one node)
+ * Usage: pmi1_kvs N [A]   (N = expected job size, all ranks on one node;
+ *                          A = expected appnum, default 0; Slurm's
+ *                          slurmstepd always sends -1)
  * Each rank:
  *   1. PMI_Initialized is PMI_FALSE and calls fail with PMI_ERR_INIT before
  *      PMI_Init; PMI_Init(NULL) is PMI_ERR_INVALID_ARG; PMI_Init, then
- *      PMI_Initialized is PMI_TRUE; size N, rank in range, appnum 0,
+ *      PMI_Initialized is PMI_TRUE; size N, rank in range, appnum A,
  *      universe size >= N, spawned PMI_FALSE.
  *   2. The maxima: kvsname 256, key 64, value 1024, id 256.
  *   3. PMI_KVS_Get_my_name; PMI_Get_id and PMI_Get_kvs_domain_id give the
@@ -118,8 +120,8 @@ int main(int argc, char **argv)
         return 1;
     }
     EXPECT_RC(PMI_Get_appnum(&n), PMI_SUCCESS);
-    if (n != 0)
-        FAIL("appnum %d", n);
+    if (n != (argc > 2 ? atoi(argv[2]) : 0))
+        FAIL("appnum %d, expected %s", n, argc > 2 ? argv[2] : "0");
     EXPECT_RC(PMI_Get_universe_size(&n), PMI_SUCCESS);
     if (n < size)
         FAIL("universe size %d < size %d", n, size);

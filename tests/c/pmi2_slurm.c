@@ -2,8 +2,9 @@
  *
  * Targets the semantics of docs/wire-protocol.md (fence is a barrier; a node
  * attribute get with wait blocks until the put). Each rank:
- *   1. PMI2_Init; checks rank/size range, appnum 0, spawned 0, and the size
- *      against argv[1] when given.
+ *   1. PMI2_Init; checks rank/size range, spawned 0, the size against
+ *      argv[1] when given, and appnum against argv[2] (default 0; Slurm's
+ *      slurmstepd always sends appnum -1).
  *   2. PMI2_Job_GetId.
  *   3. PMI2_KVS_Put("key-<rank>", value_for(rank)), a 100-byte value that
  *      carries the rank and a rank-dependent padding.
@@ -29,6 +30,7 @@
  * Build: gcc -O2 -I/usr/include/slurm -o pmi2_slurm pmi2_slurm.c -lpmi2
  *        (Debian package libpmi2-0-dev)
  * Run:   fastpmi -n 64 ./pmi2_slurm 64
+ *        srun --mpi=pmi2 -n 64 ./pmi2_slurm 64 -1
  */
 #include <pmi2.h>
 #include <stdio.h>
@@ -78,8 +80,11 @@ int main(int argc, char **argv)
         FAIL("PMI2_Init gave rank %d size %d", rank, size);
     if (argc > 1 && size != atoi(argv[1]))
         FAIL("PMI2_Init size = %d, expected %s", size, argv[1]);
-    if (appnum != 0)
-        FAIL("PMI2_Init appnum = %d, expected 0", appnum);
+    {
+        int want_appnum = argc > 2 ? atoi(argv[2]) : 0;
+        if (appnum != want_appnum)
+            FAIL("PMI2_Init appnum = %d, expected %d", appnum, want_appnum);
+    }
     if (spawned != 0)
         FAIL("PMI2_Init spawned = %d, expected 0", spawned);
     if (size < 1 || rank < 0 || rank >= size) {

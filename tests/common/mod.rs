@@ -83,6 +83,10 @@ pub enum Prog {
     /// `pmi2_slurm.c` compiled against fastpmi's `include/pmi2.h` and linked
     /// to fastpmi's `libpmi2.so` (source compatibility of the header).
     Pmi2SlurmOwnHeader,
+    /// `pmi2_slurm_calls.c` (fastpmi's `include/pmi2.h` and `libpmi2.so`):
+    /// the rest of the PMI-2 C API under Slurm's slurmstepd;
+    /// `pmi2 slurm calls ok size=N`.
+    Pmi2SlurmCalls,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -107,6 +111,7 @@ impl Prog {
             Prog::Pmi1Kvs => "pmi1_kvs",
             Prog::Pmi2Capi => "pmi2_capi",
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm_fastpmi_header",
+            Prog::Pmi2SlurmCalls => "pmi2_slurm_calls",
         }
     }
 
@@ -123,12 +128,15 @@ impl Prog {
             Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
             Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs => Toolchain::FastpmiPmi1,
-            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader => Toolchain::FastpmiPmi2,
+            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls => {
+                Toolchain::FastpmiPmi2
+            }
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 9] = [
+        static CELLS: [OnceLock<PathBuf>; 10] = [
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),

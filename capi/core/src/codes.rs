@@ -39,9 +39,20 @@ pub const MAX_NAMELEN: usize = 256;
 /// Size of the port buffer `PMI_Lookup_name` fills (`PMI_MAX_PORT_NAME`).
 pub const MAX_PORT_NAME: usize = 1024;
 
-/// The code of a client error, logged at debug level with what failed.
+/// The code of a client error, logged with what failed: at warning level
+/// (shown by default) when the server refused the request or the call is
+/// not supported by this server, so the C caller sees the server's reason
+/// next to the code; at debug level otherwise (the code says it all).
 pub fn from_client(what: &str, e: &PmiError) -> Rc {
-    tracing::debug!("{what}: {e}");
+    match e {
+        PmiError::Server { .. } | PmiError::Unsupported(_) => tracing::warn!("{what}: {e}"),
+        _ => tracing::debug!("{what}: {e}"),
+    }
+    code_of(e)
+}
+
+/// The code of a client error, without logging it.
+pub fn code_of(e: &PmiError) -> Rc {
     match e.code() {
         c @ ERR_INIT..=ERR_OTHER => c,
         _ => ERR_OTHER,

@@ -45,7 +45,7 @@ pub fn init(api: &str) -> Result<Arc<Session>, Rc> {
     }
     let pmi = Pmi::init().map_err(|e| {
         tracing::error!("{api} failed: {e}");
-        from_client(api, &e)
+        code_of(&e)
     })?;
     tracing::debug!(
         "{api}: rank {} of {}, job {}, transport {:?}",
@@ -74,6 +74,19 @@ pub fn current() -> Result<Arc<Session>, Rc> {
 
 pub fn is_initialized() -> bool {
     SESSION.read().unwrap_or_else(|p| p.into_inner()).is_some()
+}
+
+/// Tell the user why the job is aborted when the server will not:
+/// slurmstepd cancels the step and drops the message.
+pub fn report_abort(s: &Session, api: &str, code: c_int, msg: &str) {
+    if s.pmi.server() == fastpmi::client::ServerKind::SlurmStepd {
+        tracing::error!(
+            "{api}: rank {} aborts the job (code {code}): {msg}",
+            s.rank()
+        );
+    } else {
+        tracing::debug!("{api}: code {code}: {msg}");
+    }
 }
 
 /// Finalize and forget the session; `ERR_INIT` if there is none.

@@ -257,7 +257,10 @@ pub unsafe extern "C" fn PMI_Abort(exit_code: c_int, error_msg: *const c_char) -
         // SAFETY: caller contract of `error_msg`.
         let msg = unsafe { cbuf::lossy(error_msg, MAX_MSG) };
         match current() {
-            Ok(s) => s.pmi.abort(exit_code, &msg),
+            Ok(s) => {
+                session::report_abort(&s, "PMI_Abort", exit_code, &msg);
+                s.pmi.abort(exit_code, &msg)
+            }
             Err(_) => {
                 eprintln!("PMI_Abort({exit_code}) before PMI_Init: {msg}");
                 std::process::exit(exit_code & 0xff)

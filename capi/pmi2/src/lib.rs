@@ -99,7 +99,8 @@ pub unsafe extern "C" fn PMI2_Abort(flag: c_int, msg: *const c_char) -> c_int {
         let msg = unsafe { cbuf::lossy(msg, MAX_MSG) };
         match current() {
             Ok(s) => {
-                tracing::debug!("PMI2_Abort(flag={flag}): {msg}");
+                tracing::debug!("PMI2_Abort(flag={flag})");
+                session::report_abort(&s, "PMI2_Abort", 1, &msg);
                 s.pmi.abort(1, &msg)
             }
             Err(_) => {
