@@ -20,7 +20,8 @@
  *      PMI2_Job_Connect / PMI2_Job_Disconnect -> PMI2_ERR_OTHER; a KVS get
  *      naming another job -> PMI2_ERR_OTHER (slurmstepd would answer it
  *      from this job's KVS), while the same key of this job is found.
- *   6. PMI2_Job_Spawn -> PMI2_ERR_OTHER (not implemented by fastpmi).
+ *   6. PMI2_Job_Spawn -> PMI2_ERR_OTHER (the spawn is sent to slurmstepd,
+ *      which does not start it in this test cluster).
  *   7. PMI2_Finalize.
  * Rank 0 prints `pmi2 slurm calls ok size=N` when all of its checks passed.
  * A failed check prints `pmi2_slurm_calls: rank R: ...` on stderr; exit 1
