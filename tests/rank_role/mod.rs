@@ -5,6 +5,8 @@
 //! function first checks for a role and, in a rank, runs it and exits.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
