@@ -249,3 +249,58 @@ fn launchers_share_a_name_server_and_names_die_with_their_launcher() {
     }
     drop(ns);
 }
+
+// ---------------------------------------------------------------------------
+// A name server that is not there
+
+const DEAD_TEST: &str = "unreachable_name_server_gives_errors_not_misses";
+
+fn role_dead() -> Result<(), String> {
+    let pmi = init()?;
+    refused(
+        "publish with no name server",
+        pmi.publish("fastpmi-dead-svc", "p"),
+        "cannot reach the name server",
+    )?;
+    match pmi.lookup("fastpmi-dead-svc") {
+        Err(e) if e.to_string().contains("cannot reach the name server") => {
+            println!("lookup with no name server: {e}");
+        }
+        other => {
+            return Err(format!(
+                "lookup with no name server reachable: {other:?}, expected an error \
+                 (a miss would claim the name is not published)"
+            ))
+        }
+    }
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+/// `--nameserver` naming a port where nothing listens: publish and lookup
+/// both fail with an error naming the unreachable server; a lookup must not
+/// pass the dead peer off as "not published".
+#[test]
+fn unreachable_name_server_gives_errors_not_misses() {
+    if rank_role::role().is_some() {
+        finish(role_dead());
+    }
+    // A port that was just free: nothing listens on it once closed.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .to_string();
+    let out = rank_role::launch(DEAD_TEST, "dead", 1, &["--nameserver", &addr]).run();
+    out.assert_success();
+    assert_eq!(
+        lines_with(&out.stdout, "refused publish with no name server: ").len(),
+        1,
+        "{}",
+        out.report()
+    );
+    assert_eq!(
+        lines_with(&out.stdout, "lookup with no name server: ").len(),
+        1,
+        "{}",
+        out.report()
+    );
+}
