@@ -87,6 +87,13 @@ pub enum Prog {
     /// the rest of the PMI-2 C API under Slurm's slurmstepd;
     /// `pmi2 slurm calls ok size=N`.
     Pmi2SlurmCalls,
+    /// `pmi2_spawn.c` (Slurm libpmi2): `PMI2_Job_Spawn`; `pmi2 spawn ok
+    /// children=K` and the children's `pmi2 spawn child ok ...`.
+    Pmi2Spawn,
+    /// `pmi1_spawn.c` (fastpmi's `include/pmi.h`, `-lpmi`):
+    /// `PMI_Spawn_multiple`; `pmi1 spawn ok children=N` and the children's
+    /// lines.
+    Pmi1Spawn,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -112,6 +119,8 @@ impl Prog {
             Prog::Pmi2Capi => "pmi2_capi",
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm_fastpmi_header",
             Prog::Pmi2SlurmCalls => "pmi2_slurm_calls",
+            Prog::Pmi2Spawn => "pmi2_spawn",
+            Prog::Pmi1Spawn => "pmi1_spawn",
         }
     }
 
@@ -126,8 +135,10 @@ impl Prog {
     fn toolchain(self) -> Toolchain {
         match self {
             Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
-            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp => Toolchain::SlurmPmi2,
-            Prog::Pmi1Kvs => Toolchain::FastpmiPmi1,
+            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp | Prog::Pmi2Spawn => {
+                Toolchain::SlurmPmi2
+            }
+            Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls => {
                 Toolchain::FastpmiPmi2
             }
@@ -135,7 +146,9 @@ impl Prog {
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 10] = [
+        static CELLS: [OnceLock<PathBuf>; 12] = [
+            OnceLock::new(),
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
