@@ -22,7 +22,13 @@ Options (global, before the first program):
   -genv K V         set K=V in every rank's environment (repeatable)
   -l, --label       prefix every output line with [rank]
   --pmi-port        serve PMI on a TCP port on 127.0.0.1 (PMI_PORT/PMI_ID)
-                    instead of an inherited socket (PMI_FD)
+                    instead of an inherited socket (PMI_FD). Each job gets a
+                    random secret (FASTPMI_AUTH_SECRET); a connection must
+                    authenticate with it, or come from loopback, from this
+                    user, and from the process started as the rank it claims
+  --pmi-port-bind ADDR
+                    port mode listening on ADDR (e.g. an address other nodes
+                    reach); connections from elsewhere must authenticate
   --mem-pool P      memory of the job segment that fastpmi clients use for
                     put/get/fence: anonmmap (memfd, default), sysv, or none
                     (no segment: everything over the socket)
@@ -72,6 +78,9 @@ pub struct LaunchConfig {
     pub genv: Vec<(OsString, OsString)>,
     pub label: bool,
     pub pmi_port: bool,
+    /// Port mode: address to listen on (default 127.0.0.1); clients from
+    /// elsewhere must authenticate.
+    pub pmi_port_bind: Option<std::net::IpAddr>,
     /// Memory behind the job segment; `None`: no segment, socket only.
     pub mem_pool: Option<MemPool>,
     /// Override of the segment's KVS size in MiB.
@@ -89,6 +98,7 @@ impl Default for LaunchConfig {
             genv: Vec::new(),
             label: false,
             pmi_port: false,
+            pmi_port_bind: None,
             mem_pool: Some(MemPool::AnonMmap),
             kvs_mb: None,
             stats: false,
@@ -258,6 +268,17 @@ fn global_option(
         "-genv" => cfg.genv.push(kv(s, &mut it)?),
         "-l" | "--label" | "-prepend-rank" => cfg.label = true,
         "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
+        "--pmi-port-bind" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError("--pmi-port-bind needs an address".into()))?;
+            let v = v.to_string_lossy();
+            cfg.pmi_port_bind = Some(
+                v.parse()
+                    .map_err(|_| CliError(format!("--pmi-port-bind {v}: not an IP address")))?,
+            );
+            cfg.pmi_port = true;
+        }
         "--stats" => cfg.stats = true,
         "--nameserver" | "-nameserver" => {
             let v = it

@@ -271,6 +271,33 @@ impl WireConn {
         let m = self.recv()?;
         check_reply(m, expect)
     }
+
+    /// `fullinit`, answering the server's challenge with `secret` when the
+    /// request asks to authenticate.
+    pub(super) fn fullinit(
+        &mut self,
+        req: &Request,
+        secret: Option<&str>,
+    ) -> Result<Message, PmiError> {
+        self.send(Protocol::Pmi2, req)?;
+        let m = self.recv()?;
+        let Some(secret) = secret.filter(|_| m.cmd == "auth-response") else {
+            return check_reply(m, "fullinit-response");
+        };
+        let m = check_reply(m, "auth-response")?;
+        let nonce = m
+            .get_str("authinfo")
+            .ok_or_else(|| PmiError::Protocol("auth-response without authinfo".into()))?;
+        let answer = crate::wire::auth::answer(secret, nonce);
+        self.send(
+            Protocol::Pmi2,
+            &Request::AuthComplete {
+                authinfo: answer.into_bytes(),
+            },
+        )?;
+        let m = self.recv()?;
+        check_reply(m, "fullinit-response")
+    }
 }
 
 #[cfg(test)]

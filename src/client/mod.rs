@@ -163,15 +163,23 @@ impl Pmi {
                 String::from_utf8_lossy(&crate::wire::pmi1::encode(&m)).trim_end()
             )));
         }
+        // Port mode with the job's secret: authenticate (the launcher then
+        // serves this rank from any address).
+        let secret = match env.endpoint {
+            Some(Endpoint::Port(_)) => std::env::var(crate::wire::auth::SECRET_ENV).ok(),
+            _ => None,
+        };
         // slurmstepd requires all three keys (rc=3, no message, without).
-        let m = conn.call(
-            Protocol::Pmi2,
+        let m = conn.fullinit(
             &Request::FullInit {
                 rank: env.rank,
                 jobid: env.jobid.clone(),
                 threaded: true,
+                auth: secret
+                    .as_ref()
+                    .map(|_| crate::wire::auth::AUTHTYPE.to_string()),
             },
-            "fullinit-response",
+            secret.as_deref(),
         )?;
         let num = |k: &str| {
             m.get_int(k)
@@ -639,16 +647,15 @@ impl Pmi {
         .map(|_| ())
     }
 
-    /// Look a service up; `None` if nobody published it.
+    /// Look a service up; `None` if nobody published it. A name service
+    /// that fails (e.g. an unreachable shared name server) is an error.
     pub fn lookup(&self, service: &str) -> Result<Option<String>, PmiError> {
-        match self.wire(
-            &Request::Lookup {
-                service: service.into(),
-            },
-            "name-lookup-response",
-        ) {
+        let req = Request::Lookup {
+            service: service.into(),
+        };
+        match self.wire(&req, "name-lookup-response") {
+            Ok(m) if m.get_bool("found") == Some(false) => Ok(None),
             Ok(m) => Ok(m.get_str("port").or(m.get_str("value")).map(str::to_string)),
-            Err(PmiError::Server { .. }) => Ok(None),
             Err(e) => Err(e),
         }
     }

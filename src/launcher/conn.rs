@@ -6,7 +6,37 @@ use std::io::{self, Read, Write};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Token};
 
-use super::{Launcher, READ_BUDGET};
+use super::{peer, Launcher, READ_BUDGET};
+use crate::server::auth::Trust;
+
+/// Most port-mode connections that have not identified themselves yet
+/// (a flood of connections must not grow the launcher without bound).
+const UNIDENTIFIED_MAX: usize = 4096;
+
+/// What the launcher vouches for a port-mode peer: loopback and the
+/// launcher's own uid ([`Trust::Local`], and the peer socket's inode for the
+/// check that it is the claimed rank's), or nothing.
+fn classify(s: &TcpStream, peer: std::net::SocketAddr) -> (Trust, Option<u32>) {
+    if !peer.ip().is_loopback() {
+        return (Trust::Remote, None);
+    }
+    let Ok(local) = s.local_addr() else {
+        return (Trust::Remote, None);
+    };
+    match peer::local_owner(local, peer) {
+        Ok((uid, inode)) if uid == rustix::process::geteuid().as_raw() => {
+            (Trust::Local, Some(inode))
+        }
+        Ok((uid, _)) => {
+            tracing::debug!("PMI connection from {peer} is owned by uid {uid}");
+            (Trust::Remote, None)
+        }
+        Err(e) => {
+            tracing::debug!("PMI connection from {peer}: owner unknown: {e}");
+            (Trust::Remote, None)
+        }
+    }
+}
 use crate::server::JobIdx;
 
 pub(super) enum Sock {
@@ -37,6 +67,10 @@ impl Sock {
 
 pub(super) struct ConnIo {
     sock: Sock,
+    /// Port mode: inode of the peer's socket when it is local and ours.
+    pub(super) peer_inode: Option<u32>,
+    /// Port mode: not bound to a rank yet (counted in `unidentified`).
+    pub(super) unidentified: bool,
     pub(super) out: Vec<u8>,
     pub(super) sent: usize,
     pub(super) close_when_flushed: bool,
@@ -44,6 +78,11 @@ pub(super) struct ConnIo {
 }
 
 impl Launcher {
+    /// The token the next `add_conn` will use.
+    fn next_conn_token(&self) -> Token {
+        Token(self.next_token)
+    }
+
     pub(super) fn token(&mut self) -> Token {
         let t = Token(self.next_token);
         self.next_token += 1;
@@ -66,6 +105,8 @@ impl Launcher {
             tok,
             ConnIo {
                 sock,
+                peer_inode: None,
+                unidentified: false,
                 out: Vec::new(),
                 sent: 0,
                 close_when_flushed: false,
@@ -83,11 +124,28 @@ impl Launcher {
             };
             let job = *job;
             match l.accept() {
-                Ok((s, _)) => {
+                Ok((s, peer)) => {
+                    if self.unidentified >= UNIDENTIFIED_MAX {
+                        crate::errln!(
+                            "fastpmi: refused PMI connection from {peer}: \
+                             {UNIDENTIFIED_MAX} connections have not identified themselves yet"
+                        );
+                        continue;
+                    }
                     let _ = s.set_nodelay(true);
+                    let (trust, inode) = classify(&s, peer);
+                    let ctok = self.next_conn_token();
                     if let Err(e) = self.add_conn(Sock::Tcp(s), None, Some(job)) {
                         tracing::warn!("cannot register PMI connection: {e}");
+                        continue;
                     }
+                    self.unidentified += 1;
+                    if let Some(c) = self.conns.get_mut(&ctok) {
+                        c.peer_inode = inode;
+                        c.unidentified = true;
+                    }
+                    self.server.set_peer(ctok.0, trust, peer.to_string());
+                    tracing::debug!("PMI connection {} from {peer} ({trust:?})", ctok.0);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -112,6 +170,7 @@ impl Launcher {
                 }
                 Ok(n) => {
                     self.server.on_bytes(tok.0, &buf[..n], &mut self.events);
+                    self.note_identified(tok);
                     budget = budget.saturating_sub(n);
                     // A short read drained the socket; later data raises a new
                     // edge, so the usual WouldBlock read can be skipped.
@@ -135,8 +194,22 @@ impl Launcher {
         }
     }
 
+    /// A port-mode connection that identified itself no longer counts
+    /// against [`UNIDENTIFIED_MAX`].
+    pub(super) fn note_identified(&mut self, tok: Token) {
+        if let Some(c) = self.conns.get_mut(&tok) {
+            if c.unidentified && self.server.is_bound(tok.0) {
+                c.unidentified = false;
+                self.unidentified -= 1;
+            }
+        }
+    }
+
     pub(super) fn close(&mut self, tok: Token) {
         if let Some(mut c) = self.conns.remove(&tok) {
+            if c.unidentified {
+                self.unidentified -= 1;
+            }
             let _ = self.poll.registry().deregister(c.sock.source());
         }
         self.server.on_closed(tok.0, &mut self.events);

@@ -120,16 +120,34 @@ impl Launcher {
             torn_down: false,
         });
         let port = if self.cfg.pmi_port {
-            let mut l = TcpListener::bind("127.0.0.1:0".parse().expect("valid address"))?;
+            let bind = self.cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());
+            let mut l = TcpListener::bind(std::net::SocketAddr::new(bind, 0))?;
             let tok = self.token();
             self.poll
                 .registry()
                 .register(&mut l, tok, Interest::READABLE)?;
-            let addr = l.local_addr()?;
+            let mut addr = l.local_addr()?;
+            if addr.ip().is_unspecified() {
+                // Listening everywhere: local ranks still come by loopback.
+                addr.set_ip([127, 0, 0, 1].into());
+            }
             self.listeners.insert(tok, (l, job));
             Some(addr)
         } else {
             None
+        };
+        // Port mode: a secret per job, for the challenge-response.
+        let secret = match port {
+            Some(_) => {
+                let mut raw = [0u8; 32];
+                getrandom::fill(&mut raw).map_err(|e| {
+                    io::Error::other(format!("no randomness for the job secret: {e}"))
+                })?;
+                let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+                self.server.set_job_secret(job, hex.clone());
+                Some(hex)
+            }
+            None => None,
         };
         let mut rank = 0u32;
         for app in apps {
@@ -140,6 +158,9 @@ impl Launcher {
                 if let Some(addr) = port {
                     set("PMI_PORT", addr.to_string());
                     set("PMI_ID", rank.to_string());
+                    if let Some(sec) = &secret {
+                        set(crate::wire::auth::SECRET_ENV, sec.clone());
+                    }
                 } else {
                     // Always fd 3 in the rank (even `sh` can use it).
                     set("PMI_FD", PMI_FD_IN_RANK.to_string());
@@ -323,6 +344,7 @@ const ENV_REMOVE: &[&str] = &[
     "OMPI_COMM_WORLD_SIZE",
     "MPI_LOCALNRANKS",
     "MPI_LOCALRANKID",
+    "FASTPMI_AUTH_SECRET",
     // srun --mpi=pmi2's marker: fastpmi's libraries would take the ranks
     // for Slurm's.
     "SLURM_MPI_TYPE",

@@ -13,6 +13,7 @@ mod jobs;
 mod names;
 pub mod os;
 pub mod output;
+mod peer;
 mod spawn;
 mod supervise;
 mod watch;
@@ -85,6 +86,8 @@ pub struct Launcher {
     signals: Signals,
     /// Port mode: one listener per job (the job its connections belong to).
     listeners: HashMap<Token, (TcpListener, JobIdx)>,
+    /// Port-mode connections not identified yet.
+    unidentified: usize,
     next_token: usize,
     events: Vec<Event>,
     forwarder: Option<Forwarder>,
@@ -152,6 +155,7 @@ impl Launcher {
             interrupted: None,
             signals,
             listeners: HashMap::new(),
+            unidentified: 0,
             next_token: FIRST_CONN,
             events: Vec::new(),
             forwarder: None,
@@ -247,6 +251,18 @@ impl Launcher {
         self.exit_code()
     }
 
+    /// Whether the socket of port-mode connection `tok` belongs to the
+    /// process started as `rank` of `job` (or one of its descendants).
+    fn peer_is_rank(&self, tok: Token, job: JobIdx, rank: u32) -> bool {
+        let Some(inode) = self.conns.get(&tok).and_then(|c| c.peer_inode) else {
+            return false;
+        };
+        self.procs
+            .iter()
+            .find(|p| p.job == job && p.rank == rank && p.status.is_none())
+            .is_some_and(|p| peer::tree_holds_socket(p.pid, inode))
+    }
+
     /// Answers of the shared name server, handed to the waiting ranks.
     fn name_replies(&mut self) {
         let Some(n) = &self.names else { return };
@@ -301,6 +317,14 @@ impl Launcher {
                         self.fail_group(job, code, &message);
                     }
                     Event::Spawn { id, job, rank, req } => self.spawn_job(id, job, rank, req),
+                    Event::CheckPeer { conn, job, rank } => {
+                        let ok = self.peer_is_rank(Token(conn), job, rank);
+                        self.server.peer_checked(conn, ok, &mut self.events);
+                        self.note_identified(Token(conn));
+                    }
+                    Event::Refuse { conn, reason } => {
+                        crate::errln!("fastpmi: refused PMI connection {conn} from {reason}");
+                    }
                     Event::Names { id, owner, op } => match &self.names {
                         Some(n) => n.send(id, owner, op),
                         None => self.server.name_reply(

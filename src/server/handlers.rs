@@ -19,7 +19,7 @@ pub(super) fn handle(
             version,
             subversion,
         } => Some(init(s, conn, version, subversion)),
-        Request::InitAck { pmiid } => Some(initack(s, conn, pmiid)),
+        Request::InitAck { pmiid } => super::auth::initack(s, conn, to, pmiid, out),
         // Every session starts with `init` (port mode: `initack` first).
         other if !s.conns.get(&conn).is_some_and(|c| c.inited) => Some(Response::Error {
             rc: -1,
@@ -28,7 +28,8 @@ pub(super) fn handle(
                 crate::wire::command::request_name(&other)
             ),
         }),
-        Request::FullInit { rank, .. } => Some(fullinit(s, conn, rank)),
+        Request::FullInit { rank, auth, .. } => super::auth::fullinit(s, conn, to, rank, auth, out),
+        Request::AuthComplete { authinfo } => super::auth::complete(s, conn, to, &authinfo, out),
         Request::GetMaxes => Some(Response::Maxes {
             kvsname_max: KVSNAME_MAX,
             keylen_max: KEYLEN_MAX,
@@ -161,6 +162,7 @@ fn bound(
         Request::Init { .. }
         | Request::InitAck { .. }
         | Request::FullInit { .. }
+        | Request::AuthComplete { .. }
         | Request::GetMaxes => None,
     }
 }
@@ -189,79 +191,12 @@ fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response
     }
 }
 
-fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: ConnId) {
+pub(super) fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: ConnId) {
     let slot = &mut s.jobs[job].ranks[rank as usize];
     if slot.phase == Phase::Idle {
         slot.phase = Phase::Initialized;
     }
     slot.conn = Some(conn);
-}
-
-/// Port mode: bind the connection to the rank it names.
-fn identify(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), String> {
-    let c = s.conns.get(&conn).ok_or("unknown connection")?;
-    if let Some(b) = c.bound {
-        if b.1 as i64 != rank {
-            tracing::warn!(
-                "rank {} announced itself as rank {rank}; keeping {}",
-                b.1,
-                b.1
-            );
-        }
-        return Ok(b);
-    }
-    let job = c.port_job.ok_or("connection belongs to no job")?;
-    let j = &s.jobs[job];
-    if rank < 0 || rank >= j.size as i64 {
-        return Err(format!(
-            "rank {rank} out of range for a job of {} ranks",
-            j.size
-        ));
-    }
-    let slot = &j.ranks[rank as usize];
-    if slot.conn.is_some() || slot.phase != Phase::Idle {
-        return Err(format!("rank {rank} is already connected"));
-    }
-    let b = (job, rank as u32);
-    s.conns.get_mut(&conn).expect("checked above").bound = Some(b);
-    mark_initialized(s, b.0, b.1, conn);
-    Ok(b)
-}
-
-fn initack(s: &mut Server, conn: ConnId, pmiid: i64) -> Response {
-    match identify(s, conn, pmiid) {
-        Ok((job, rank)) => Response::InitAck {
-            size: s.jobs[job].size,
-            rank,
-        },
-        Err(msg) => Response::Error { rc: -1, msg },
-    }
-}
-
-fn fullinit(s: &mut Server, conn: ConnId, rank: Option<i64>) -> Response {
-    let bound = s.conns.get(&conn).and_then(|c| c.bound);
-    let r = match (bound, rank) {
-        (Some(b), _) => {
-            mark_initialized(s, b.0, b.1, conn);
-            Ok(b)
-        }
-        (None, Some(r)) => identify(s, conn, r),
-        (None, None) => Err("fullinit without pmirank or srcid".to_string()),
-    };
-    match r {
-        Ok((job, rank)) => {
-            let j = &s.jobs[job];
-            Response::FullInit {
-                rank,
-                size: j.size,
-                appnum: j.appnum[rank as usize],
-                spawner_jobid: j.spawner.clone(),
-                debugged: false,
-                verbose: false,
-            }
-        }
-        Err(msg) => Response::Error { rc: -1, msg },
-    }
 }
 
 fn store_result(r: Result<(), StoreError>) -> Response {

@@ -5,6 +5,7 @@
 //! produces (bytes to send, connections to close, jobs that failed). Handlers
 //! live in [`handlers`], one function per request, over typed requests.
 
+pub mod auth;
 mod connect;
 mod handlers;
 pub mod nameserv;
@@ -50,6 +51,17 @@ pub enum Event {
     /// A name-service operation for the launcher's shared name server; the
     /// answer comes back through [`Server::name_reply`]`(id, ..)`.
     Names { id: u64, owner: String, op: NameOp },
+    /// A local port-mode connection claims `rank` without authenticating:
+    /// the launcher checks that its socket is that rank's process and
+    /// answers with [`Server::peer_checked`].
+    CheckPeer {
+        conn: ConnId,
+        job: JobIdx,
+        rank: u32,
+    },
+    /// The server refused a connection (it also asks to close it): the
+    /// launcher logs `reason` (which names the peer).
+    Refuse { conn: ConnId, reason: String },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +144,8 @@ pub(crate) struct Job {
     failed: Option<String>,
     /// Jobs whose KVS this one may read, and that fail with it.
     connected: BTreeSet<JobIdx>,
+    /// Port mode: the secret its ranks authenticate with.
+    secret: Option<String>,
 }
 
 struct Conn {
@@ -143,6 +157,11 @@ struct Conn {
     saw_traffic: bool,
     /// `init` was received: other commands are served from then on.
     inited: bool,
+    /// Port mode: what the launcher knows of the peer.
+    trust: auth::Trust,
+    peer: Option<String>,
+    /// An identification waiting for its next step.
+    pending: Option<auth::Pending>,
 }
 
 /// The protocol state of every job and connection of one launcher.
@@ -199,6 +218,7 @@ impl Server {
             attr_waiters: Vec::new(),
             failed: None,
             connected: BTreeSet::new(),
+            secret: None,
         });
         let job = self.jobs.len() - 1;
         // A spawned job can read its parent's KVS and fails with it.
@@ -228,8 +248,16 @@ impl Server {
                 port_job,
                 saw_traffic: false,
                 inited: false,
+                trust: auth::Trust::Remote,
+                peer: None,
+                pending: None,
             },
         );
+    }
+
+    /// Whether `conn` is bound to a rank (identified).
+    pub fn is_bound(&self, conn: ConnId) -> bool {
+        self.conns.get(&conn).is_some_and(|c| c.bound.is_some())
     }
 
     /// Bytes arrived on `conn`.

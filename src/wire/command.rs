@@ -24,6 +24,12 @@ pub enum Request {
         rank: Option<i64>,
         jobid: Option<String>,
         threaded: bool,
+        /// `authtype`: the client wants to authenticate (port mode).
+        auth: Option<String>,
+    },
+    /// `auth-response-complete;authinfo=H;`: the answer to a challenge.
+    AuthComplete {
+        authinfo: Vec<u8>,
     },
     GetMaxes,
     GetAppnum,
@@ -98,6 +104,10 @@ pub enum Response {
         spawner_jobid: Option<String>,
         debugged: bool,
         verbose: bool,
+    },
+    /// Port mode: the challenge (`auth-response;authinfo=N;`).
+    AuthChallenge {
+        nonce: String,
     },
     Maxes {
         kvsname_max: usize,
@@ -282,6 +292,13 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
                 .filter(|s| !s.is_empty())
                 .map(str::to_string),
             threaded: msg.get_bool("threaded").unwrap_or(false),
+            auth: msg
+                .get_str("authtype")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        },
+        (Pmi2, "auth-response-complete") => Request::AuthComplete {
+            authinfo: need(msg, "authinfo")?.to_vec(),
         },
         (Pmi2, "info-putnodeattr") => Request::PutNodeAttr {
             key: key_of(msg, "key")?,
@@ -417,7 +434,10 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
             m.push("rc", "0");
             m.push("size", n.to_string());
         }
-        Response::Ok | Response::Connected | Response::FullInit { .. } => {
+        Response::Ok
+        | Response::Connected
+        | Response::FullInit { .. }
+        | Response::AuthChallenge { .. } => {
             m.push("rc", "0");
             if cmd == "publish_name" || cmd == "unpublish_name" {
                 m.push("info", "ok");
@@ -490,6 +510,12 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
 fn pmi2_message(cmd: &str, resp: &Response) -> Message {
     let mut m = Message::new(format!("{cmd}-response"));
     match resp {
+        Response::AuthChallenge { nonce } => {
+            // Its own command, not `fullinit-response` (that follows it).
+            m.cmd = "auth-response".into();
+            m.push("rc", "0");
+            m.push("authinfo", nonce);
+        }
         Response::Init {
             version,
             subversion,
@@ -540,9 +566,11 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
             m.push("value", port);
         }
         Response::Lookup(None) => {
-            m.push("rc", "1");
+            // A miss is not an error (as for kvs-get): the client tells it
+            // from a failure of the name service. MPICH and Slurm's clients
+            // turn found=FALSE into their "name not found" error.
+            m.push("rc", "0");
             m.push("found", "FALSE");
-            m.push("errmsg", "service not published");
         }
         Response::Spawned { jobid, errcodes } => {
             m.push("rc", "0");
@@ -645,6 +673,7 @@ fn pmi2_request(r: &Request) -> Message {
             rank,
             jobid,
             threaded,
+            auth,
         } => {
             let mut m = Message::new("fullinit");
             if let Some(j) = jobid {
@@ -653,7 +682,14 @@ fn pmi2_request(r: &Request) -> Message {
             if let Some(r) = rank {
                 m.push("pmirank", r.to_string());
             }
-            m.with("threaded", bool_str(*threaded))
+            m.push("threaded", bool_str(*threaded));
+            if let Some(a) = auth {
+                m.push("authtype", a);
+            }
+            m
+        }
+        Request::AuthComplete { authinfo } => {
+            Message::new("auth-response-complete").with("authinfo", authinfo)
         }
         Request::GetJobId => Message::new("job-getid"),
         Request::Put { key, value } => Message::new("kvs-put")
@@ -742,6 +778,7 @@ pub fn request_name(r: &Request) -> &'static str {
         Request::Spawn(_) => "spawn",
         Request::JobConnect { .. } => "job-connect",
         Request::JobDisconnect { .. } => "job-disconnect",
+        Request::AuthComplete { .. } => "auth-response-complete",
     }
 }
 
@@ -763,7 +800,8 @@ mod tests {
             Request::FullInit {
                 rank: Some(3),
                 jobid: None,
-                threaded: false
+                threaded: false,
+                auth: None,
             }
         );
         assert_eq!(
@@ -771,15 +809,23 @@ mod tests {
             Request::FullInit {
                 rank: Some(5),
                 jobid: None,
-                threaded: true
+                threaded: true,
+                auth: None,
             }
         );
         assert_eq!(
-            dec2("cmd=fullinit;pmijobid=46.0;pmirank=0;threaded=FALSE;"),
+            dec2("cmd=fullinit;pmijobid=46.0;pmirank=0;threaded=FALSE;authtype=challenge-sha256;"),
             Request::FullInit {
                 rank: Some(0),
                 jobid: Some("46.0".into()),
-                threaded: false
+                threaded: false,
+                auth: Some("challenge-sha256".into()),
+            }
+        );
+        assert_eq!(
+            dec2("cmd=auth-response-complete;authinfo=ab12;"),
+            Request::AuthComplete {
+                authinfo: b"ab12".to_vec()
             }
         );
     }

@@ -7,6 +7,7 @@
 //! and encode replies; [`command`] maps a [`Message`] to a typed
 //! [`command::Request`] and a [`command::Response`] back to wire pairs.
 
+pub mod auth;
 pub mod command;
 pub mod frame;
 pub mod pmi1;

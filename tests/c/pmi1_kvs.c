@@ -26,8 +26,10 @@
  *      (PMI_ERR_INVALID_LENGTH).
  *   7. Clique: size N and ranks 0..N-1 (one node); a too-short array is
  *      PMI_ERR_INVALID_LENGTH.
- *   8. Unsupported calls: PMI_KVS_Create, PMI_Spawn_multiple -> PMI_FAIL;
- *      PMI_Args_to_keyval -> empty list.
+ *   8. Unsupported calls: PMI_KVS_Create -> PMI_FAIL; PMI_Args_to_keyval
+ *      -> empty list. PMI_Spawn_multiple with bad arguments (no command,
+ *      maxprocs 0, NULL commands) -> PMI_ERR_INVALID_ARG before anything
+ *      is sent (spawning itself: pmi1_spawn.c).
  *   9. PMI_Finalize; afterwards PMI_Get_rank is PMI_ERR_INIT and
  *      PMI_Initialized PMI_FALSE.
  * Rank 0 prints `pmi1 ok size=N` when all of its checks passed. A failed
@@ -210,9 +212,13 @@ int main(int argc, char **argv)
     EXPECT_RC(PMI_KVS_Iter_first(kvs, id, sizeof id, got, sizeof got), PMI_FAIL);
     {
         const char *cmds[1] = {"true"};
-        int maxprocs[1] = {1}, errors[1] = {0};
-        EXPECT_RC(PMI_Spawn_multiple(1, cmds, NULL, maxprocs, NULL, NULL, 0, NULL, errors),
-                  PMI_FAIL);
+        int maxprocs[1] = {1}, zero[1] = {0}, errors[1] = {0};
+        EXPECT_RC(PMI_Spawn_multiple(0, cmds, NULL, maxprocs, NULL, NULL, 0, NULL, errors),
+                  PMI_ERR_INVALID_ARG);
+        EXPECT_RC(PMI_Spawn_multiple(1, cmds, NULL, zero, NULL, NULL, 0, NULL, errors),
+                  PMI_ERR_INVALID_ARG);
+        EXPECT_RC(PMI_Spawn_multiple(1, NULL, NULL, maxprocs, NULL, NULL, 0, NULL, errors),
+                  PMI_ERR_INVALID_ARG);
     }
     {
         PMI_keyval_t *kv = (PMI_keyval_t *)&n;

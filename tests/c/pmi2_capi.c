@@ -26,7 +26,9 @@
  *     PMI2_Job_GetId likewise;
  *   - PMIX_Ring: two rounds and an empty value; a value too long for
  *     maxvalue;
- *   - PMI2_Job_Spawn: PMI2_ERR_OTHER;
+ *   - PMI2_Job_Spawn with bad arguments (no command, maxprocs 0, a
+ *     negative argc, NULL commands): PMI2_ERR_INVALID_ARG before anything
+ *     is sent (spawning itself: pmi2_spawn.c);
  *   - name service publish / lookup / unpublish and job connect (launcher);
  *   - after PMI2_Finalize: PMI2_ERR_INIT, PMI2_Initialized() == 0.
  * Rank 0 prints `pmi2 capi ok size=N`; failed checks are printed as
@@ -295,14 +297,23 @@ int main(int argc, char **argv)
         EXPECT_RC(PMIX_Ring("v", NULL, &nr, left, right, sizeof left), PMI2_ERR_INVALID_ARG);
     }
 
-    /* Spawn is not implemented. */
+    /* Spawn argument checks (spawning itself: pmi2_spawn.c). */
     {
         const char *cmds[1] = {"true"};
-        int argcs[1] = {0}, maxprocs[1] = {1}, errors[1] = {0};
+        int argcs[1] = {0}, neg[1] = {-1}, maxprocs[1] = {1}, zero[1] = {0}, errors[1] = {0};
         char newjob[64];
-        EXPECT_RC(PMI2_Job_Spawn(1, cmds, argcs, NULL, maxprocs, NULL, NULL, 0, NULL, newjob,
+        EXPECT_RC(PMI2_Job_Spawn(0, cmds, argcs, NULL, maxprocs, NULL, NULL, 0, NULL, newjob,
                                  sizeof newjob, errors),
-                  PMI2_ERR_OTHER);
+                  PMI2_ERR_INVALID_ARG);
+        EXPECT_RC(PMI2_Job_Spawn(1, cmds, argcs, NULL, zero, NULL, NULL, 0, NULL, newjob,
+                                 sizeof newjob, errors),
+                  PMI2_ERR_INVALID_ARG);
+        EXPECT_RC(PMI2_Job_Spawn(1, cmds, neg, NULL, maxprocs, NULL, NULL, 0, NULL, newjob,
+                                 sizeof newjob, errors),
+                  PMI2_ERR_INVALID_ARG);
+        EXPECT_RC(PMI2_Job_Spawn(1, NULL, argcs, NULL, maxprocs, NULL, NULL, 0, NULL, newjob,
+                                 sizeof newjob, errors),
+                  PMI2_ERR_INVALID_ARG);
     }
 
     /* Name service and jobs. */
