@@ -46,11 +46,6 @@ fn pmi1_on_fastpmi(n: usize, timeout: Duration) {
     let n = n as u64;
     assert_eq!((shm[0], shm[2]), (2 * n, 2 * n), "{}", out.report());
     assert!(shm[1] >= 2 * n * n, "{}", out.report());
-    assert!(
-        out.stderr.contains("PMI_Spawn_multiple") && out.stderr.contains("not implemented"),
-        "PMI_Spawn_multiple should log why it fails\n{}",
-        out.report()
-    );
 }
 
 #[test]
