@@ -5,15 +5,18 @@
  *        spawn_multiple --child TAG   (started by the spawn; not by hand)
  *
  * Parent: MPI_Comm_spawn_multiple over MPI_COMM_WORLD, root 0, of two
- * commands, both /proc/self/exe: command 0 with argv {"--child", "first"}
- * and A processes, command 1 with argv {"--child", "second"} and B
- * processes. Every errcode must be MPI_SUCCESS and the remote size A+B.
+ * commands, both /proc/self/exe: command 0 with argv {"--child", "first"},
+ * no info and A processes; command 1 with argv {"--child", "second", D},
+ * info `wdir` = D and B processes, where D is the directory of the
+ * executable (run the parent elsewhere to make the check mean something).
+ * Every errcode must be MPI_SUCCESS and the remote size A+B.
  * Parent rank 0 then receives one int pair {appnum, tag} from each child
  * rank c over the intercommunicator and checks appnum 0 and tag "first"
  * (0) for c < A, appnum 1 and tag "second" (1) for c >= A, and prints
  *     spawn_multiple ok children=A+B appnums=0,0,1,...
  * Child: MPI_APPNUM attribute of MPI_COMM_WORLD must exist; world size
- * A+B; sends {appnum, tag} to parent rank 0 and prints
+ * A+B; a "second" child's working directory must be D; sends {appnum,
+ * tag} to parent rank 0 and prints
  *     child rank R appnum N tag T
  * A failed check prints `spawn_multiple: ...` on stderr, exit 1.
  */
@@ -43,10 +46,10 @@ int main(int argc, char **argv)
     MPI_Comm_get_parent(&parent);
 
     if (parent == MPI_COMM_NULL) {
-        char exe[4096];
+        char exe[4096], dir[4096];
         char *cmds[2];
         char *argv0[] = {"--child", "first", NULL};
-        char *argv1[] = {"--child", "second", NULL};
+        char *argv1[] = {"--child", "second", dir, NULL};
         char **argvs[2] = {argv0, argv1};
         int a = argc > 2 ? atoi(argv[1]) : 0, b = argc > 2 ? atoi(argv[2]) : 0;
         int maxprocs[2], rsize = -1, *errcodes;
@@ -63,6 +66,10 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
         exe[n] = '\0';
+        memcpy(dir, exe, (size_t)n + 1);
+        *strrchr(dir, '/') = '\0';
+        MPI_Info_create(&infos[1]);
+        MPI_Info_set(infos[1], "wdir", dir);
         cmds[0] = exe;
         cmds[1] = exe;
         maxprocs[0] = a;
@@ -78,6 +85,7 @@ int main(int argc, char **argv)
             if (errcodes[i] != MPI_SUCCESS)
                 FAIL("errcodes[%d] = %d", i, errcodes[i]);
         free(errcodes);
+        MPI_Info_free(&infos[1]);
         MPI_Comm_remote_size(inter, &rsize);
         if (rsize != a + b)
             FAIL("remote size %d, expected %d", rsize, a + b);
@@ -114,8 +122,15 @@ int main(int argc, char **argv)
             FAIL("spawned with argc %d, expected --child TAG", argc);
         else if (strcmp(argv[2], "first") == 0)
             msg[1] = 0;
-        else if (strcmp(argv[2], "second") == 0)
+        else if (strcmp(argv[2], "second") == 0) {
+            char cwd[4096] = "";
             msg[1] = 1;
+            if (argc < 4 || !getcwd(cwd, sizeof cwd) || strcmp(cwd, argv[3]) != 0) {
+                FAIL("working directory \"%s\", expected \"%s\" (info key wdir)", cwd,
+                     argc > 3 ? argv[3] : "?");
+                msg[1] = -1;
+            }
+        }
         else
             FAIL("unknown tag argument \"%s\"", argv[2]);
         printf("child rank %d appnum %d tag %s\n", wrank, msg[0], argc > 2 ? argv[2] : "none");
