@@ -3,6 +3,7 @@
  * finishes normally.
  *
  * Usage: spawn_missing K   (any number of parent ranks; K processes asked)
+ *        spawn_missing --child   (the control spawn below; not by hand)
  *
  * MPI_ERRORS_RETURN is set on MPI_COMM_WORLD and MPI_COMM_SELF, then every
  * rank calls MPI_Comm_spawn("<dir of this program>/fastpmi-no-such-program",
@@ -13,8 +14,12 @@
  * with C the error class of the return code, E the class of the first
  * non-success errcode (or -1), and the string of whichever was an error.
  * Afterwards all ranks run an MPI_Allreduce on MPI_COMM_WORLD (the world
- * must still work) and MPI_Finalize; exit 0. A spawn that succeeds prints
- * `spawn_missing: ... succeeded` on stderr and exits 1.
+ * must still work), then, as a control (a launcher that refuses every spawn
+ * must not pass), MPI_Comm_spawn one copy of this program with "--child",
+ * which must succeed; the child prints `spawn_missing child ok` and both
+ * sides disconnect. Rank 0's line ends in ` then_spawned=1`. Exit 0. A
+ * spawn of the missing program that succeeds, or a failed control spawn,
+ * prints `spawn_missing: ...` on stderr and exits 1.
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -28,11 +33,24 @@ int main(int argc, char **argv)
     int wrank = -1, wsize = -1, k = argc > 1 ? atoi(argv[1]) : 1;
     int rc, rc_class = -1, err_class = -1, bad = -1, len = 0, failures = 0;
     int *errcodes;
-    char exe[4096], missing[4200], msg[MPI_MAX_ERROR_STRING] = "";
+    char exe[4096], exe_path[4096], missing[4200], msg[MPI_MAX_ERROR_STRING] = "";
     char *slash;
     ssize_t n;
 
     MPI_Init(&argc, &argv);
+    if (argc > 1 && strcmp(argv[1], "--child") == 0) {
+        MPI_Comm parent;
+        MPI_Comm_get_parent(&parent);
+        if (parent == MPI_COMM_NULL) {
+            fprintf(stderr, "spawn_missing: --child without a parent\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Comm_disconnect(&parent);
+        printf("spawn_missing child ok\n");
+        fflush(stdout);
+        MPI_Finalize();
+        return 0;
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &wsize);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -44,6 +62,7 @@ int main(int argc, char **argv)
      * is that the file is not there. */
     n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
+    memcpy(exe_path, exe, sizeof exe);
     slash = strrchr(exe, '/');
     if (slash)
         *slash = '\0';
@@ -88,12 +107,27 @@ int main(int argc, char **argv)
             failures++;
         }
     }
+    /* Control: spawning a program that exists works. */
+    {
+        char *child_argv[] = {"--child", NULL};
+        int errcode = -1;
+        MPI_Comm ctl = MPI_COMM_NULL;
+        int crc = MPI_Comm_spawn(exe_path, child_argv, 1, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &ctl,
+                                 &errcode);
+        if (crc != MPI_SUCCESS || errcode != MPI_SUCCESS) {
+            fprintf(stderr, "spawn_missing: rank %d: control spawn of %s failed: rc %d "
+                            "errcode %d\n", wrank, exe_path, crc, errcode);
+            failures++;
+        } else {
+            MPI_Comm_disconnect(&ctl);
+        }
+    }
     for (char *p = msg; *p; p++)
         if (*p == '\n' || *p == '"')
             *p = ' ';
     if (failures == 0 && wrank == 0)
-        printf("spawn_missing ok rc_class=%d errcode_class=%d error=\"%s\"\n", rc_class,
-               err_class, msg);
+        printf("spawn_missing ok rc_class=%d errcode_class=%d error=\"%s\" then_spawned=1\n",
+               rc_class, err_class, msg);
     fflush(stdout);
     MPI_Finalize();
     return failures ? 1 : 0;

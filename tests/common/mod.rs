@@ -30,6 +30,9 @@
 //! notes next to each test); that knob exists only to check the tests.
 #![allow(dead_code)]
 
+pub mod nameserver;
+pub mod stacks;
+
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -83,6 +86,13 @@ pub enum Prog {
     /// `pmi2_slurm.c` compiled against fastpmi's `include/pmi2.h` and linked
     /// to fastpmi's `libpmi2.so` (source compatibility of the header).
     Pmi2SlurmOwnHeader,
+    /// `pmi2_spawn.c` (Slurm libpmi2): `PMI2_Job_Spawn`; `pmi2 spawn ok
+    /// children=K` and the children's `pmi2 spawn child ok ...`.
+    Pmi2Spawn,
+    /// `pmi1_spawn.c` (fastpmi's `include/pmi.h`, `-lpmi`):
+    /// `PMI_Spawn_multiple`; `pmi1 spawn ok children=N` and the children's
+    /// lines.
+    Pmi1Spawn,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -107,6 +117,8 @@ impl Prog {
             Prog::Pmi1Kvs => "pmi1_kvs",
             Prog::Pmi2Capi => "pmi2_capi",
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm_fastpmi_header",
+            Prog::Pmi2Spawn => "pmi2_spawn",
+            Prog::Pmi1Spawn => "pmi1_spawn",
         }
     }
 
@@ -121,14 +133,18 @@ impl Prog {
     fn toolchain(self) -> Toolchain {
         match self {
             Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
-            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp => Toolchain::SlurmPmi2,
-            Prog::Pmi1Kvs => Toolchain::FastpmiPmi1,
+            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp | Prog::Pmi2Spawn => {
+                Toolchain::SlurmPmi2
+            }
+            Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 9] = [
+        static CELLS: [OnceLock<PathBuf>; 11] = [
+            OnceLock::new(),
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
