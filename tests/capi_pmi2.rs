@@ -229,11 +229,6 @@ fn capi_conformance_under_fastpmi_n4() {
         .run();
     out.assert_success();
     assert_lines(&out, "pmi2 capi ok size=4");
-    assert!(
-        out.stderr.contains("PMI2_Job_Spawn") && out.stderr.contains("not implemented"),
-        "PMI2_Job_Spawn should log why it fails\n{}",
-        out.report()
-    );
     let (sock, _) = stats(&out);
     assert_eq!(sock[0], 0, "no socket puts\n{}", out.report());
 }

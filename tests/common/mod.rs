@@ -30,6 +30,9 @@
 //! notes next to each test); that knob exists only to check the tests.
 #![allow(dead_code)]
 
+pub mod nameserver;
+pub mod stacks;
+
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
