@@ -128,6 +128,8 @@ fn every_complete_malformed_message_gets_an_error_reply() {
 fn oversize_key_and_value_are_rejected_with_a_message() {
     let mut s = server();
     let mut out = Vec::new();
+    s.on_bytes(0, b"cmd=init pmi_version=2 pmi_subversion=0\n", &mut out);
+    out.clear();
     let key = "k".repeat(65);
     let body = format!("cmd=kvs-put;key={key};value=v;");
     s.on_bytes(0, format!("{:<6}{body}", body.len()).as_bytes(), &mut out);

@@ -95,6 +95,8 @@ pub(super) fn job_connect(s: &mut Server, job: JobIdx, jobid: &str) -> Response 
 pub(super) fn job_disconnect(s: &mut Server, job: JobIdx, jobid: &str) -> Response {
     s.stats.other += 1;
     match s.job_index(jobid) {
+        // Its own job: always "connected", nothing to undo.
+        Some(t) if t == job => Response::Ok,
         Some(t) if s.jobs[job].connected.contains(&t) => {
             s.jobs[job].connected.remove(&t);
             s.jobs[t].connected.remove(&job);
