@@ -18,6 +18,32 @@ use super::rank::FENCE_LOOP_ENV;
 const PMI2_EXCHANGE_C: &str = include_str!("../../bench/c/pmi2_exchange.c");
 const FUTEX_FLOOR_C: &str = include_str!("../../bench/c/futex_barrier_floor.c");
 const MPI_HELLO_C: &str = include_str!("../../bench/c/mpi_hello.c");
+const MPI_SPAWN_C: &str = include_str!("../../bench/c/mpi_spawn.c");
+
+/// Environment of the spawn runs, for both launchers: MPICH 5's default
+/// UCX netmod fails spawns of 64 children on this kind of machine under
+/// its own launcher too (shared-memory segments of exited peers); the ofi
+/// netmod does not.
+const SPAWN_ENV: &[(&str, &str)] = &[("MPIR_CVAR_CH4_NETMOD", "ofi"), ("FI_PROVIDER", "tcp")];
+/// Parent ranks of the spawn runs.
+pub const SPAWN_PARENTS: u32 = 2;
+
+/// The MPICH 5 wheel's venv: `$FASTPMI_VENVS/mpich5`, else the one
+/// `scripts/install-mpi-stacks` makes in this checkout's `target/venvs`.
+fn mpich5_venv() -> Result<PathBuf, String> {
+    let base = std::env::var_os("FASTPMI_VENVS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venvs"));
+    let v = base.join("mpich5");
+    if v.join("bin/mpicc").is_file() && v.join("bin/mpiexec").is_file() {
+        Ok(v)
+    } else {
+        Err(format!(
+            "no MPICH 5 wheel in {} (run scripts/install-mpi-stacks)",
+            v.display()
+        ))
+    }
+}
 
 /// Where Slurm's PMI-2 header lives on Debian (package libpmi2-0-dev).
 const SLURM_INCLUDE: &str = "/usr/include/slurm";
@@ -31,6 +57,8 @@ pub enum Kind {
     Floor,
     /// MPICH startup: whole-job wall time only.
     Startup,
+    /// `MPI_Comm_spawn` latency (N = children), MPICH 5 wheel.
+    Spawn,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -42,10 +70,12 @@ pub enum Config {
     FutexFloor,
     MpichFastpmi,
     MpichHydra,
+    SpawnFastpmi,
+    SpawnHydra5,
 }
 
 impl Config {
-    pub const ALL: [Config; 7] = [
+    pub const ALL: [Config; 9] = [
         Config::FastpmiShm,
         Config::FastpmiSocket,
         Config::Hydra,
@@ -53,6 +83,8 @@ impl Config {
         Config::FutexFloor,
         Config::MpichFastpmi,
         Config::MpichHydra,
+        Config::SpawnFastpmi,
+        Config::SpawnHydra5,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +96,8 @@ impl Config {
             Config::FutexFloor => "futex-floor",
             Config::MpichFastpmi => "mpich@fastpmi",
             Config::MpichHydra => "mpich@hydra",
+            Config::SpawnFastpmi => "spawn@fastpmi",
+            Config::SpawnHydra5 => "spawn@hydra5",
         }
     }
 
@@ -71,6 +105,7 @@ impl Config {
         match self {
             Config::FutexFloor => Kind::Floor,
             Config::MpichFastpmi | Config::MpichHydra => Kind::Startup,
+            Config::SpawnFastpmi | Config::SpawnHydra5 => Kind::Spawn,
             _ => Kind::Exchange,
         }
     }
@@ -104,6 +139,8 @@ impl Config {
             }
             Config::MpichFastpmi => "bench/c/mpi_hello.c (MPICH) under fastpmi",
             Config::MpichHydra => "bench/c/mpi_hello.c (MPICH) under Hydra",
+            Config::SpawnFastpmi => "bench/c/mpi_spawn.c (MPICH 5 wheel) under fastpmi",
+            Config::SpawnHydra5 => "bench/c/mpi_spawn.c (MPICH 5 wheel) under its Hydra 5",
         }
     }
 }
@@ -129,6 +166,9 @@ pub struct Tools {
     pub pmi2_exchange: Result<PathBuf, String>,
     pub floor: Result<PathBuf, String>,
     pub mpi_hello: Result<PathBuf, String>,
+    /// `mpi_spawn` built with the MPICH 5 wheel, and that wheel's mpiexec.
+    pub mpi_spawn: Result<PathBuf, String>,
+    pub hydra5: Result<PathBuf, String>,
     /// One-line versions of the peers, for the report.
     pub versions: Vec<String>,
 }
@@ -299,6 +339,26 @@ impl Tools {
             skipped()
         };
 
+        let venv = mpich5_venv();
+        let hydra5 = venv
+            .as_ref()
+            .map(|v| v.join("bin/mpiexec"))
+            .map_err(Clone::clone);
+        let mpi_spawn = if wants(Config::SpawnFastpmi) || wants(Config::SpawnHydra5) {
+            venv.clone().and_then(|v| {
+                let mpicc = v.join("bin/mpicc");
+                let rpath = format!("-Wl,-rpath,{}", v.join("lib").display());
+                compile(
+                    &mpicc.to_string_lossy(),
+                    build_dir,
+                    "mpi_spawn",
+                    MPI_SPAWN_C,
+                    &[&rpath],
+                )
+            })
+        } else {
+            skipped()
+        };
         let mut versions = notes;
         versions.push(format!(
             "fastpmi {} ({} build of fastpmi-bench)",
@@ -328,6 +388,8 @@ impl Tools {
             pmi2_exchange,
             floor,
             mpi_hello,
+            mpi_spawn,
+            hydra5,
             versions,
         })
     }
@@ -341,6 +403,8 @@ impl Tools {
             Config::FutexFloor => vec![&self.floor],
             Config::MpichFastpmi => vec![&self.fastpmi, &self.mpi_hello],
             Config::MpichHydra => vec![&self.hydra, &self.mpi_hello],
+            Config::SpawnFastpmi => vec![&self.fastpmi, &self.mpi_spawn],
+            Config::SpawnHydra5 => vec![&self.hydra5, &self.mpi_spawn],
         };
         let reasons: Vec<&str> = need
             .iter()
@@ -401,6 +465,23 @@ impl Tools {
                 };
                 let (args, proxies) = hydra_args(n, p.hydra_ppn, prog.0, prog.1);
                 (path(&self.hydra), args, MemProbe::HydraTree { proxies })
+            }
+            Config::SpawnFastpmi | Config::SpawnHydra5 => {
+                for (k, v) in SPAWN_ENV {
+                    env_set.push((os(k), os(v)));
+                }
+                let launcher = if c == Config::SpawnFastpmi {
+                    path(&self.fastpmi)
+                } else {
+                    path(&self.hydra5)
+                };
+                let args = vec![
+                    os("-n"),
+                    OsString::from(SPAWN_PARENTS.to_string()),
+                    path(&self.mpi_spawn).into_os_string(),
+                    OsString::from(n.to_string()),
+                ];
+                (launcher, args, MemProbe::None)
             }
             Config::FutexFloor => (
                 path(&self.floor),

@@ -36,7 +36,7 @@ pub const USAGE: &str = "\
 usage: fastpmi-bench [--sizes 2,16,64,256,1024] [--reps 3] [--out results]
                      [--configs LIST] [--startup-sizes 16,64,256] [--quick]
                      [--timeout 120] [--floor-iters N] [--fence-loop K]
-                     [--hydra-ppn 128]
+                     [--hydra-ppn 128] [--spawn-sizes 1,16,64]
 
 Measures PMI put/get/fence (a business-card exchange) under fastpmi's
 shared-memory path, fastpmi's socket path, Hydra and Slurm's libpmi2 on
@@ -63,7 +63,11 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
                         (default 100, quick 20; 0: off, compare fence2).
                         Fewer than ~100 mostly measure waking sleepers.
   --hydra-ppn K         at most K ranks per Hydra proxy (default 128: Hydra
-                        4.0.2 deadlocks past ~224 ranks behind one proxy)";
+                        4.0.2 deadlocks past ~224 ranks behind one proxy)
+  --spawn-sizes LIST    children of the spawn-latency runs (MPI_Comm_spawn
+                        from 2 ranks, MPICH 5 wheel, fastpmi vs its Hydra 5;
+                        default 1,16,64; `none` to skip; configuration name
+                        `spawn` selects both)";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -73,6 +77,7 @@ pub struct Options {
     pub out: PathBuf,
     pub configs: Vec<Config>,
     pub startup_sizes: Vec<u32>,
+    pub spawn_sizes: Vec<u32>,
     pub quick: bool,
     pub params: RunParams,
 }
@@ -108,6 +113,7 @@ impl Options {
         let mut out = PathBuf::from("results");
         let mut configs: Vec<Config> = Config::ALL.to_vec();
         let mut startup: Option<Vec<u32>> = None;
+        let mut spawn_sizes = vec![1, 16, 64];
         let mut quick = false;
         let mut timeout = 120;
         let mut floor_iters: Option<u32> = None;
@@ -122,6 +128,7 @@ impl Options {
                 "--reps" => reps = parse_num(&flag, &value()?)?,
                 "--out" => out = PathBuf::from(value()?),
                 "--startup-sizes" => startup = Some(parse_list(&flag, &value()?)?),
+                "--spawn-sizes" => spawn_sizes = parse_list(&flag, &value()?)?,
                 "--quick" => quick = true,
                 "--timeout" => timeout = parse_num(&flag, &value()?)?,
                 "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
@@ -138,6 +145,8 @@ impl Options {
                     for name in value()?.split(',').map(str::trim) {
                         let picked: Vec<Config> = if name == "mpich-startup" {
                             vec![Config::MpichFastpmi, Config::MpichHydra]
+                        } else if name == "spawn" {
+                            vec![Config::SpawnFastpmi, Config::SpawnHydra5]
                         } else {
                             Config::ALL
                                 .into_iter()
@@ -169,6 +178,7 @@ impl Options {
             out,
             configs,
             startup_sizes,
+            spawn_sizes,
             quick,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(timeout)),
@@ -225,6 +235,7 @@ fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     };
     add(&opts.sizes, &[Kind::Exchange, Kind::Floor]);
     add(&opts.startup_sizes, &[Kind::Startup]);
+    add(&opts.spawn_sizes, &[Kind::Spawn]);
     cases
 }
 
@@ -264,6 +275,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not selected (--configs)")
             } else if c.kind() == Kind::Startup && opts.startup_sizes.is_empty() {
                 Availability::NotSelected("not run (--startup-sizes none)")
+            } else if c.kind() == Kind::Spawn && opts.spawn_sizes.is_empty() {
+                Availability::NotSelected("not run (--spawn-sizes none)")
             } else if let Some(why) = tools.missing(c) {
                 Availability::Missing(why)
             } else {

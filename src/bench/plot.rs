@@ -18,6 +18,7 @@ fn color(c: Config) -> RGBColor {
         Config::SlurmPmi2 => RGBColor(0x2c, 0xa0, 0x2c),
         Config::FutexFloor => RGBColor(0x33, 0x33, 0x33),
         Config::MpichFastpmi | Config::MpichHydra => RGBColor(0x94, 0x67, 0xbd),
+        Config::SpawnFastpmi | Config::SpawnHydra5 => RGBColor(0x8c, 0x56, 0x4b),
     }
 }
 

@@ -128,6 +128,22 @@ pub fn parse_floor_line(stdout: &str) -> Option<f64> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// `mpi_spawn ok children=N spawn_ms=T`: T, if the line is there for N.
+pub fn parse_spawn_line(stdout: &str, n: u32) -> Option<f64> {
+    let l = stdout
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("mpi_spawn ok"))?;
+    let want = format!("children={n}");
+    if !l.split_whitespace().any(|w| w == want) {
+        return None;
+    }
+    l.split_whitespace()
+        .find_map(|w| w.strip_prefix("spawn_ms="))?
+        .parse()
+        .ok()
+}
+
 fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
     v[v.len().saturating_sub(lines)..].join("\n")
@@ -220,6 +236,16 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
                 r.metrics.insert("fence_loop_us".into(), us);
             }
             None => fail(&mut r, Status::Failed, "no per-fence line on stdout".into()),
+        },
+        Kind::Spawn => match parse_spawn_line(&o.stdout, n) {
+            Some(ms) => {
+                r.metrics.insert("spawn_ms".into(), ms);
+            }
+            None => fail(
+                &mut r,
+                Status::Failed,
+                format!("no \"mpi_spawn ok children={n} spawn_ms=...\" line on stdout"),
+            ),
         },
         Kind::Startup => {
             if !o.stdout.contains("mpi_hello ok") {

@@ -582,6 +582,8 @@ pub fn markdown(ctx: &Context) -> String {
         }
     }
 
+    spawn_section(ctx, w);
+
     // Memory table.
     memory_section(ctx, w);
 
@@ -726,5 +728,42 @@ mod tests {
         assert_eq!(csv_field("plain"), "plain");
         assert_eq!(shell_quote("--sizes"), "--sizes");
         assert_eq!(shell_quote("a b"), "'a b'");
+    }
+}
+
+/// `MPI_Comm_spawn` latency, fastpmi against the wheel's own Hydra 5.
+fn spawn_section(ctx: &Context, w: &mut String) {
+    let opts = ctx.opts;
+    let _ = writeln!(w, "\n## Spawn latency\n");
+    let _ = writeln!(
+        w,
+        "`bench/c/mpi_spawn.c` (MPICH 5.0.2 wheel, ofi netmod): {} parent ranks time one `MPI_Comm_spawn` of K children, from the request to its return (the children started, finished `MPI_Init`, whose PMI exchange ends in their first fence, and connected back), milliseconds: median (min–max).\n",
+        super::configs::SPAWN_PARENTS
+    );
+    if opts.spawn_sizes.is_empty() {
+        let _ = writeln!(w, "Not run (`--spawn-sizes none`).");
+        return;
+    }
+    let _ = writeln!(
+        w,
+        "| children | launcher | runs | spawn ms | fastpmi / Hydra 5 |"
+    );
+    let _ = writeln!(w, "|---|---|---|---|---|");
+    let ms = |r: &Record| r.metrics.get("spawn_ms").copied();
+    for &n in &opts.spawn_sizes {
+        let f = median(ctx, Config::SpawnFastpmi, n, ms);
+        let h = median(ctx, Config::SpawnHydra5, n, ms);
+        for c in [Config::SpawnFastpmi, Config::SpawnHydra5] {
+            let ratio = match (c, f, h) {
+                (Config::SpawnFastpmi, Some(f), Some(h)) if h > 0.0 => format!("{:.2}x", f / h),
+                _ => "—".into(),
+            };
+            let _ = writeln!(
+                w,
+                "| {n} | {c} | {} | {} | {ratio} |",
+                runs_cell(ctx, c, n),
+                cell(summarize(ctx.records, c, n, ms), 1.0)
+            );
+        }
     }
 }
