@@ -15,6 +15,8 @@ const EXCHANGE: &[&str] = &[
     "futex-floor",
 ];
 const STARTUP: &[&str] = &["mpich@fastpmi", "mpich@hydra"];
+/// Spawn latency (run here with one child).
+const SPAWN: &[&str] = &["spawn@fastpmi", "spawn@hydra5"];
 const SIZES: &[u32] = &[2, 4];
 
 /// Split one CSV record (quotes with doubled inner quotes; no newlines in
@@ -88,7 +90,7 @@ fn quick_run_writes_a_well_formed_report() {
     let run = Command::new(env!("CARGO_BIN_EXE_fastpmi-bench"))
         .args(["--sizes", "2,4", "--reps", "1", "--quick"])
         // Keep the MPICH startup table to a toy size too.
-        .args(["--startup-sizes", "4", "--out"])
+        .args(["--startup-sizes", "4", "--spawn-sizes", "1", "--out"])
         .arg(&out)
         // Under cargo the harness rebuilds the launcher first (for `cargo
         // run`); cargo test has just built it, so skip that here.
@@ -108,10 +110,15 @@ fn quick_run_writes_a_well_formed_report() {
 
     // bench.md: every configuration listed, present or missing with a reason;
     // a row per (N, configuration) in the exchange and startup tables.
-    for name in EXCHANGE.iter().chain(STARTUP) {
+    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN) {
         let cells =
             row(&md, &[name]).unwrap_or_else(|| panic!("no configuration row for {name}:\n{md}"));
         assert_status_cell(cells[1], name);
+    }
+    for name in SPAWN {
+        let cells =
+            row(&md, &["1", name]).unwrap_or_else(|| panic!("no spawn row for {name}:\n{md}"));
+        assert_status_cell(cells[2], name);
     }
     for n in SIZES {
         for name in EXCHANGE {
@@ -130,6 +137,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## Targets",
         "## PMI exchange",
         "## MPI startup",
+        "## Spawn latency",
         "## Memory",
         "## Failures",
     ] {
@@ -181,7 +189,9 @@ fn quick_run_writes_a_well_formed_report() {
         assert_eq!(f.len(), header.len(), "ragged raw.csv row: {line}");
         let config = &f[col("config")];
         assert!(
-            EXCHANGE.contains(&config.as_str()) || STARTUP.contains(&config.as_str()),
+            EXCHANGE.contains(&config.as_str())
+                || STARTUP.contains(&config.as_str())
+                || SPAWN.contains(&config.as_str()),
             "unknown config {config}"
         );
         *rows_per_config.entry(config.clone()).or_default() += 1;
@@ -207,10 +217,10 @@ fn quick_run_writes_a_well_formed_report() {
         }
     }
     // Every present configuration ran once per N (reps = 1).
-    for name in EXCHANGE.iter().chain(STARTUP) {
+    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN) {
         let cells = row(&md, &[name]).unwrap();
         let expected = if cells[1] == "present" {
-            if STARTUP.contains(name) {
+            if STARTUP.contains(name) || SPAWN.contains(name) {
                 1
             } else {
                 SIZES.len()

@@ -705,32 +705,6 @@ fn memory_section(ctx: &Context, w: &mut String) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dates() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400 + 3600 + 120);
-        assert_eq!(utc(t), "2000-02-29 01:02 UTC");
-        assert_eq!(utc(SystemTime::UNIX_EPOCH), "1970-01-01 00:00 UTC");
-    }
-
-    #[test]
-    fn numbers_and_csv() {
-        assert_eq!(num(1234.5), "1234");
-        assert_eq!(num(12.345), "12.3");
-        assert_eq!(num(1.2345), "1.23");
-        assert_eq!(num(0.12345), "0.123");
-        assert_eq!(num(0.0012345), "0.0012");
-        assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"x\"\nnext"), "\"say \"\"x\"\" | next\"");
-        assert_eq!(csv_field("plain"), "plain");
-        assert_eq!(shell_quote("--sizes"), "--sizes");
-        assert_eq!(shell_quote("a b"), "'a b'");
-    }
-}
-
 /// `MPI_Comm_spawn` latency, fastpmi against the wheel's own Hydra 5.
 fn spawn_section(ctx: &Context, w: &mut String) {
     let opts = ctx.opts;
@@ -765,5 +739,31 @@ fn spawn_section(ctx: &Context, w: &mut String) {
                 cell(summarize(ctx.records, c, n, ms), 1.0)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400 + 3600 + 120);
+        assert_eq!(utc(t), "2000-02-29 01:02 UTC");
+        assert_eq!(utc(SystemTime::UNIX_EPOCH), "1970-01-01 00:00 UTC");
+    }
+
+    #[test]
+    fn numbers_and_csv() {
+        assert_eq!(num(1234.5), "1234");
+        assert_eq!(num(12.345), "12.3");
+        assert_eq!(num(1.2345), "1.23");
+        assert_eq!(num(0.12345), "0.123");
+        assert_eq!(num(0.0012345), "0.0012");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"x\"\nnext"), "\"say \"\"x\"\" | next\"");
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(shell_quote("--sizes"), "--sizes");
+        assert_eq!(shell_quote("a b"), "'a b'");
     }
 }
