@@ -202,6 +202,59 @@ fn impi_spawn_2_parents_8_children() {
     spawn_parent(Stack::Impi, 2, 8, Duration::from_secs(120));
 }
 
+/// Intel MPI loading fastpmi's `libpmi2.so.0` (`I_MPI_PMI=pmi2`): its
+/// `PMI2_Job_Spawn` goes over the wire to whichever server the library talks
+/// to: Debian's Hydra 4.0.2, then fastpmi. Hydra gets `-ppn` large enough
+/// for parents and children on one proxy: spread over several proxies its
+/// spawn fails an assertion (`pmip_cb.c: assert (!closed)`) with Slurm's own
+/// libpmi2 too.
+fn impi_spawn_on_fastpmi_libpmi2(children: usize) {
+    let _g = heavy();
+    let parents = 2;
+    let tag = format!("impi-pmi2lib-{children}");
+    let dir = scratch_dir(&tag);
+    let exe = private_copy(&Stack::Impi.program("spawn_parent"), dir.path(), &tag);
+    let lib = capi_lib_dir().join("libpmi2.so.0");
+    let m = parents + children;
+    let sum = m * (m + 1) / 2;
+    let check = exactly(vec![
+        format!("spawn ok parents={parents} children={children} merged={m} sum={sum}"),
+        format!("spawn child ok children={children} parents={parents} merged={m} sum={sum}"),
+    ]);
+    let args = |ppn: bool| {
+        let mut v: Vec<String> = Vec::new();
+        if ppn {
+            v.extend(["-ppn".into(), (parents + children).to_string()]);
+        }
+        v.extend(["-n".into(), parents.to_string(), exe.display().to_string()]);
+        v.push(children.to_string());
+        v
+    };
+    let with_env = |mut c: Cmd| {
+        for (k, v) in Stack::Impi.env() {
+            c = c.env(k, v);
+        }
+        c.env("I_MPI_PMI", "pmi2")
+            .env("I_MPI_PMI_LIBRARY", &lib)
+            .cwd(dir.path())
+            .timeout(Duration::from_secs(120))
+    };
+    let hydra = with_env(launch(args(true)).program("mpiexec.hydra")).run();
+    judge(Half::Own, &hydra, &exe, &check);
+    let fast = with_env(launch(args(false))).run();
+    judge(Half::Fastpmi, &fast, &exe, &check);
+}
+
+#[test]
+fn impi_pmi2_library_spawn_2_children() {
+    impi_spawn_on_fastpmi_libpmi2(2);
+}
+
+#[test]
+fn impi_pmi2_library_spawn_8_children() {
+    impi_spawn_on_fastpmi_libpmi2(8);
+}
+
 // ---------------------------------------------------------------------------
 // MPI_Comm_spawn_multiple: appnum, per-command argv, info wdir
 // ---------------------------------------------------------------------------
