@@ -2,13 +2,17 @@
 #
 #   make                                  # cargo build of capi/pmi2 and capi/pmi1
 #   make install PREFIX=/opt/fastpmi      # + lib/libpmi2.so.0.0.0, lib/libpmi.so.0.0.0
+#                                         #   (stripped; debug info in
+#                                         #   lib/.debug/*.debug, found by gdb
+#                                         #   through .gnu_debuglink)
 #                                         #   with their .so.0 / .so symlinks,
 #                                         #   include/pmi2.h, include/pmi.h,
 #                                         #   lib/pkgconfig/fastpmi.pc
 #   make uninstall PREFIX=/opt/fastpmi
 #
 # Variables: PREFIX (/usr/local), LIBDIR, INCLUDEDIR, DESTDIR (staging),
-# CARGO, PROFILE (cargo profile: release), CARGO_TARGET_DIR (target).
+# CARGO, PROFILE (cargo profile: capi, i.e. release with LTO),
+# CARGO_TARGET_DIR (target), STRIP, OBJCOPY.
 # A program linked against Slurm's libpmi2.so.0 uses fastpmi's with
 # LD_LIBRARY_PATH=$(LIBDIR); under the fastpmi launcher its KVS traffic then
 # goes through shared memory.
@@ -18,7 +22,7 @@ LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DESTDIR ?=
 CARGO ?= cargo
-PROFILE ?= release
+PROFILE ?= capi
 CARGO_TARGET_DIR ?= target
 
 # Cargo puts the dev profile in debug/, every other one in a directory of
@@ -30,6 +34,18 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' capi/pmi2/Cargo.toml | he
 ABI := 0.0.0
 
 INSTALL ?= install
+STRIP ?= strip
+OBJCOPY ?= objcopy
+DEBUGDIR := $(DESTDIR)$(LIBDIR)/.debug
+
+# Install library $(1) stripped (its dynamic symbols stay), with its debug
+# info in $(DEBUGDIR) and a debuglink to it.
+define install_lib
+	$(OBJCOPY) --only-keep-debug $(BUILT)/lib$(1).so $(DEBUGDIR)/lib$(1).so.$(ABI).debug
+	$(INSTALL) -m 0755 $(BUILT)/lib$(1).so $(DESTDIR)$(LIBDIR)/lib$(1).so.$(ABI)
+	$(STRIP) --strip-unneeded $(DESTDIR)$(LIBDIR)/lib$(1).so.$(ABI)
+	cd $(DEBUGDIR) && $(OBJCOPY) --add-gnu-debuglink=lib$(1).so.$(ABI).debug $(DESTDIR)$(LIBDIR)/lib$(1).so.$(ABI)
+endef
 
 .PHONY: all build install uninstall
 
@@ -39,11 +55,11 @@ build:
 	$(CARGO) build --profile $(PROFILE) --target-dir $(CARGO_TARGET_DIR) -p fastpmi-pmi2 -p fastpmi-pmi1
 
 install: build
-	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
-	$(INSTALL) -m 0755 $(BUILT)/libpmi2.so $(DESTDIR)$(LIBDIR)/libpmi2.so.$(ABI)
+	$(INSTALL) -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DEBUGDIR)
+	$(call install_lib,pmi2)
 	ln -sfn libpmi2.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi2.so.0
 	ln -sfn libpmi2.so.0 $(DESTDIR)$(LIBDIR)/libpmi2.so
-	$(INSTALL) -m 0755 $(BUILT)/libpmi.so $(DESTDIR)$(LIBDIR)/libpmi.so.$(ABI)
+	$(call install_lib,pmi)
 	ln -sfn libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0
 	ln -sfn libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
 	$(INSTALL) -m 0644 include/pmi2.h include/pmi.h $(DESTDIR)$(INCLUDEDIR)/
@@ -57,3 +73,5 @@ uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
 	rm -f $(DESTDIR)$(INCLUDEDIR)/pmi2.h $(DESTDIR)$(INCLUDEDIR)/pmi.h
 	rm -f $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
+	rm -f $(DEBUGDIR)/libpmi2.so.$(ABI).debug $(DEBUGDIR)/libpmi.so.$(ABI).debug
+	-rmdir $(DEBUGDIR) 2>/dev/null

@@ -271,6 +271,13 @@ fn make_install_layout_and_pkg_config() {
     for name in ["pmi2", "pmi"] {
         let real = lib.join(format!("lib{name}.so.0.0.0"));
         assert!(real.is_file(), "{} missing", real.display());
+        // Installed stripped, debug info beside it (found through the link).
+        let size = fs::metadata(&real).unwrap().len();
+        assert!(size < 2 << 20, "{} is {size} bytes", real.display());
+        let debug = lib.join(format!(".debug/lib{name}.so.0.0.0.debug"));
+        assert!(debug.is_file(), "{} missing", debug.display());
+        let sections = run(Command::new("objdump").arg("-h").arg(&real));
+        assert!(sections.contains(".gnu_debuglink"), "no debuglink in {}", real.display());
         assert_eq!(soname(&real), format!("lib{name}.so.0"));
         assert_eq!(
             fs::read_link(lib.join(format!("lib{name}.so.0"))).unwrap(),
