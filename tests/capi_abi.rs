@@ -277,7 +277,11 @@ fn make_install_layout_and_pkg_config() {
         let debug = lib.join(format!(".debug/lib{name}.so.0.0.0.debug"));
         assert!(debug.is_file(), "{} missing", debug.display());
         let sections = run(Command::new("objdump").arg("-h").arg(&real));
-        assert!(sections.contains(".gnu_debuglink"), "no debuglink in {}", real.display());
+        assert!(
+            sections.contains(".gnu_debuglink"),
+            "no debuglink in {}",
+            real.display()
+        );
         assert_eq!(soname(&real), format!("lib{name}.so.0"));
         assert_eq!(
             fs::read_link(lib.join(format!("lib{name}.so.0"))).unwrap(),

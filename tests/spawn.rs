@@ -541,6 +541,9 @@ fn role_kvs_a() -> Result<(), String> {
     ensure(v.as_deref() == Some(&b"parent-value"[..]), || {
         format!("parent-key = {v:?}")
     })?;
+    ensure(pmi.parent_segment() == Some(parent.as_str()), || {
+        format!("parent segment not mapped: {:?}", pmi.parent_segment())
+    })?;
     println!("kvs child read parent-key=parent-value");
     pmi.put("a-key", "a-value").map_err(|e| e.to_string())?;
     pmi.fence().map_err(|e| e.to_string())?;
@@ -571,7 +574,7 @@ fn child_reads_parent_kvs_but_unconnected_sibling_is_refused() {
     }
     // Starts several processes.
     let _g = heavy();
-    let out = rank_role::launch(KVS_TEST, "kvs-parent", 1, &[]).run();
+    let out = rank_role::launch(KVS_TEST, "kvs-parent", 1, &["--stats"]).run();
     out.assert_success();
     assert_eq!(
         lines_with(&out.stdout, "kvs child read parent-key=parent-value").len(),
@@ -579,6 +582,10 @@ fn child_reads_parent_kvs_but_unconnected_sibling_is_refused() {
         "{}",
         out.report()
     );
+    // The child read its parent's key from the parent's segment: the only
+    // get the server saw is the sibling's refused one.
+    let sock = stats_row(&out.stderr, "socket").expect("socket stats row");
+    assert_eq!(sock[1], 1, "socket gets\n{}", out.report());
     assert_eq!(
         lines_with(&out.stdout, "kvs sibling refused: ").len(),
         1,

@@ -109,6 +109,8 @@ pub struct Pmi {
     spawned: bool,
     jobid: String,
     shm: Option<JobSegment>,
+    /// A spawned job's parent's segment, read for `get_from(parent)`.
+    parent: Option<(String, JobSegment)>,
     /// Why the segment is not used (None when it is, or for a singleton).
     fallback: Option<String>,
     /// Spins before sleeping in a fence: none when the job has more ranks
@@ -204,6 +206,16 @@ impl Pmi {
                 None
             }
         };
+        let parent = match (&shm, m.get_str("spawner-jobid")) {
+            (Some(_), Some(pj)) => match attach_parent(&mut conn, pj) {
+                Ok(p) => p.map(|seg| (pj.to_string(), seg)),
+                Err(why) => {
+                    tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
+                    None
+                }
+            },
+            _ => None,
+        };
         Ok(Pmi {
             rank: r as u32,
             size: size as u32,
@@ -211,6 +223,7 @@ impl Pmi {
             spawned,
             jobid,
             shm,
+            parent,
             fallback,
             fence_spins: fence_spins(size as u32),
             singleton: false,
@@ -228,6 +241,7 @@ impl Pmi {
             spawned: false,
             jobid: format!("singleton_{}", std::process::id()),
             shm: None,
+            parent: None,
             fallback: None,
             fence_spins: 0,
             singleton: true,
@@ -424,6 +438,20 @@ impl Pmi {
             // slurmstepd would answer from this job's KVS whatever jobid says.
             self.not_on_slurm("reading another job's keys (kvs-get with a jobid)")?;
         }
+        // The parent's KVS, straight from its segment (a spawned job).
+        if let Some((pj, seg)) = &self.parent {
+            if jobid == Some(pj.as_str()) {
+                if let Some(st) = self.state() {
+                    st.count_get();
+                }
+                if let Some(v) = seg.seg().kvs().get(key) {
+                    return Ok(f(Some(v)));
+                }
+                if !self.overflowed(seg) {
+                    return Ok(f(None));
+                }
+            }
+        }
         if let (Some(seg), true) = (&self.shm, own) {
             if let Some(st) = self.state() {
                 st.count_get();
@@ -520,6 +548,12 @@ impl Pmi {
             }
             Conn::Done => Err(PmiError::Finalized),
         })
+    }
+
+    /// The parent job whose segment this spawned process maps (its KVS is
+    /// then read from there by [`Pmi::get_from`]), if any.
+    pub fn parent_segment(&self) -> Option<&str> {
+        self.parent.as_ref().map(|(j, _)| j.as_str())
     }
 
     /// Size in bytes of the mapped job segment (None on the socket).
@@ -802,6 +836,45 @@ fn attach_segment(
         ));
     }
     Ok(seg)
+}
+
+/// Node attribute through which the launcher hands a spawned job its
+/// parent's segment (`fd:N` inherited descriptor, or `sysv:ID`).
+pub const PARENT_SEGMENT_ATTR: &str = "fastpmi-parentSegment";
+
+/// Map the parent's segment, when the launcher passed one.
+fn attach_parent(conn: &mut WireConn, parent: &str) -> Result<Option<JobSegment>, String> {
+    let m = conn
+        .call(
+            Protocol::Pmi2,
+            &Request::GetNodeAttr {
+                key: PARENT_SEGMENT_ATTR.as_bytes().to_vec(),
+                wait: false,
+            },
+            "info-getnodeattr-response",
+        )
+        .map_err(|e| e.to_string())?;
+    let Some(v) = found_value(&m) else {
+        return Ok(None);
+    };
+    let v = String::from_utf8_lossy(&v).into_owned();
+    let num = |s: &str| {
+        s.trim()
+            .parse::<i32>()
+            .map_err(|_| format!("{PARENT_SEGMENT_ATTR}={v}"))
+    };
+    let seg = match v.split_once(':') {
+        Some(("fd", n)) => JobSegment::attach_fd(num(n)?).map_err(|e| e.to_string())?,
+        Some(("sysv", n)) => JobSegment::attach_sysv(num(n)?).map_err(|e| e.to_string())?,
+        _ => return Err(format!("{PARENT_SEGMENT_ATTR}={v}")),
+    };
+    if seg.seg().job_id() != parent {
+        return Err(format!(
+            "the parent segment belongs to job {}, not {parent}",
+            seg.seg().job_id()
+        ));
+    }
+    Ok(Some(seg))
 }
 
 fn found_value(m: &Message) -> Option<Vec<u8>> {

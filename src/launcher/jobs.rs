@@ -15,7 +15,7 @@ use mio::Interest;
 use super::conn::{stream_nonblocking, Sock};
 use super::output::{Forwarder, Stream};
 use super::supervise::RankProc;
-use super::{os, JobRt, Launcher, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
+use super::{os, JobRt, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
 use crate::server::{JobIdx, JobSpec};
 use crate::shm::{JobSegment, MemPool};
 use crate::store::{MemStore, ShmStore, Store};
@@ -101,7 +101,11 @@ impl Launcher {
         spawned: bool,
     ) -> io::Result<JobIdx> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
-        let (store, segment) = self.job_store(size, &id)?;
+        let parent_segment = spawner
+            .as_deref()
+            .and_then(|p| self.server.job_index(p))
+            .and_then(|p| self.jobs[p].segment.clone());
+        let (store, segment) = self.job_store(size, &id, parent_segment.as_deref())?;
         let job = self.server.add_job(JobSpec {
             id: id.clone(),
             apps: apps.iter().map(|a| a.nranks).collect(),
@@ -114,6 +118,7 @@ impl Launcher {
         let fence_watcher = segment.as_ref().and_then(|s| self.watch(s, &stop));
         self.jobs.push(JobRt {
             segment,
+            parent_segment,
             fence_watcher,
             stop,
             live: size,
@@ -194,7 +199,12 @@ impl Launcher {
 
     /// The store of a new job: its segment when one is configured, with the
     /// node attributes that tell clients how to map it.
-    fn job_store(&mut self, size: u32, jobid: &str) -> io::Result<JobStore> {
+    fn job_store(
+        &mut self,
+        size: u32,
+        jobid: &str,
+        parent: Option<&JobSegment>,
+    ) -> io::Result<JobStore> {
         let (mut store, segment): (Box<dyn Store>, _) = match self.cfg.mem_pool {
             None => (Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)), None),
             Some(pool) => {
@@ -238,6 +248,16 @@ impl Launcher {
             match m.pool() {
                 MemPool::AnonMmap => attrs.push(("memAnonMMAPfd", SEGMENT_FD_IN_RANK.to_string())),
                 MemPool::Sysv => attrs.push(("memSYSVid", m.sysv_id().unwrap_or(-1).to_string())),
+            }
+            if let Some(p) = parent.map(JobSegment::mapping) {
+                let v = match (p.fd(), p.sysv_id()) {
+                    (Some(_), _) => Some(format!("fd:{PARENT_SEGMENT_FD_IN_RANK}")),
+                    (None, Some(id)) => Some(format!("sysv:{id}")),
+                    _ => None,
+                };
+                if let Some(v) = v {
+                    attrs.push((crate::client::PARENT_SEGMENT_ATTR, v));
+                }
             }
         }
         for (k, v) in attrs {
@@ -284,6 +304,13 @@ impl Launcher {
             let foreign = self.foreign.as_ref().and_then(|m| m.fd());
             if let Some(fd) = foreign.or_else(|| segment.as_ref().and_then(|s| s.mapping().fd())) {
                 pass.push((fd, SEGMENT_FD_IN_RANK));
+            }
+            if let Some(fd) = self.jobs[p.job]
+                .parent_segment
+                .as_ref()
+                .and_then(|s| s.mapping().fd())
+            {
+                pass.push((fd, PARENT_SEGMENT_FD_IN_RANK));
             }
             let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
             stream_nonblocking(&stream)?;

@@ -49,6 +49,10 @@ const PMI_FD_IN_RANK: i32 = 3;
 /// Descriptor number of the job segment's memfd inside every rank
 /// (advertised as the node attribute `memAnonMMAPfd`).
 const SEGMENT_FD_IN_RANK: i32 = 4;
+/// Descriptor number of the parent job's memfd in a spawned job's ranks
+/// (node attribute `fastpmi-parentSegment` = `fd:5`): fastpmi's clients
+/// read the parent's KVS from it.
+const PARENT_SEGMENT_FD_IN_RANK: i32 = 5;
 const FIRST_CONN: usize = 16;
 /// Time between SIGTERM and SIGKILL when a job is torn down.
 const KILL_GRACE: Duration = Duration::from_millis(1000);
@@ -62,6 +66,8 @@ const MAX_QUEUED: usize = 16 << 20;
 struct JobRt {
     /// The job segment (None: socket-only job, or the job has ended).
     segment: Option<Arc<JobSegment>>,
+    /// A spawned job's parent's segment, handed to its ranks.
+    parent_segment: Option<Arc<JobSegment>>,
     /// The fence watcher's target generation and its thread (to unpark it).
     fence_watcher: Option<(Arc<AtomicU64>, std::thread::Thread)>,
     /// Tells this job's watcher threads to exit.

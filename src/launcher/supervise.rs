@@ -235,6 +235,7 @@ impl Launcher {
         }
         j.stop.store(true, Ordering::Relaxed);
         j.fence_watcher = None;
+        j.parent_segment = None;
         if let Some(seg) = j.segment.take() {
             add_stats(&mut self.shm_stats_done, &seg);
         }
