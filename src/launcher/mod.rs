@@ -16,6 +16,7 @@ pub mod output;
 mod peer;
 mod spawn;
 mod supervise;
+mod topology;
 mod watch;
 
 use std::collections::{HashMap, VecDeque};
@@ -106,6 +107,8 @@ pub struct Launcher {
     names: Option<names::NameClient>,
     /// Decoy segment with an unknown stamp (FASTPMI_ADVERTISE_FOREIGN_SEGMENT).
     foreign: Option<crate::shm::Mapping>,
+    /// The node's topology as XML, for `PMI_hwloc_xmlfile`.
+    _topology: Option<topology::TopologyXml>,
 }
 
 /// Run a job to the end; returns the launcher's exit status.
@@ -141,6 +144,17 @@ impl Launcher {
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut server = Server::new();
+        let topology = match topology::export() {
+            Ok(t) => {
+                tracing::debug!(path = %t.path, bytes = t.bytes, "node topology exported");
+                server.set_hwloc_xmlfile(t.path.clone());
+                Some(t)
+            }
+            Err(why) => {
+                tracing::debug!("no PMI_hwloc_xmlfile: {why}");
+                None
+            }
+        };
         let names = match &cfg.nameserver {
             Some(addr) => {
                 server.use_remote_names();
@@ -171,6 +185,7 @@ impl Launcher {
             shm_stats_done: Default::default(),
             names,
             foreign: None,
+            _topology: topology,
         })
     }
 

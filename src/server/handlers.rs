@@ -108,7 +108,7 @@ fn bound(
         }
         Request::GetJobAttr { key } => {
             s.stats.other += 1;
-            let value = job_attr(j, &key);
+            let value = job_attr(s.hwloc_xmlfile.as_deref(), &s.jobs[job], &key);
             Some(Response::Value { key, value })
         }
         Request::Finalize => {
@@ -218,7 +218,7 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
     // PMI-1 clients read job attributes with plain gets.
     let value = match to.proto {
         crate::wire::Protocol::Pmi1 if key.starts_with(b"PMI_") || key == b"universeSize" => {
-            job_attr(j, &key)
+            job_attr(s.hwloc_xmlfile.as_deref(), j, &key)
         }
         _ => None,
     }
@@ -226,15 +226,18 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
     Response::Value { key, value }
 }
 
-fn job_attr(j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {
+fn job_attr(hwloc_xmlfile: Option<&str>, j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {
     match key {
         // One node: every rank here. The full form, never Hydra's wrap-around.
         b"PMI_process_mapping" => Some(format!("(vector,(0,1,{}))", j.size).into_bytes()),
         b"universeSize" => Some(j.universe_size.to_string().into_bytes()),
         // Publish, unpublish and lookup work across every job.
         b"hasNameServ" => Some(b"TRUE".to_vec()),
+        // The node topology the launcher exported once (MPICH then need not
+        // discover it in every rank).
+        b"PMI_hwloc_xmlfile" => hwloc_xmlfile.map(|p| p.as_bytes().to_vec()),
         // A miss: an empty list would be an empty value, which clients mishandle.
-        b"PMI_dead_processes" | b"PMI_hwloc_xmlfile" => None,
+        b"PMI_dead_processes" => None,
         _ => None,
     }
 }

@@ -170,6 +170,8 @@ pub struct Server {
     conns: HashMap<ConnId, Conn>,
     names: nameserv::Names,
     spawns: spawn::Spawns,
+    /// Path of the node topology's XML (`PMI_hwloc_xmlfile`), if any.
+    hwloc_xmlfile: Option<String>,
     pub stats: SocketStats,
 }
 
@@ -186,6 +188,7 @@ impl Server {
             conns: HashMap::new(),
             names: Default::default(),
             spawns: Default::default(),
+            hwloc_xmlfile: None,
             stats: SocketStats::default(),
         }
     }
@@ -253,6 +256,11 @@ impl Server {
                 pending: None,
             },
         );
+    }
+
+    /// Answer `PMI_hwloc_xmlfile` with `path` (the node topology as XML).
+    pub fn set_hwloc_xmlfile(&mut self, path: String) {
+        self.hwloc_xmlfile = Some(path);
     }
 
     /// Whether `conn` is bound to a rank (identified).
