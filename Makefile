@@ -3,7 +3,7 @@
 #   make                                  # cargo build of capi/pmi2 and capi/pmi1
 #   make install PREFIX=/opt/fastpmi      # + lib/libpmi2.so.0.0.0, lib/libpmi.so.0.0.0
 #                                         #   with their .so.0 / .so symlinks,
-#                                         #   include/pmi2.h, include/pmi.h,
+#                                         #   include/pmi2.h, include/pmi.h, include/fastpmi.h,
 #                                         #   lib/pkgconfig/fastpmi.pc
 #   make uninstall PREFIX=/opt/fastpmi
 #
@@ -46,7 +46,7 @@ install: build
 	$(INSTALL) -m 0755 $(BUILT)/libpmi.so $(DESTDIR)$(LIBDIR)/libpmi.so.$(ABI)
 	ln -sfn libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0
 	ln -sfn libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
-	$(INSTALL) -m 0644 include/pmi2.h include/pmi.h $(DESTDIR)$(INCLUDEDIR)/
+	$(INSTALL) -m 0644 include/pmi2.h include/pmi.h include/fastpmi.h $(DESTDIR)$(INCLUDEDIR)/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    capi/fastpmi.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
@@ -55,5 +55,5 @@ install: build
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libpmi2.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi2.so.0 $(DESTDIR)$(LIBDIR)/libpmi2.so
 	rm -f $(DESTDIR)$(LIBDIR)/libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
-	rm -f $(DESTDIR)$(INCLUDEDIR)/pmi2.h $(DESTDIR)$(INCLUDEDIR)/pmi.h
+	rm -f $(DESTDIR)$(INCLUDEDIR)/pmi2.h $(DESTDIR)$(INCLUDEDIR)/pmi.h $(DESTDIR)$(INCLUDEDIR)/fastpmi.h
 	rm -f $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
