@@ -102,7 +102,8 @@ impl Pmi {
             .map_err(|why| PmiError::Unsupported(format!("{what}: {NOT_SUPPORTED} ({why})")))
     }
 
-    fn group_call(&self, req: GroupRequest) -> Result<GroupReply, PmiError> {
+    /// A group request; `None` for a plain `rc=0` reply (destruct, fence, leave).
+    fn group_call(&self, req: GroupRequest) -> Result<Option<GroupReply>, PmiError> {
         let name = req.name();
         self.groups_supported(name)?;
         let expect = format!("{name}-response");
@@ -119,7 +120,10 @@ impl Pmi {
             }
             e => e,
         })?;
-        wg::decode_reply(&m).map_err(PmiError::Protocol)
+        if m.get("joined").is_none() {
+            return Ok(None);
+        }
+        wg::decode_reply(&m).map(Some).map_err(PmiError::Protocol)
     }
 
     fn check_group_id(id: &str) -> Result<(), PmiError> {
@@ -162,17 +166,17 @@ impl Pmi {
         Ok(())
     }
 
-    fn remember(&self, id: &str, r: GroupReply) -> Result<Group, PmiError> {
-        let GroupReply::Built {
+    fn remember(&self, id: &str, r: Option<GroupReply>) -> Result<Group, PmiError> {
+        let Some(GroupReply::Built {
             rank,
             size,
             ctxid,
             slot,
             ..
-        } = r
+        }) = r
         else {
             return Err(PmiError::Protocol(format!(
-                "group {id}: the server declined for us"
+                "group {id}: the server's reply describes no group"
             )));
         };
         let g = Group {
@@ -300,9 +304,9 @@ impl Pmi {
             shm: self.uses_shm(),
         })?;
         let outcome = match &r {
-            GroupReply::Built {
+            Some(GroupReply::Built {
                 outcome: Some(o), ..
-            } => o.clone(),
+            }) => o.clone(),
             _ => {
                 return Err(PmiError::Protocol(
                     "group-invite-response without its outcome".into(),
@@ -343,7 +347,7 @@ impl Pmi {
             shm: self.uses_shm(),
         })?;
         match r {
-            GroupReply::Declined => Ok(None),
+            Some(GroupReply::Declined) => Ok(None),
             r => self.remember(id, r).map(Some),
         }
     }
