@@ -500,10 +500,10 @@ mod tests {
 
     #[test]
     fn psets() {
-        let Command::Run(c) =
-            p("--tolerate-group-failures -n 4 --pset ocean,all ./o : -n 3 --pset ice --pset all ./i")
-                .unwrap()
-        else {
+        let Command::Run(c) = p(
+            "--tolerate-group-failures -n 4 --pset ocean,all ./o : -n 3 --pset ice --pset all ./i",
+        )
+        .unwrap() else {
             panic!()
         };
         assert!(c.tolerate_group_failures);

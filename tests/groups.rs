@@ -35,7 +35,11 @@ fn c_fence(sections: &[(&str, u32)], iters: u32) {
             args.push(":".into());
         }
         args.extend(["-n".into(), n.to_string()]);
-        args.extend(["-env".into(), "FASTPMI_TRANSPORT".into(), transport.to_string()]);
+        args.extend([
+            "-env".into(),
+            "FASTPMI_TRANSPORT".into(),
+            transport.to_string(),
+        ]);
         args.push(exe.display().to_string());
         args.extend(["fence".into(), iters.to_string()]);
     }
@@ -83,7 +87,8 @@ fn rust_fence_loop(pmi: &Pmi, id: &str, members: &[u32], iters: u32) -> Result<(
     for i in 0..iters {
         pmi.put(format!("{id}-{}", pmi.rank()), i.to_string())
             .map_err(|e| e.to_string())?;
-        pmi.group_fence(id).map_err(|e| format!("fence {i} of {id}: {e}"))?;
+        pmi.group_fence(id)
+            .map_err(|e| format!("fence {i} of {id}: {e}"))?;
         let v = pmi
             .get(format!("{id}-{peer}"), Some(peer))
             .map_err(|e| e.to_string())?
@@ -103,7 +108,9 @@ fn role_fence() -> Result<(), String> {
     let quarter: Vec<u32> = ((rank / q) * q..(rank / q + 1) * q).collect();
     let every4: Vec<u32> = (0..size).step_by(4).collect();
     let qid = format!("rq{}", rank / q);
-    let g = pmi.group_construct(&qid, &quarter).map_err(|e| e.to_string())?;
+    let g = pmi
+        .group_construct(&qid, &quarter)
+        .map_err(|e| e.to_string())?;
     ensure(g.rank == rank % q && g.size == q, || format!("{g:?}"))?;
     let shm = pmi.transport() == fastpmi::client::TransportKind::Shm;
     let want_slot = std::env::var("WANT_SLOTS").is_ok_and(|v| v == "1");
@@ -112,8 +119,12 @@ fn role_fence() -> Result<(), String> {
     })?;
     let mut ids = vec![g.ctxid];
     if rank % 4 == 0 {
-        let e = pmi.group_construct("r4", &every4).map_err(|e| e.to_string())?;
-        ensure(e.rank == rank / 4 && e.size == size / 4, || format!("{e:?}"))?;
+        let e = pmi
+            .group_construct("r4", &every4)
+            .map_err(|e| e.to_string())?;
+        ensure(e.rank == rank / 4 && e.size == size / 4, || {
+            format!("{e:?}")
+        })?;
         ids.push(e.ctxid);
     }
     let iters: u32 = rank_role::env("ITERS")?.parse().unwrap();
@@ -176,7 +187,9 @@ fn role_ctxids() -> Result<(), String> {
     let mut last = 0;
     for i in 0..n {
         let id = format!("c{i}");
-        let g = pmi.group_construct(&id, &all).map_err(|e| format!("{id}: {e}"))?;
+        let g = pmi
+            .group_construct(&id, &all)
+            .map_err(|e| format!("{id}: {e}"))?;
         ensure(seen.insert(g.ctxid) && g.ctxid > last, || {
             format!("{id}: context id {} reused or not increasing", g.ctxid)
         })?;
@@ -264,7 +277,11 @@ fn two_jobs_of_one_launcher_never_share_a_context_id() {
         if let Some(rest) = l.strip_prefix("ctxid ") {
             let (job, id) = rest.split_once(' ').unwrap();
             jobs.insert(job.to_string());
-            assert!(ids.insert(id.to_string()), "ctxid {id} twice\n{}", out.report());
+            assert!(
+                ids.insert(id.to_string()),
+                "ctxid {id} twice\n{}",
+                out.report()
+            );
         }
     }
     assert_eq!((jobs.len(), ids.len()), (2, 40), "{}", out.report());
@@ -364,8 +381,10 @@ fn invite_join_decline_timeout_and_leave() {
         ] {
             assert!(has(want), "{transport}: no line {want:?}\n{}", out.report());
         }
+        // Either it left, or the others already destructed the group.
         assert!(
-            lines.iter().any(|l| l.starts_with("rank 2 after leave") && l.contains("left group team")),
+            lines.iter().any(|l| l.starts_with("rank 2 after leave")
+                && (l.contains("left group team") || l.contains("no group team"))),
             "{}",
             out.report()
         );
@@ -380,7 +399,8 @@ fn role_kill() -> Result<(), String> {
     if rank >= 32 {
         // Non-members: ordinary PMI work, then finish normally.
         std::thread::sleep(Duration::from_millis(1500));
-        pmi.put(format!("nm{rank}"), "x").map_err(|e| e.to_string())?;
+        pmi.put(format!("nm{rank}"), "x")
+            .map_err(|e| e.to_string())?;
         println!("non-member {rank} done");
         return pmi.finalize().map_err(|e| e.to_string());
     }
@@ -405,7 +425,9 @@ fn role_kill() -> Result<(), String> {
         Ok(()) => Err("group fence succeeded without the dead member".into()),
         Err(e) => {
             let text = e.to_string();
-            ensure(text.contains("rank 5"), || format!("error does not name rank 5: {text}"))?;
+            ensure(text.contains("rank 5"), || {
+                format!("error does not name rank 5: {text}")
+            })?;
             ensure(late < Duration::from_secs(1), || {
                 format!("error {late:?} after the kill: {text}")
             })?;
@@ -472,7 +494,10 @@ fn kill_9_of_a_member_tolerated_non_members_finish() {
         .iter()
         .filter(|l| l.starts_with("member ") && l.contains("error within 1 s"))
         .count();
-    let non = lines.iter().filter(|l| l.starts_with("non-member ")).count();
+    let non = lines
+        .iter()
+        .filter(|l| l.starts_with("non-member "))
+        .count();
     assert_eq!((members, non), (31, 32), "{}", out.report());
     assert!(out.stderr.contains("tolerated"), "{}", out.report());
 }
@@ -551,7 +576,9 @@ fn pset_attributes_through_slurm_libpmi2_fpmi_and_rust() {
         out.report()
     );
     assert!(
-        lines.contains(&"rank 6 names=ocean,both,ice mine=both,ice ocean=Some([0, 1, 2, 3]) nosuch=None"),
+        lines.contains(
+            &"rank 6 names=ocean,both,ice mine=both,ice ocean=Some([0, 1, 2, 3]) nosuch=None"
+        ),
         "{}",
         out.report()
     );
@@ -583,7 +610,8 @@ fn role_bad() -> Result<(), String> {
     }
     // A group of 0 and 1; rank 2 destructs it without being a member.
     if pmi.rank() < 2 {
-        pmi.group_construct("pair", &[0, 1]).map_err(|e| e.to_string())?;
+        pmi.group_construct("pair", &[0, 1])
+            .map_err(|e| e.to_string())?;
         match pmi.group_construct("pair", &[0, 1]) {
             Err(PmiError::Server { msg, .. }) => println!("rank {} twice: {msg}", pmi.rank()),
             other => return Err(format!("second construct: {other:?}")),
@@ -659,9 +687,10 @@ fn role_unsupported() -> Result<(), String> {
     unsupported("join", pmi.group_join("g", 0, true, t).err())?;
     unsupported("leave", pmi.group_leave("g").err())?;
     // psets are plain job attributes: none under Hydra.
-    ensure(pmi.pset_names().map_err(|e| e.to_string())?.is_empty(), || {
-        "psets under Hydra".into()
-    })?;
+    ensure(
+        pmi.pset_names().map_err(|e| e.to_string())?.is_empty(),
+        || "psets under Hydra".into(),
+    )?;
     pmi.fence().map_err(|e| e.to_string())?;
     println!("rank {} unsupported ok", pmi.rank());
     pmi.finalize().map_err(|e| e.to_string())
@@ -686,7 +715,11 @@ fn under_hydra_every_group_call_is_not_supported() {
         .timeout(Duration::from_secs(30))
         .run();
     out.assert_success();
-    let mut lines = out.stdout_lines();
+    let mut lines: Vec<&str> = out
+        .stdout_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("rank "))
+        .collect();
     lines.sort();
     assert_eq!(
         lines,
@@ -700,5 +733,10 @@ fn under_hydra_every_group_call_is_not_supported() {
         .timeout(Duration::from_secs(30))
         .run();
     out.assert_success();
-    assert_eq!(out.stdout_lines(), vec!["fpmi unsupported ok"], "{}", out.report());
+    assert_eq!(
+        out.stdout_lines(),
+        vec!["fpmi unsupported ok"],
+        "{}",
+        out.report()
+    );
 }

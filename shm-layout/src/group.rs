@@ -254,10 +254,7 @@ impl<'a> GroupBarrier<'a> {
         self.slot.count.fetch_and(!ARRIVED_MASK, Ordering::Relaxed);
         // SYNC POINT (group completion): Release publishes every member's
         // puts (collected by the RMW chain) to waiters' Acquire loads.
-        self.slot
-            .line
-            .word
-            .fetch_add(GEN_STEP, Ordering::Release);
+        self.slot.line.word.fetch_add(GEN_STEP, Ordering::Release);
         futex.wake(&self.slot.line.word, WAKE_ALL);
     }
 
@@ -303,7 +300,11 @@ impl<'a> GroupBarrier<'a> {
 
     /// One member's whole group fence, after checking that the slot still
     /// belongs to the group with context id `ctxid`.
-    pub fn fence<F: Futex + ?Sized>(&self, ctxid: u64, futex: &F) -> Result<Arrival, GroupWaitError> {
+    pub fn fence<F: Futex + ?Sized>(
+        &self,
+        ctxid: u64,
+        futex: &F,
+    ) -> Result<Arrival, GroupWaitError> {
         let found = self.ctxid();
         if found != ctxid {
             return Err(GroupWaitError::NotOwner { found });

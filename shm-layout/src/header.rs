@@ -19,11 +19,11 @@ use crate::abort::{AbortWord, ABORT_FLAG, RANK_MASK};
 use crate::arena::{RECORD_ALIGN, RECORD_HEADER};
 use crate::barrier::{Barrier, GenerationLine, GEN_ABORTED, GEN_STEP};
 use crate::cache::CachePadded;
-use crate::hash::{key_hash, Fnv};
 use crate::group::{
     GroupLine, GroupSlot, FAILED_FLAG as GROUP_FAILED_FLAG, GROUP_FAILED, GROUP_SLOT_SIZE,
     PARTY as GROUP_PARTY,
 };
+use crate::hash::{key_hash, Fnv};
 use crate::job::SyncBlock;
 use crate::kvs::{Slot, SlotKey, CLAIMED, EMPTY, KEY_MAX, READY, TAG_SHIFT, WAITERS};
 use crate::layout::{

@@ -86,8 +86,10 @@ impl Pmi {
                 "{what}: {NOT_SUPPORTED} (Slurm's slurmstepd has no group extension)"
             )));
         }
-        let r = self.groups.supported.get_or_init(|| {
-            match self.job_attr(wg::SUPPORT_ATTR) {
+        let r = self
+            .groups
+            .supported
+            .get_or_init(|| match self.job_attr(wg::SUPPORT_ATTR) {
                 Ok(Some(v)) if v == wg::SUPPORT_VALUE.as_bytes() => Ok(()),
                 Ok(Some(v)) => Err(format!(
                     "the server's group extension is version {}, this client speaks {}",
@@ -95,9 +97,10 @@ impl Pmi {
                     wg::SUPPORT_VALUE
                 )),
                 Ok(None) => Err("the server does not offer fastpmi's group extension".into()),
-                Err(e) => Err(format!("cannot ask the server for the group extension: {e}")),
-            }
-        });
+                Err(e) => Err(format!(
+                    "cannot ask the server for the group extension: {e}"
+                )),
+            });
         r.clone()
             .map_err(|why| PmiError::Unsupported(format!("{what}: {NOT_SUPPORTED} ({why})")))
     }
@@ -108,18 +111,19 @@ impl Pmi {
         self.groups_supported(name)?;
         let expect = format!("{name}-response");
         let req = Request::Group(req);
-        let m: Message = self.with(|t| match t {
-            Conn::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
-            _ => Err(PmiError::Finalized),
-        })
-        .map_err(|e| match e {
-            // A server that claimed the extension but does not know the
-            // command after all.
-            PmiError::Server { msg, .. } if msg.contains("unknown command") => {
-                PmiError::Unsupported(format!("{name}: {NOT_SUPPORTED} ({msg})"))
-            }
-            e => e,
-        })?;
+        let m: Message = self
+            .with(|t| match t {
+                Conn::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
+                _ => Err(PmiError::Finalized),
+            })
+            .map_err(|e| match e {
+                // A server that claimed the extension but does not know the
+                // command after all.
+                PmiError::Server { msg, .. } if msg.contains("unknown command") => {
+                    PmiError::Unsupported(format!("{name}: {NOT_SUPPORTED} ({msg})"))
+                }
+                e => e,
+            })?;
         if m.get("joined").is_none() {
             return Ok(None);
         }
@@ -198,6 +202,8 @@ impl Pmi {
     /// member calls it with the same list; each gets its group rank (its
     /// position in the list), the size and the context id.
     pub fn group_construct(&self, id: &str, ranks: &[u32]) -> Result<Group, PmiError> {
+        // A server without the extension: that error first, whatever the arguments.
+        self.groups_supported("group-construct")?;
         let members = self.local_members(ranks, "group_construct")?;
         self.group_construct_members(id, &members)
     }
@@ -208,6 +214,7 @@ impl Pmi {
         id: &str,
         members: &[MemberSpec],
     ) -> Result<Group, PmiError> {
+        self.groups_supported("group-construct")?;
         Self::check_group_id(id)?;
         if members.is_empty() {
             return Err(PmiError::InvalidArg(
@@ -234,6 +241,8 @@ impl Pmi {
 
     /// Destruct group `id`, collectively over its members.
     pub fn group_destruct(&self, id: &str) -> Result<(), PmiError> {
+        // A server without the extension: that error first, whatever the arguments.
+        self.groups_supported("group-destruct")?;
         Self::check_group_id(id)?;
         self.group_call(GroupRequest::Destruct { id: id.to_string() })?;
         lock(&self.groups.mine).remove(id);
@@ -243,6 +252,8 @@ impl Pmi {
     /// Barrier over the members of `id`; afterwards every member's puts made
     /// before it are visible to this process.
     pub fn group_fence(&self, id: &str) -> Result<(), PmiError> {
+        // A server without the extension: that error first, whatever the arguments.
+        self.groups_supported("group-fence")?;
         Self::check_group_id(id)?;
         self.live()?;
         let g = lock(&self.groups.mine).get(id).cloned();
@@ -258,9 +269,9 @@ impl Pmi {
                         rc: -1,
                         msg: format!("group {id} failed: member rank {rank} died"),
                     },
-                    GroupWaitError::NotOwner { .. } => PmiError::InvalidArg(format!(
-                        "group_fence: group {id} no longer exists"
-                    )),
+                    GroupWaitError::NotOwner { .. } => {
+                        PmiError::InvalidArg(format!("group_fence: group {id} no longer exists"))
+                    }
                 });
             }
         }
@@ -270,6 +281,8 @@ impl Pmi {
 
     /// Leave group `id` (the others go on without this process).
     pub fn group_leave(&self, id: &str) -> Result<(), PmiError> {
+        // A server without the extension: that error first, whatever the arguments.
+        self.groups_supported("group-leave")?;
         Self::check_group_id(id)?;
         self.group_call(GroupRequest::Leave { id: id.to_string() })?;
         lock(&self.groups.mine).remove(id);
@@ -285,6 +298,8 @@ impl Pmi {
         ranks: &[u32],
         timeout: Duration,
     ) -> Result<Invitation, PmiError> {
+        // A server without the extension: that error first, whatever the arguments.
+        self.groups_supported("group-invite")?;
         Self::check_group_id(id)?;
         let members = if ranks.is_empty() {
             Vec::new()
@@ -332,6 +347,8 @@ impl Pmi {
         accept: bool,
         timeout: Duration,
     ) -> Result<Option<Group>, PmiError> {
+        // A server without the extension: that error first, whatever the arguments.
+        self.groups_supported("group-join")?;
         Self::check_group_id(id)?;
         if leader >= self.size {
             return Err(PmiError::InvalidArg(format!(

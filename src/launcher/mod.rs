@@ -228,8 +228,7 @@ impl Launcher {
                     self.apply_events();
                 }
             }
-            self.server
-                .group_timers(Instant::now(), &mut self.events);
+            self.server.group_timers(Instant::now(), &mut self.events);
             self.apply_events();
             self.update_fence_watchers();
             if self.server.needs_stuck_check() {

@@ -612,9 +612,7 @@ fn check_invite(s: &mut Server, id: &str, expired: bool, out: &mut Vec<Event>) {
         }
     }
     outcome.members = members.iter().map(|&m| spec(s, m)).collect();
-    s.groups
-        .groups
-        .insert(id.to_string(), Group::new(members));
+    s.groups.groups.insert(id.to_string(), Group::new(members));
     s.build(id, all_shm);
     let g = &s.groups.groups[id];
     for (i, t) in tos.iter().enumerate() {
@@ -652,13 +650,14 @@ fn join(
             s.member_name(me)
         ));
     }
-    if s
-        .groups
+    if s.groups
         .early_joins
         .iter()
         .any(|j| j.id == id && j.member == me)
     {
-        return err(format!("group-join {id}: already waiting for this invitation"));
+        return err(format!(
+            "group-join {id}: already waiting for this invitation"
+        ));
     }
     if timeout_ms == 0 {
         return err(format!(
@@ -867,7 +866,8 @@ impl Server {
             let g = self.groups.groups.get_mut(&id).expect("present");
             if !g.live && g.failed.is_none() {
                 // Construction can never complete now.
-                let msg = format!("group {id} failed: member {name} finalized during its construction");
+                let msg =
+                    format!("group {id} failed: member {name} finalized during its construction");
                 self.fail_group(&id, me, &msg, out);
                 continue;
             }

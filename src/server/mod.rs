@@ -9,8 +9,8 @@ pub mod auth;
 mod connect;
 mod groups;
 mod handlers;
-pub mod psets;
 pub mod nameserv;
+pub mod psets;
 pub mod spawn;
 
 use std::collections::{BTreeSet, HashMap};

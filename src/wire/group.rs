@@ -246,10 +246,12 @@ fn members_of(msg: &Message, key: &'static str) -> Result<Vec<MemberSpec>, WireE
 }
 
 fn timeout_of(msg: &Message) -> Result<u64, WireError> {
-    let v = msg.get_str("timeout").ok_or_else(|| WireError::MissingKey {
-        cmd: msg.cmd.clone(),
-        key: "timeout",
-    })?;
+    let v = msg
+        .get_str("timeout")
+        .ok_or_else(|| WireError::MissingKey {
+            cmd: msg.cmd.clone(),
+            key: "timeout",
+        })?;
     match v.trim().parse::<u64>() {
         Ok(t) if t <= TIMEOUT_MAX_MS => Ok(t),
         _ => Err(bad(
@@ -376,10 +378,7 @@ pub fn decode_reply(m: &Message) -> Result<GroupReply, String> {
     if m.get_bool("joined") == Some(false) {
         return Ok(GroupReply::Declined);
     }
-    let int = |k: &str| {
-        m.get_int(k)
-            .ok_or_else(|| format!("{} lacks {k}", m.cmd))
-    };
+    let int = |k: &str| m.get_int(k).ok_or_else(|| format!("{} lacks {k}", m.cmd));
     let list = |k: &str| parse_members(m.get_str(k).unwrap_or(""));
     let outcome = if m.get("members").is_some() {
         Some(InviteOutcome {

@@ -151,10 +151,9 @@ impl Prog {
             | Prog::Pmi2Spawn
             | Prog::PsetSlurm => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
-            Prog::Pmi2Capi
-            | Prog::Pmi2SlurmOwnHeader
-            | Prog::Pmi2SlurmCalls
-            | Prog::FpmiGroups => Toolchain::FastpmiPmi2,
+            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls | Prog::FpmiGroups => {
+                Toolchain::FastpmiPmi2
+            }
         }
     }
 
