@@ -536,7 +536,8 @@ fn pset_attributes_through_slurm_libpmi2_fpmi_and_rust() {
     }
     let _g = heavy();
     let slurm = prog(Prog::PsetSlurm).display().to_string();
-    let out = launch(pset_args(&[slurm.clone()], &[slurm])).run();
+    let s = std::slice::from_ref(&slurm);
+    let out = launch(pset_args(s, s)).run();
     out.assert_success();
     let mut lines = out.stdout_lines();
     lines.sort();

@@ -53,7 +53,7 @@ unsafe fn id_arg<'a>(id: *const c_char) -> Result<&'a str, c_int> {
 /// # Safety
 /// `ranks` is NULL or holds `n` ints.
 unsafe fn ranks_arg(ranks: *const c_int, n: c_int) -> Result<Vec<u32>, c_int> {
-    if n < 0 || n > MAX_RANKS {
+    if !(0..=MAX_RANKS).contains(&n) {
         return Err(ERR_INVALID_SIZE);
     }
     if n == 0 {
