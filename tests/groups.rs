@@ -741,3 +741,89 @@ fn under_hydra_every_group_call_is_not_supported() {
         out.report()
     );
 }
+
+// ---------------------------------------------------------------------------
+// Measurement (not a timed test: it asserts nothing about time)
+// ---------------------------------------------------------------------------
+
+fn role_bench() -> Result<(), String> {
+    let pmi = init()?;
+    let e = |e: PmiError| e.to_string();
+    let n: u32 = rank_role::env("BENCH_ITERS")?.parse().unwrap();
+    let mean = |t: Instant, n: u32| t.elapsed().as_secs_f64() * 1e6 / n as f64;
+    if pmi.size() == 64 {
+        // The floor: a 64-process job fence.
+        for _ in 0..100 {
+            pmi.fence().map_err(e)?;
+        }
+        let t = Instant::now();
+        for _ in 0..n {
+            pmi.fence().map_err(e)?;
+        }
+        if pmi.rank() == 0 {
+            println!("floor64 {:.1} us", mean(t, n));
+        }
+        return pmi.finalize().map_err(e);
+    }
+    if pmi.rank() < 64 {
+        let members: Vec<u32> = (0..64).collect();
+        let g = pmi.group_construct("g64", &members).map_err(e)?;
+        ensure(g.slot.is_some(), || "no slot".into())?;
+        for _ in 0..100 {
+            pmi.group_fence("g64").map_err(e)?;
+        }
+        let t = Instant::now();
+        for _ in 0..n {
+            pmi.group_fence("g64").map_err(e)?;
+        }
+        if pmi.rank() == 0 {
+            println!("group64 {:.1} us", mean(t, n));
+        }
+        pmi.group_destruct("g64").map_err(e)?;
+    }
+    // The other 192 ranks sleep in this job fence meanwhile.
+    pmi.fence().map_err(e)?;
+    let full = n / 4;
+    let t = Instant::now();
+    for _ in 0..full {
+        pmi.fence().map_err(e)?;
+    }
+    if pmi.rank() == 0 {
+        println!("full256 {:.1} us", mean(t, full));
+    }
+    pmi.finalize().map_err(e)
+}
+
+/// `cargo test --release --test groups -- --ignored --nocapture
+/// group_fence_measurement`: mean time of a 64-member group fence in a
+/// 256-rank job (the other 192 ranks asleep in a job fence), of a full
+/// 256-rank fence, and of a 64-process job fence (the futex floor); the
+/// figures are in docs/groups.md.
+#[test]
+#[ignore = "measurement, run by hand"]
+fn group_fence_measurement() {
+    if role().is_some() {
+        finish(role_bench());
+    }
+    let _g = heavy();
+    let mut report = Vec::new();
+    for n in [256, 64] {
+        let mut args = vec!["-n".to_string(), n.to_string(), rank_role::me()];
+        args.extend(rank_role::args("group_fence_measurement"));
+        // An ignored test runs in the ranks only with --ignored.
+        args.push("--ignored".into());
+        let out = launch(&args)
+            .env(rank_role::ROLE, "bench")
+            .env("BENCH_ITERS", "2000")
+            .timeout(Duration::from_secs(300))
+            .run();
+        out.assert_success();
+        report.extend(
+            out.stdout_lines()
+                .into_iter()
+                .filter(|l| l.contains(" us"))
+                .map(str::to_string),
+        );
+    }
+    println!("{}", report.join("\n"));
+}
