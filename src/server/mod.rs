@@ -698,4 +698,6 @@ pub(crate) fn reply(out: &mut Vec<Event>, to: &ReplyTo, resp: &Response, who: Op
 }
 
 #[cfg(test)]
+mod groups_tests;
+#[cfg(test)]
 mod tests;
