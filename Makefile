@@ -6,7 +6,7 @@
 #                                         #   lib/.debug/*.debug, found by gdb
 #                                         #   through .gnu_debuglink)
 #                                         #   with their .so.0 / .so symlinks,
-#                                         #   include/pmi2.h, include/pmi.h,
+#                                         #   include/pmi2.h, include/pmi.h, include/fastpmi.h,
 #                                         #   lib/pkgconfig/fastpmi.pc
 #   make uninstall PREFIX=/opt/fastpmi
 #
@@ -62,7 +62,7 @@ install: build
 	$(call install_lib,pmi)
 	ln -sfn libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0
 	ln -sfn libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
-	$(INSTALL) -m 0644 include/pmi2.h include/pmi.h $(DESTDIR)$(INCLUDEDIR)/
+	$(INSTALL) -m 0644 include/pmi2.h include/pmi.h include/fastpmi.h $(DESTDIR)$(INCLUDEDIR)/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	    capi/fastpmi.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
@@ -71,7 +71,7 @@ install: build
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libpmi2.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi2.so.0 $(DESTDIR)$(LIBDIR)/libpmi2.so
 	rm -f $(DESTDIR)$(LIBDIR)/libpmi.so.$(ABI) $(DESTDIR)$(LIBDIR)/libpmi.so.0 $(DESTDIR)$(LIBDIR)/libpmi.so
-	rm -f $(DESTDIR)$(INCLUDEDIR)/pmi2.h $(DESTDIR)$(INCLUDEDIR)/pmi.h
+	rm -f $(DESTDIR)$(INCLUDEDIR)/pmi2.h $(DESTDIR)$(INCLUDEDIR)/pmi.h $(DESTDIR)$(INCLUDEDIR)/fastpmi.h
 	rm -f $(DESTDIR)$(LIBDIR)/pkgconfig/fastpmi.pc
 	rm -f $(DEBUGDIR)/libpmi2.so.$(ABI).debug $(DEBUGDIR)/libpmi.so.$(ABI).debug
 	-rmdir $(DEBUGDIR) 2>/dev/null

@@ -36,6 +36,10 @@ Options (global, before the first program):
                     from the rank count)
   --stats           print, at job end, how many puts, gets, fences and
                     node-attribute operations each transport served
+  --tolerate-group-failures
+                    a rank that dies while a member of a process group
+                    fails its groups (the other members get an error naming
+                    it) instead of its whole job
   --nameserver HOST:PORT
                     publish and look up names (MPI_Publish_name,
                     MPI_Lookup_name) in a `fastpmi nameserver` shared with
@@ -47,6 +51,9 @@ Options (per section, before its program):
   -n, -np N         number of ranks of this section (default 1)
   -env K V          set K=V for the ranks of this section (repeatable)
   -wdir DIR         working directory of this section's ranks
+  --pset NAME[,NAME...]
+                    put this section's ranks in the named process sets (job
+                    attributes psetNames, pset:NAME, mypsets; repeatable)
 
 Environment:
   FASTPMI_LOG=debug log every PMI command and reply with its rank (stderr)
@@ -69,6 +76,8 @@ pub struct App {
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub wdir: Option<PathBuf>,
+    /// Process sets this section's ranks belong to (`--pset`).
+    pub psets: Vec<String>,
 }
 
 /// Everything the launcher needs to run a job.
@@ -89,6 +98,8 @@ pub struct LaunchConfig {
     pub stats: bool,
     /// Address of a shared `fastpmi nameserver`.
     pub nameserver: Option<String>,
+    /// A group member's death fails its groups, not its job.
+    pub tolerate_group_failures: bool,
 }
 
 impl Default for LaunchConfig {
@@ -103,6 +114,7 @@ impl Default for LaunchConfig {
             kvs_mb: None,
             stats: false,
             nameserver: None,
+            tolerate_group_failures: false,
         }
     }
 }
@@ -190,6 +202,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
         args: vec![],
         env: vec![],
         wdir: None,
+        psets: vec![],
     };
     let mut nranks_given = false;
     while let Some(arg) = it.next() {
@@ -207,6 +220,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                     .next()
                     .ok_or_else(|| CliError(format!("{s} needs a directory")))?;
                 app.wdir = Some(PathBuf::from(d));
+            }
+            "--pset" | "-pset" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| CliError(format!("{s} needs a process set name")))?;
+                for name in v.to_string_lossy().split(',') {
+                    crate::launcher::psets::check_name(name)
+                        .map_err(|e| CliError(format!("{s}: {e}")))?;
+                    if !app.psets.iter().any(|p| p == name) {
+                        app.psets.push(name.to_string());
+                    }
+                }
             }
             _ if global_option(&mut cfg, &s, &mut it)? => {}
             ":" => return Err(CliError("':' without a program before it".into())),
@@ -231,13 +256,19 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                         args: vec![],
                         env: vec![],
                         wdir: None,
+                        psets: vec![],
                     },
                 ));
                 nranks_given = false;
             }
         }
     }
-    if !app.program.is_empty() || nranks_given || !app.env.is_empty() || app.wdir.is_some() {
+    if !app.program.is_empty()
+        || nranks_given
+        || !app.env.is_empty()
+        || app.wdir.is_some()
+        || !app.psets.is_empty()
+    {
         if cfg.apps.is_empty() {
             return Err(CliError("no program to run (see fastpmi --help)".into()));
         }
@@ -280,6 +311,7 @@ fn global_option(
             cfg.pmi_port = true;
         }
         "--stats" => cfg.stats = true,
+        "--tolerate-group-failures" => cfg.tolerate_group_failures = true,
         "--nameserver" | "-nameserver" => {
             let v = it
                 .next()
@@ -464,5 +496,37 @@ mod tests {
             panic!()
         };
         assert_eq!(c.nameserver.as_deref(), Some("localhost:7000"));
+    }
+
+    #[test]
+    fn psets() {
+        let Command::Run(c) = p(
+            "--tolerate-group-failures -n 4 --pset ocean,all ./o : -n 3 --pset ice --pset all ./i",
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert!(c.tolerate_group_failures);
+        assert_eq!(c.apps[0].psets, vec!["ocean", "all"]);
+        assert_eq!(c.apps[1].psets, vec!["ice", "all"]);
+        let sets = crate::launcher::psets::of_config(&c);
+        assert_eq!(
+            sets,
+            vec![
+                ("ocean".to_string(), vec![0, 1, 2, 3]),
+                ("all".to_string(), (0..7).collect()),
+                ("ice".to_string(), vec![4, 5, 6]),
+            ]
+        );
+        for bad in [
+            "--pset ./a",
+            "--pset a;b ./a",
+            "--pset a,,b ./a",
+            "./a : --pset x",
+        ] {
+            assert!(p(bad).is_err(), "{bad:?} should fail");
+        }
+        let long = format!("--pset {} ./a", "x".repeat(60));
+        assert!(p(&long).is_err());
     }
 }

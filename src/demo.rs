@@ -23,6 +23,7 @@ pub fn launch(nranks: u32, mut cfg: LaunchConfig) -> i32 {
         args: vec!["__demo-rank".into()],
         env: vec![],
         wdir: None,
+        psets: vec![],
     }];
     let t0 = Instant::now();
     let code = crate::launcher::run(&cfg);

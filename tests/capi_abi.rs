@@ -94,8 +94,22 @@ fn slurm_libpmi2() -> PathBuf {
     p
 }
 
+/// fastpmi's extension (`include/fastpmi.h`), exported by `libpmi2.so.0`
+/// besides Slurm's functions.
+const FPMI_FUNCTIONS: &[&str] = &[
+    "FPMI_Group_construct",
+    "FPMI_Group_destruct",
+    "FPMI_Group_fence",
+    "FPMI_Group_invite",
+    "FPMI_Group_join",
+    "FPMI_Group_leave",
+    "FPMI_Pset_members",
+    "FPMI_Pset_mine",
+    "FPMI_Pset_names",
+];
+
 #[test]
-fn libpmi2_exports_every_function_of_slurms_and_nothing_else() {
+fn libpmi2_exports_every_function_of_slurms_and_the_fpmi_extension_and_nothing_else() {
     let slurm: BTreeSet<String> = exports(&slurm_libpmi2())
         .into_iter()
         .filter(|s| s.starts_with("PMI"))
@@ -107,10 +121,19 @@ fn libpmi2_exports_every_function_of_slurms_and_nothing_else() {
         missing.is_empty(),
         "missing from fastpmi's libpmi2: {missing:?}"
     );
-    let extra: Vec<_> = ours.iter().filter(|s| !slurm.contains(*s)).collect();
+    let fpmi: BTreeSet<String> = FPMI_FUNCTIONS.iter().map(|s| s.to_string()).collect();
+    let missing: Vec<_> = fpmi.difference(&ours).collect();
+    assert!(
+        missing.is_empty(),
+        "FPMI extension missing from fastpmi's libpmi2: {missing:?}"
+    );
+    let extra: Vec<_> = ours
+        .iter()
+        .filter(|s| !slurm.contains(*s) && !fpmi.contains(*s))
+        .collect();
     assert!(
         extra.is_empty(),
-        "fastpmi's libpmi2 exports more than Slurm's: {extra:?}"
+        "fastpmi's libpmi2 exports more than Slurm's and FPMI_*: {extra:?}"
     );
 }
 
@@ -292,7 +315,7 @@ fn make_install_layout_and_pkg_config() {
             Path::new(&format!("lib{name}.so.0"))
         );
     }
-    for h in ["pmi2.h", "pmi.h"] {
+    for h in ["pmi2.h", "pmi.h", "fastpmi.h"] {
         assert_eq!(
             fs::read(prefix.join("include").join(h)).unwrap(),
             fs::read(include_dir().join(h)).unwrap()
@@ -323,6 +346,9 @@ fn make_install_layout_and_pkg_config() {
     for (src, libs, want) in [
         ("pmi1_kvs", &libs1, "pmi1 ok size=1"),
         ("pmi2_capi", &libs2, "pmi2 capi ok size=1"),
+        // fastpmi.h from the installed files; a singleton has no server,
+        // so every FPMI call is FPMI_ERR_NOT_SUPPORTED.
+        ("fpmi_groups", &libs2, "fpmi unsupported ok"),
     ] {
         let exe = scratch.path().join(src);
         run(Command::new("gcc")

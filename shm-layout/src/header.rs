@@ -19,6 +19,10 @@ use crate::abort::{AbortWord, ABORT_FLAG, RANK_MASK};
 use crate::arena::{RECORD_ALIGN, RECORD_HEADER};
 use crate::barrier::{Barrier, GenerationLine, GEN_ABORTED, GEN_STEP};
 use crate::cache::CachePadded;
+use crate::group::{
+    GroupLine, GroupSlot, FAILED_FLAG as GROUP_FAILED_FLAG, GROUP_FAILED, GROUP_SLOT_SIZE,
+    PARTY as GROUP_PARTY,
+};
 use crate::hash::{key_hash, Fnv};
 use crate::job::SyncBlock;
 use crate::kvs::{Slot, SlotKey, CLAIMED, EMPTY, KEY_MAX, READY, TAG_SHIFT, WAITERS};
@@ -61,10 +65,12 @@ pub struct Header {
     pub(crate) nranks: u32,
     pub(crate) max_value_len: u32,
     pub(crate) job_id_len: u32,
-    pub(crate) _reserved: u32,
+    /// Slots in the group barrier pool.
+    pub(crate) group_slots: u32,
     pub(crate) job_id: [u8; JOB_ID_MAX],
     pub(crate) sync_off: u64,
     pub(crate) ranks_off: u64,
+    pub(crate) groups_off: u64,
     pub(crate) kvs: TableRegion,
     pub(crate) nodeattr: TableRegion,
     /// Its own line: read by every waiter after every wake.
@@ -121,6 +127,8 @@ impl Header {
             },
             sync_off: self.sync_off,
             ranks_off: self.ranks_off,
+            groups_off: self.groups_off,
+            group_slots: self.group_slots,
             kvs: self.kvs,
             nodeattr: self.nodeattr,
             total_size: self.total_size,
@@ -159,6 +167,10 @@ const _: () = {
     assert!(align_of::<RankState>() == 64);
     assert!(size_of::<AbortWord>() == 8);
     assert!(size_of::<TableRegion>() == 32);
+    assert!(size_of::<GroupSlot>() as u64 == GROUP_SLOT_SIZE);
+    assert!(align_of::<GroupSlot>() == 64);
+    // The hot count word and the word waiters sleep on never share a line.
+    assert!(offset_of!(GroupSlot, line) - offset_of!(GroupSlot, count) >= 64);
 };
 
 /// Feeds a struct's size, alignment and field offsets to the hasher.
@@ -189,9 +201,11 @@ pub const LAYOUT_HASH: u64 = {
         nranks,
         max_value_len,
         job_id_len,
+        group_slots,
         job_id,
         sync_off,
         ranks_off,
+        groups_off,
         kvs,
         nodeattr,
         abort
@@ -221,6 +235,8 @@ pub const LAYOUT_HASH: u64 = {
         node_attr_ops
     );
     let h = shape!(h, AbortWord);
+    let h = shape!(h, GroupSlot, count, line);
+    let h = shape!(h, GroupLine, word, ctxid, failed);
     let h = h
         .push(KEY_MAX as u64)
         .push(JOB_ID_MAX as u64)
@@ -233,6 +249,9 @@ pub const LAYOUT_HASH: u64 = {
         .push(TAG_SHIFT as u64)
         .push(GEN_ABORTED as u64)
         .push(GEN_STEP as u64)
+        .push(GROUP_FAILED as u64)
+        .push(GROUP_PARTY)
+        .push(GROUP_FAILED_FLAG)
         .push(ABORT_FLAG)
         .push(RANK_MASK as u64)
         .push(INIT_DONE as u64)

@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Regions, in order: header, sync block (barrier, cursors, node-attribute
-//! counter), per-rank states, KVS slots, node-attribute slots, KVS arena,
+//! counter), per-rank states, group barrier slots, KVS slots, node-attribute slots, KVS arena,
 //! node-attribute arena. Every region starts on a 64-byte boundary; the
 //! total is rounded up to 4096. The arenas come last because they are the
 //! only regions `init` does not zero.
@@ -24,7 +24,7 @@ pub const LAYOUT_MAJOR: u16 = 1;
 /// Layout minor version: attachers require an exact match too (a client
 /// that does not recognise the stamp falls back to the socket, which is
 /// always correct).
-pub const LAYOUT_MINOR: u16 = 0;
+pub const LAYOUT_MINOR: u16 = 1;
 
 /// Required alignment of the segment's base address (mmap gives 4096).
 pub const SEGMENT_ALIGN: usize = 64;
@@ -46,7 +46,7 @@ pub const MAX_SLOTS: u32 = 1 << 30;
 // Sizes of the shared structs, as `plan` needs them in const context and
 // identically under loom (where the real types differ); checked against
 // `size_of` by the layout asserts in `header.rs`.
-pub(crate) const HEADER_SIZE: u64 = 256;
+pub(crate) const HEADER_SIZE: u64 = 320;
 pub(crate) const SYNC_SIZE: u64 = 320;
 pub(crate) const RANK_STATE_SIZE: u64 = 64;
 pub(crate) const SLOT_SIZE: u64 = 128;
@@ -166,6 +166,10 @@ pub struct SegmentLayout {
     pub sync_off: u64,
     /// Offset of the per-rank state array (`nranks` records of 64 bytes).
     pub ranks_off: u64,
+    /// Offset of the group barrier pool ([`crate::group::GroupSlot`]s).
+    pub groups_off: u64,
+    /// Slots in the group barrier pool ([`crate::group_slots_for`] the ranks).
+    pub group_slots: u32,
     /// The KVS.
     pub kvs: TableRegion,
     /// The node-attribute table.
@@ -263,6 +267,11 @@ impl SegmentLayout {
 
         let (sync_off, end) = tri!(place(HEADER_SIZE, Some(SYNC_SIZE)));
         let (ranks_off, end) = tri!(place(end, (p.nranks as u64).checked_mul(RANK_STATE_SIZE)));
+        let group_slots = crate::group::group_slots_for(p.nranks);
+        let (groups_off, end) = tri!(place(
+            end,
+            (group_slots as u64).checked_mul(crate::group::GROUP_SLOT_SIZE)
+        ));
         let (kvs_slots_off, end) = tri!(place(end, (kvs_slots as u64).checked_mul(SLOT_SIZE)));
         let (na_slots_off, end) = tri!(place(end, (nodeattr_slots as u64).checked_mul(SLOT_SIZE)));
         let (kvs_arena_off, end) = tri!(place(end, Some(p.kvs_arena_bytes)));
@@ -276,6 +285,8 @@ impl SegmentLayout {
             params,
             sync_off,
             ranks_off,
+            groups_off,
+            group_slots,
             kvs: TableRegion {
                 slots_off: kvs_slots_off,
                 slots: kvs_slots as u64,
@@ -347,6 +358,7 @@ mod tests {
             (0, HEADER_SIZE),
             (l.sync_off, SYNC_SIZE),
             (l.ranks_off, 256 * RANK_STATE_SIZE),
+            (l.groups_off, 256 * crate::group::GROUP_SLOT_SIZE),
             (l.kvs.slots_off, l.kvs.slots * SLOT_SIZE),
             (l.nodeattr.slots_off, l.nodeattr.slots * SLOT_SIZE),
             (l.kvs.arena_off, l.kvs.arena_len),

@@ -52,6 +52,7 @@ pub mod barrier;
 mod cache;
 mod error;
 pub mod futex;
+pub mod group;
 mod hash;
 #[cfg(not(loom))]
 mod header;
@@ -71,6 +72,7 @@ pub use barrier::{Arrival, Barrier, Fence};
 pub use cache::CachePadded;
 pub use error::{KvsError, WaitError};
 pub use futex::{Futex, WAKE_ALL};
+pub use group::{group_slots_for, GroupBarrier, GroupSlot, GroupWaitError};
 pub use hash::{fnv1a64, key_hash};
 #[cfg(not(loom))]
 pub use header::{

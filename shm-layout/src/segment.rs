@@ -12,6 +12,7 @@ use crate::arena::ByteRegion;
 use crate::barrier::Fence;
 use crate::cache::CachePadded;
 use crate::futex::Futex;
+use crate::group::{GroupBarrier, GroupSlot};
 use crate::header::{Header, INIT_DONE, MAGIC};
 use crate::job::{JobParts, JobView, SyncBlock};
 use crate::kvs::{Kvs, Slot};
@@ -133,10 +134,11 @@ impl Segment {
             nranks: p.nranks,
             max_value_len: p.max_value_len,
             job_id_len: job_id.len() as u32,
-            _reserved: 0,
+            group_slots: layout.group_slots,
             job_id: id,
             sync_off: layout.sync_off,
             ranks_off: layout.ranks_off,
+            groups_off: layout.groups_off,
             kvs: layout.kvs,
             nodeattr: layout.nodeattr,
             abort: CachePadded::new(AbortWord::new()),
@@ -144,7 +146,7 @@ impl Segment {
         // SAFETY: the region is ours alone (caller), `metadata_end <=
         // total_size <= len`, and base and every region offset are 64-byte
         // aligned, as Header and SyncBlock require. Zero bytes are a valid
-        // empty Slot and a NotStarted RankState.
+        // empty Slot, a NotStarted RankState and a free GroupSlot.
         let header = unsafe {
             if zero {
                 core::ptr::write_bytes(base, 0, layout.metadata_end() as usize);
@@ -281,6 +283,10 @@ fn check_header(h: &Header) -> Result<SegmentLayout, AttachError> {
         (0, Some(HEADER_SIZE)),
         (h.sync_off, Some(SYNC_SIZE)),
         (h.ranks_off, (h.nranks as u64).checked_mul(RANK_STATE_SIZE)),
+        (
+            h.groups_off,
+            (h.group_slots as u64).checked_mul(crate::group::GROUP_SLOT_SIZE),
+        ),
         kvs_slots,
         na_slots,
         kvs_arena,
@@ -308,6 +314,7 @@ pub struct SegmentRef<'a> {
     header: &'a Header,
     job: JobView<'a>,
     ranks: &'a [RankState],
+    groups: &'a [GroupSlot],
 }
 
 // Send + Sync through its fields (ByteRegion and Slot carry the
@@ -361,7 +368,16 @@ impl<'a> SegmentRef<'a> {
                 at(layout.ranks_off).cast::<RankState>().cast_const(),
                 layout.params.nranks as usize,
             );
-            Self { header, job, ranks }
+            let groups = slice::from_raw_parts(
+                at(layout.groups_off).cast::<GroupSlot>().cast_const(),
+                layout.group_slots as usize,
+            );
+            Self {
+                header,
+                job,
+                ranks,
+                groups,
+            }
         }
     }
 
@@ -402,7 +418,15 @@ impl<'a> SegmentRef<'a> {
 
     /// Aborts the job and wakes every sleeper; see [`JobView::abort`].
     pub fn abort<F: Futex + ?Sized>(&self, code: i32, rank: u32, futex: &F) -> Aborted {
-        self.job.abort(code, rank, futex)
+        let a = self.job.abort(code, rank, futex);
+        // Group fences sleep on their slots' words: wake them to re-check the
+        // abort word now (one missed by a race still sees it within a slice).
+        for s in self.groups {
+            if s.line.ctxid.load(crate::sync::Ordering::Relaxed) != 0 {
+                futex.wake(&s.line.word, crate::futex::WAKE_ALL);
+            }
+        }
+        a
     }
 
     /// The abort in effect, if any.
@@ -418,6 +442,17 @@ impl<'a> SegmentRef<'a> {
     /// One rank's state record.
     pub fn rank(&self, rank: u32) -> Option<&'a RankState> {
         self.ranks.get(rank as usize)
+    }
+
+    /// Slots in the group barrier pool.
+    pub fn group_slots(&self) -> u32 {
+        self.groups.len() as u32
+    }
+
+    /// Group barrier slot `slot` with the job's abort word, if it exists.
+    pub fn group(&self, slot: u32) -> Option<GroupBarrier<'a>> {
+        let s = self.groups.get(slot as usize)?;
+        Some(GroupBarrier::new(s, &self.header.abort))
     }
 }
 

@@ -140,7 +140,7 @@ fn attach_rejects_short_length_and_misalignment() {
         f.attach_at(f.base, 100),
         Err(AttachError::TooShort {
             len: 100,
-            need: 256
+            need: 320
         })
     );
     // SAFETY: still inside the buffer.

@@ -21,10 +21,12 @@
 
 mod conn;
 mod env;
+mod groups;
 mod os;
 mod spawn;
 
 pub use crate::wire::spawn::{SpawnCmd, SpawnRequest};
+pub use groups::{Group, Invitation, MemberSpec, NOT_SUPPORTED};
 pub use spawn::Spawned;
 
 use std::collections::HashMap;
@@ -120,6 +122,7 @@ pub struct Pmi {
     server: ServerKind,
     conn: Mutex<Conn>,
     finalized: AtomicBool,
+    groups: groups::GroupState,
 }
 
 fn aborted(a: shm_layout::Aborted) -> PmiError {
@@ -230,6 +233,7 @@ impl Pmi {
             server: env.server,
             conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
             finalized: AtomicBool::new(false),
+            groups: Default::default(),
         })
     }
 
@@ -251,6 +255,7 @@ impl Pmi {
                 node: HashMap::new(),
             }),
             finalized: AtomicBool::new(false),
+            groups: Default::default(),
         }
     }
 

@@ -86,7 +86,8 @@ impl Launcher {
         }
         self.forwarder = Some(Forwarder::start(cfg.label)?);
         let jobid = format!("fastpmi_{}_0", std::process::id());
-        self.create_job(jobid, plans, None, size, false)?;
+        let job = self.create_job(jobid, plans, None, size, false)?;
+        self.server.set_psets(job, super::psets::of_config(&cfg));
         Ok(())
     }
 

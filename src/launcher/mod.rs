@@ -14,6 +14,7 @@ mod names;
 pub mod os;
 pub mod output;
 mod peer;
+pub mod psets;
 mod spawn;
 mod supervise;
 mod topology;
@@ -155,6 +156,7 @@ impl Launcher {
                 None
             }
         };
+        server.set_tolerate_group_failures(cfg.tolerate_group_failures);
         let names = match &cfg.nameserver {
             Some(addr) => {
                 server.use_remote_names();
@@ -208,7 +210,12 @@ impl Launcher {
                     .map(|t| t.saturating_duration_since(Instant::now()));
                 // Shared-memory ranks stuck in a fence send nothing: look.
                 let stuck = self.server.needs_stuck_check().then_some(STUCK_CHECK);
-                kill.into_iter().chain(stuck).min()
+                // Group invitations and joins that time out.
+                let groups = self
+                    .server
+                    .next_group_deadline()
+                    .map(|t| t.saturating_duration_since(Instant::now()));
+                kill.into_iter().chain(stuck).chain(groups).min()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -242,6 +249,8 @@ impl Launcher {
                     self.apply_events();
                 }
             }
+            self.server.group_timers(Instant::now(), &mut self.events);
+            self.apply_events();
             self.update_fence_watchers();
             if self.server.needs_stuck_check() {
                 self.server.check_stuck_all(&mut self.events);

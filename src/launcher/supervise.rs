@@ -128,6 +128,18 @@ impl Launcher {
                 let message = format!("{name} {} {activity}", os::describe_status(status))
                     .trim_end()
                     .to_string();
+                if self.failure.is_none()
+                    && self
+                        .server
+                        .group_member_lost(job, rank, &message, &mut self.events)
+                {
+                    crate::errln!(
+                        "fastpmi: {message}; tolerated (--tolerate-group-failures): its process groups are marked failed"
+                    );
+                    self.server.rank_exited(job, rank, clean, &mut self.events);
+                    self.rank_gone(job);
+                    continue;
+                }
                 let code = os::status_code(status);
                 match &mut self.failure {
                     // The failing rank's own status says more than "lost connection".

@@ -108,13 +108,15 @@ fn bound(
         }
         Request::GetJobAttr { key } => {
             s.stats.other += 1;
-            let value = job_attr(s.hwloc_xmlfile.as_deref(), &s.jobs[job], &key);
+            let value = job_attr(s.hwloc_xmlfile.as_deref(), &s.jobs[job], &key)
+                .or_else(|| s.group_job_attr(job, rank, &key));
             Some(Response::Value { key, value })
         }
         Request::Finalize => {
             let slot = &mut j.ranks[rank as usize];
             slot.phase = Phase::Finalized;
             slot.activity = Activity::Running;
+            s.groups_member_finalized(job, rank, out);
             // Reply first, then close once it is written.
             super::reply(out, to, &Response::Ok, Some(&format!("rank {rank}")));
             out.push(Event::Close { conn: to.conn });
@@ -149,6 +151,10 @@ fn bound(
         Request::JobConnect { jobid } => Some(super::connect::job_connect(s, job, &jobid)),
         Request::JobDisconnect { jobid } => Some(super::connect::job_disconnect(s, job, &jobid)),
         Request::Spawn(req) => super::spawn::request(s, job, rank, to, req, out),
+        Request::Group(req) => {
+            s.stats.other += 1;
+            super::groups::handle(s, job, rank, to, req, out)
+        }
         Request::Publish { service, port } => {
             nameserv::handle(s, job, to, NameOp::Publish { service, port }, out)
         }

@@ -7,8 +7,10 @@
 
 pub mod auth;
 mod connect;
+mod groups;
 mod handlers;
 pub mod nameserv;
+pub mod psets;
 pub mod spawn;
 
 use std::collections::{BTreeSet, HashMap};
@@ -172,6 +174,7 @@ pub struct Server {
     spawns: spawn::Spawns,
     /// Path of the node topology's XML (`PMI_hwloc_xmlfile`), if any.
     hwloc_xmlfile: Option<String>,
+    groups: groups::Groups,
     pub stats: SocketStats,
 }
 
@@ -189,6 +192,7 @@ impl Server {
             names: Default::default(),
             spawns: Default::default(),
             hwloc_xmlfile: None,
+            groups: Default::default(),
             stats: SocketStats::default(),
         }
     }
@@ -365,6 +369,12 @@ impl Server {
         }
         if slot.phase == Phase::Initialized && j.failed.is_none() {
             let who = rank_label(job, &j.id, rank);
+            let lost = format!("{who} closed its PMI connection before finalize");
+            if self.group_member_lost(job, rank, &lost, out) {
+                return;
+            }
+            let j = &self.jobs[job];
+            let slot = &j.ranks[rank as usize];
             let message = match dropped {
                 Some(why) => format!(
                     "the launcher closed the PMI connection of {who} {} after a malformed message: {why}",
@@ -407,6 +417,9 @@ impl Server {
                 rank_label(job, &j.id, rank),
                 activity_text(slot, shm)
             );
+            if self.group_member_lost(job, rank, &message, out) {
+                return;
+            }
             out.push(Event::JobFailed {
                 job,
                 rank,
@@ -422,9 +435,13 @@ impl Server {
     /// True while some job could have a fence that can never complete and
     /// the event loop should call [`Server::check_stuck_all`] now and then.
     pub fn needs_stuck_check(&self) -> bool {
-        self.jobs
-            .iter()
-            .any(|j| j.failed.is_none() && j.ranks.iter().any(gone))
+        self.jobs.iter().enumerate().any(|(job, j)| {
+            j.failed.is_none()
+                && j.ranks
+                    .iter()
+                    .enumerate()
+                    .any(|(r, s)| gone(s) || self.is_lost_member(job, r as u32))
+        })
     }
 
     /// See [`Server::check_stuck`], for every job.
@@ -441,11 +458,18 @@ impl Server {
         if j.failed.is_some() || j.store.fence_arrivals() == 0 {
             return;
         }
-        let Some((r, slot)) = j.ranks.iter().enumerate().find(|(_, s)| gone(s)) else {
+        let Some((r, slot)) = j
+            .ranks
+            .iter()
+            .enumerate()
+            .find(|(r, s)| gone(s) || self.is_lost_member(job, *r as u32))
+        else {
             return;
         };
         let why = if slot.phase == Phase::Finalized {
             "finalized"
+        } else if self.is_lost_member(job, r as u32) {
+            "died (a tolerated group member failure)"
         } else {
             "exited without taking part in PMI"
         };
@@ -505,6 +529,7 @@ impl Server {
                 None,
             );
         }
+        self.groups_job_failed(job, &msg, out);
     }
 
     /// The fence generation socket ranks of `job` wait in (the oldest), if any.
@@ -680,5 +705,7 @@ pub(crate) fn reply(out: &mut Vec<Event>, to: &ReplyTo, resp: &Response, who: Op
     });
 }
 
+#[cfg(test)]
+mod groups_tests;
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,13 @@
 use super::*;
 use crate::store::MemStore;
+
+/// Helpers shared with the group tests.
+pub(super) mod support {
+    pub(in crate::server) use super::{init_all, pmi2_body, send2, sent, server};
+}
 use crate::wire::{frame::Frame, pmi1, pmi2};
 
-fn server(n: u32) -> (Server, JobIdx) {
+pub(super) fn server(n: u32) -> (Server, JobIdx) {
     let mut s = Server::new();
     let job = s.add_job(JobSpec {
         id: "fastpmi_test_0".into(),
@@ -18,7 +23,7 @@ fn server(n: u32) -> (Server, JobIdx) {
 }
 const VALLEN: usize = crate::wire::VALLEN_MAX;
 
-fn sent(out: &[Event], conn: ConnId) -> Vec<Vec<u8>> {
+pub(super) fn sent(out: &[Event], conn: ConnId) -> Vec<Vec<u8>> {
     out.iter()
         .filter_map(|e| match e {
             Event::Send { conn: c, bytes } if *c == conn => Some(bytes.clone()),
@@ -27,7 +32,7 @@ fn sent(out: &[Event], conn: ConnId) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn pmi2_body(bytes: &[u8]) -> crate::wire::Message {
+pub(super) fn pmi2_body(bytes: &[u8]) -> crate::wire::Message {
     assert_eq!(
         crate::wire::frame::parse_length(&bytes[..6]),
         Some(bytes.len() - 6)
@@ -35,7 +40,7 @@ fn pmi2_body(bytes: &[u8]) -> crate::wire::Message {
     pmi2::decode(&bytes[6..]).unwrap()
 }
 
-fn send2(s: &mut Server, conn: ConnId, body: &str) -> Vec<Event> {
+pub(super) fn send2(s: &mut Server, conn: ConnId, body: &str) -> Vec<Event> {
     let mut out = Vec::new();
     s.on_bytes(
         conn,
@@ -51,7 +56,7 @@ fn send1(s: &mut Server, conn: ConnId, line: &str) -> Vec<Event> {
     out
 }
 
-fn init_all(s: &mut Server, n: u32) {
+pub(super) fn init_all(s: &mut Server, n: u32) {
     for r in 0..n as ConnId {
         send1(s, r, "cmd=init pmi_version=2 pmi_subversion=0");
         send2(s, r, "cmd=fullinit;threaded=FALSE;");

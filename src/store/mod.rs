@@ -67,6 +67,19 @@ pub trait Store: Send {
     fn fence_arrivals(&self) -> u32;
     /// Record that the job is aborting, waking anyone blocked in the store.
     fn abort(&mut self, code: i32, rank: u32);
+    /// Slots in the job segment's group barrier pool (0: no pool). The
+    /// server does the bookkeeping of which are in use.
+    fn group_slots(&self) -> u32 {
+        0
+    }
+    /// Give free slot `slot` to a group of `parties` members.
+    fn group_assign(&mut self, _slot: u32, _ctxid: u64, _parties: u32) {}
+    /// The group of `slot` is gone.
+    fn group_release(&mut self, _slot: u32) {}
+    /// A member of the group of `slot` left (one party fewer).
+    fn group_leave(&mut self, _slot: u32) {}
+    /// Member `rank` of the group of `slot` failed: wake its waiters.
+    fn group_fail(&mut self, _slot: u32, _rank: u32) {}
 }
 
 /// In-launcher store: hash maps and an arrival counter.

@@ -173,4 +173,32 @@ impl Store for ShmStore {
     fn abort(&mut self, code: i32, rank: u32) {
         self.seg.seg().abort(code, rank, &SharedFutex);
     }
+
+    fn group_slots(&self) -> u32 {
+        self.seg.seg().group_slots()
+    }
+
+    fn group_assign(&mut self, slot: u32, ctxid: u64, parties: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.assign(ctxid, parties);
+        }
+    }
+
+    fn group_release(&mut self, slot: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.release();
+        }
+    }
+
+    fn group_leave(&mut self, slot: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.leave(&SharedFutex);
+        }
+    }
+
+    fn group_fail(&mut self, slot: u32, rank: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.fail(rank, &SharedFutex);
+        }
+    }
 }

@@ -83,6 +83,8 @@ pub enum Request {
     JobDisconnect {
         jobid: String,
     },
+    /// The group extension (`group-*`, `docs/groups.md`).
+    Group(super::group::GroupRequest),
 }
 
 /// What the server answers; encoded per protocol by [`encode_response`].
@@ -130,6 +132,8 @@ pub enum Response {
         errcodes: Vec<i32>,
     },
     Connected,
+    /// A group request succeeded (PMI-2 only).
+    Group(super::group::GroupReply),
     /// Any failure: `rc` non-zero and a one-line message.
     Error {
         rc: i32,
@@ -338,6 +342,10 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
         (Pmi2, "job-disconnect") => Request::JobDisconnect {
             jobid: need_str(msg, "jobid")?,
         },
+        (Pmi2, c) if c.starts_with("group-") => match super::group::decode_request(msg) {
+            Some(r) => Request::Group(r?),
+            None => return Err(WireError::UnknownCommand(c.to_string())),
+        },
         (_, other) => return Err(WireError::UnknownCommand(other.to_string())),
     };
     Ok(r)
@@ -436,6 +444,7 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
         }
         Response::Ok
         | Response::Connected
+        | Response::Group(_)
         | Response::FullInit { .. }
         | Response::AuthChallenge { .. } => {
             m.push("rc", "0");
@@ -590,6 +599,10 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
             m.push("rc", "0");
             m.push("kvscopy", "FALSE");
         }
+        Response::Group(g) => {
+            m.push("rc", "0");
+            super::group::encode_reply(&mut m, g);
+        }
         Response::Error { rc, msg } => {
             m.push("rc", rc.to_string());
             // Never produce a ';' in a value.
@@ -727,6 +740,7 @@ fn pmi2_request(r: &Request) -> Message {
         Request::Lookup { service } => Message::new("name-lookup").with("name", service),
         Request::JobConnect { jobid } => Message::new("job-connect").with("jobid", jobid),
         Request::JobDisconnect { jobid } => Message::new("job-disconnect").with("jobid", jobid),
+        Request::Group(g) => super::group::encode_request(g),
         Request::Spawn(s) => {
             let mut m = Message::new("spawn")
                 .with("ncmds", s.cmds.len().to_string())
@@ -779,6 +793,7 @@ pub fn request_name(r: &Request) -> &'static str {
         Request::JobConnect { .. } => "job-connect",
         Request::JobDisconnect { .. } => "job-disconnect",
         Request::AuthComplete { .. } => "auth-response-complete",
+        Request::Group(g) => g.name(),
     }
 }
 

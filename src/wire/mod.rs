@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod command;
 pub mod frame;
+pub mod group;
 pub mod pmi1;
 pub mod pmi2;
 pub mod spawn;

@@ -97,6 +97,11 @@ pub enum Prog {
     /// `PMI_Spawn_multiple`; `pmi1 spawn ok children=N` and the children's
     /// lines.
     Pmi1Spawn,
+    /// `fpmi_groups.c` (fastpmi's `include/fastpmi.h` and `libpmi2.so`):
+    /// groups and process sets through the FPMI extension.
+    FpmiGroups,
+    /// `pset_slurm.c` (Slurm libpmi2): process-set job attributes.
+    PsetSlurm,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -124,6 +129,8 @@ impl Prog {
             Prog::Pmi2SlurmCalls => "pmi2_slurm_calls",
             Prog::Pmi2Spawn => "pmi2_spawn",
             Prog::Pmi1Spawn => "pmi1_spawn",
+            Prog::FpmiGroups => "fpmi_groups",
+            Prog::PsetSlurm => "pset_slurm",
         }
     }
 
@@ -138,18 +145,22 @@ impl Prog {
     fn toolchain(self) -> Toolchain {
         match self {
             Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
-            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp | Prog::Pmi2Spawn => {
-                Toolchain::SlurmPmi2
-            }
+            Prog::Pmi2Slurm
+            | Prog::Pmi2FenceSleep
+            | Prog::SegmentStamp
+            | Prog::Pmi2Spawn
+            | Prog::PsetSlurm => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
-            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls => {
+            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls | Prog::FpmiGroups => {
                 Toolchain::FastpmiPmi2
             }
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 12] = [
+        static CELLS: [OnceLock<PathBuf>; 14] = [
+            OnceLock::new(),
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),

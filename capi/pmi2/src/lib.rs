@@ -27,6 +27,9 @@
 #![allow(non_snake_case)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// fastpmi's extension: `FPMI_Group_*` and `FPMI_Pset_*` (`include/fastpmi.h`).
+pub mod groups;
+
 use std::ffi::{c_char, c_int, c_void};
 
 use fastpmi::client::TransportKind;

@@ -1,0 +1,65 @@
+/*
+ * fastpmi.h: fastpmi's extension of libpmi2.so.0 -- process groups (PMIx
+ * RFC0033) and process sets (`fastpmi --pset NAME`). See docs/groups.md.
+ *
+ * Link with -lpmi2 (fastpmi's libpmi2.so.0; pkg-config --libs fastpmi).
+ * Call PMI2_Init first. Return codes are the PMI2_* codes of pmi2.h plus
+ * FPMI_ERR_NOT_SUPPORTED (the PMI server, e.g. Hydra or slurmstepd, has no
+ * group extension; no group command was sent to it) and FPMI_ERR_PARTIAL.
+ */
+#ifndef FASTPMI_H_INCLUDED
+#define FASTPMI_H_INCLUDED
+
+#include <stdint.h>
+
+#if defined(__cplusplus)
+extern "C" {
+#endif
+
+#define FPMI_SUCCESS 0
+/* The PMI server does not implement fastpmi's group extension. */
+#define FPMI_ERR_NOT_SUPPORTED 20
+/* FPMI_Group_invite: some invitee declined or did not answer in time; the
+ * group was built from the leader and those who accepted. */
+#define FPMI_ERR_PARTIAL 21
+/* Longest group id, in bytes. */
+#define FPMI_MAX_GROUP_ID 256
+
+/* Build group `id` of ranks[0..n) of this job, collectively: every member
+ * calls it with the same list. Returns this process's group rank (its
+ * position in the list), the group size and a 64-bit context id unique
+ * among every group the launcher made. */
+int FPMI_Group_construct(const char *id, const int *ranks, int n, int *group_rank,
+                         int *group_size, uint64_t *ctxid);
+/* Destruct group `id`, collectively over its members. */
+int FPMI_Group_destruct(const char *id);
+/* Barrier over the members of `id`; afterwards every member's puts made
+ * before it (PMI2_KVS_Put) are visible to PMI2_KVS_Get. An error names a
+ * member that died. */
+int FPMI_Group_fence(const char *id);
+/* Invite ranks[0..n) into group `id` led by the caller and wait until each
+ * answered or timeout_ms passed. members[0..*nmembers) (room for n + 1)
+ * gets the members in group-rank order (the leader first). */
+int FPMI_Group_invite(const char *id, const int *ranks, int n, int timeout_ms, int *members,
+                      int *nmembers, int *group_rank, int *group_size, uint64_t *ctxid);
+/* Answer an invitation to `id` from rank `leader`, waiting up to timeout_ms
+ * for it. accept != 0: returns once the group is built; accept == 0:
+ * returns at once with *group_rank = -1. */
+int FPMI_Group_join(const char *id, int leader, int accept, int timeout_ms, int *group_rank,
+                    int *group_size, uint64_t *ctxid);
+/* Leave group `id`; the other members go on without the caller. */
+int FPMI_Group_leave(const char *id);
+
+/* Process sets: names of all sets, comma-separated ("" for none). */
+int FPMI_Pset_names(char *names, int len);
+/* The sets the caller is in, comma-separated ("" for none). */
+int FPMI_Pset_mine(char *names, int len);
+/* Ranks of set `name`: *found = 0 if there is no such set; else up to
+ * maxranks ranks and their total in *nranks (PMI2_ERR_NOMEM if cut). */
+int FPMI_Pset_members(const char *name, int *ranks, int maxranks, int *nranks, int *found);
+
+#if defined(__cplusplus)
+}
+#endif
+
+#endif /* FASTPMI_H_INCLUDED */

@@ -1,0 +1,46 @@
+//! `--pset NAME[,NAME...]` of each MPMD section: the process sets of the
+//! first job, handed to the server as job attributes.
+
+use crate::cli::LaunchConfig;
+
+/// Longest set name: `pset:NAME` must fit a PMI-2 key (64 bytes).
+pub const PSET_NAME_MAX: usize =
+    crate::wire::KEYLEN_MAX - crate::server::psets::PSET_ATTR_PREFIX.len();
+
+/// Why `name` cannot name a process set, if it cannot.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty process set name".into());
+    }
+    if name.len() > PSET_NAME_MAX {
+        return Err(format!(
+            "process set name {name:?} is longer than {PSET_NAME_MAX} bytes"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_.-+@".contains(&b))
+    {
+        return Err(format!(
+            "process set name {name:?}: use letters, digits and _ . - + @"
+        ));
+    }
+    Ok(())
+}
+
+/// The sets of the first job: (name, ranks), names in order of appearance.
+pub fn of_config(cfg: &LaunchConfig) -> Vec<(String, Vec<u32>)> {
+    let mut sets: Vec<(String, Vec<u32>)> = Vec::new();
+    let mut first = 0u32;
+    for app in &cfg.apps {
+        for name in &app.psets {
+            let ranks = first..first + app.nranks;
+            match sets.iter_mut().find(|(n, _)| n == name) {
+                Some((_, r)) => r.extend(ranks),
+                None => sets.push((name.clone(), ranks.collect())),
+            }
+        }
+        first += app.nranks;
+    }
+    sets
+}
