@@ -30,6 +30,8 @@
 //! notes next to each test); that knob exists only to check the tests.
 #![allow(dead_code)]
 
+pub mod port;
+
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fs;
