@@ -49,7 +49,10 @@ fn role_gated() -> Result<(), String> {
         })?;
     }
     pmi.finalize().map_err(|e| format!("finalize: {e}"))?;
-    println!("gated rank {me} ok size={n} transport={:?}", pmi.transport());
+    println!(
+        "gated rank {me} ok size={n} transport={:?}",
+        pmi.transport()
+    );
     Ok(())
 }
 
@@ -208,10 +211,7 @@ fn challenge_answered_with_a_wrong_secret_is_refused() {
 /// PMI-1 `initack`, and prints what happened.
 fn role_foreign() -> Result<(), String> {
     let target = rank_role::env("FASTPMI_TEST_TARGET")?;
-    println!(
-        "foreign uid={}",
-        rustix::process::getuid().as_raw()
-    );
+    println!("foreign uid={}", rustix::process::getuid().as_raw());
     let mut w = Wire::connect(&target);
     w.init(2);
     w.send_pmi2("cmd=fullinit;pmirank=0;threaded=FALSE;")
@@ -219,7 +219,8 @@ fn role_foreign() -> Result<(), String> {
     let msg = w.expect_refused("foreign fullinit", "without authenticating");
     println!("foreign fullinit from={} refused: {msg}", w.local());
     let mut w = Wire::connect(&target);
-    w.send(b"cmd=initack pmiid=1\n").map_err(|e| e.to_string())?;
+    w.send(b"cmd=initack pmiid=1\n")
+        .map_err(|e| e.to_string())?;
     let msg = w.expect_refused("foreign initack", "without_authenticating");
     println!("foreign initack from={} refused: {msg}", w.local());
     Ok(())
@@ -365,7 +366,10 @@ fn a_client_with_the_job_secret_authenticates_and_is_served() {
         .spawn();
     let envs = port::wait_for_ranks(&mut job, 2, LIMIT);
     let e = &envs[0];
-    let secret = e.secret.clone().expect("FASTPMI_AUTH_SECRET in rank 0's environment");
+    let secret = e
+        .secret
+        .clone()
+        .expect("FASTPMI_AUTH_SECRET in rank 0's environment");
 
     let mut w = Wire::connect(&e.port);
     w.init(2);
@@ -396,10 +400,7 @@ fn a_client_with_the_job_secret_authenticates_and_is_served() {
     let call = |w: &mut Wire, body: &str, cmd: &str| {
         w.send_pmi2(body).unwrap();
         let m = w.recv_msg(body);
-        assert!(
-            m.cmd == cmd && m.get_int("rc") == Some(0),
-            "{body}: {m:?}"
-        );
+        assert!(m.cmd == cmd && m.get_int("rc") == Some(0), "{body}: {m:?}");
         m
     };
     call(&mut w, "cmd=kvs-put;key=k0;value=v0;", "kvs-put-response");
@@ -473,8 +474,18 @@ impl Netns {
         ip(&["netns", "add", &n.launcher_ns]);
         ip(&["netns", "add", &n.remote_ns]);
         ip(&[
-            "link", "add", &va, "netns", &n.launcher_ns, "type", "veth", "peer", "name", &vb,
-            "netns", &n.remote_ns,
+            "link",
+            "add",
+            &va,
+            "netns",
+            &n.launcher_ns,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &vb,
+            "netns",
+            &n.remote_ns,
         ]);
         for (ns, dev, addr) in [
             (&n.launcher_ns, &va, LAUNCHER_ADDR),
@@ -518,7 +529,10 @@ fn role_offnode() -> Result<(), String> {
         })?;
     }
     pmi.finalize().map_err(|e| format!("finalize: {e}"))?;
-    println!("offnode rank {me} ok size={n} transport={:?}", pmi.transport());
+    println!(
+        "offnode rank {me} ok size={n} transport={:?}",
+        pmi.transport()
+    );
     Ok(())
 }
 
@@ -540,9 +554,7 @@ fn offnode_job(test: &str, ns: &Netns, with_secret: bool) -> Outcome {
         .map(OsString::from)
         .into();
     args.push(common::launcher().into());
-    args.extend(
-        ["--pmi-port-bind", LAUNCHER_ADDR, "-n", "1"].map(OsString::from),
-    );
+    args.extend(["--pmi-port-bind", LAUNCHER_ADDR, "-n", "1"].map(OsString::from));
     args.push(rank_role::me().into());
     args.extend(rank_role::args(test).into_iter().map(OsString::from));
     args.extend([":", "-n", "1", "sh", "-c", &wrap].map(OsString::from));

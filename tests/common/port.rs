@@ -86,7 +86,10 @@ pub fn children(pid: u32) -> Vec<u32> {
     if let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) {
         for t in tasks.flatten() {
             if let Ok(list) = fs::read_to_string(t.path().join("children")) {
-                v.extend(list.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+                v.extend(
+                    list.split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
             }
         }
     }
