@@ -31,31 +31,6 @@ const LIMIT: Duration = Duration::from_secs(30);
 // ---------------------------------------------------------------------------
 // Ranks
 
-/// A Rust-client rank: waits for its gate, then init, put, fence, get of
-/// every rank's value, finalize.
-fn role_gated() -> Result<(), String> {
-    port::wait_gate(Duration::from_secs(60))?;
-    let pmi = Pmi::init().map_err(|e| format!("Pmi::init: {e}"))?;
-    let (me, n) = (pmi.rank(), pmi.size());
-    pmi.put(format!("k{me}"), format!("v{me}"))
-        .map_err(|e| format!("put: {e}"))?;
-    pmi.fence().map_err(|e| format!("fence: {e}"))?;
-    for r in 0..n {
-        let v = pmi
-            .get(format!("k{r}"), Some(r))
-            .map_err(|e| format!("get k{r}: {e}"))?;
-        ensure(v.as_deref() == Some(format!("v{r}").as_bytes()), || {
-            format!("rank {me}: k{r} is {v:?}")
-        })?;
-    }
-    pmi.finalize().map_err(|e| format!("finalize: {e}"))?;
-    println!(
-        "gated rank {me} ok size={n} transport={:?}",
-        pmi.transport()
-    );
-    Ok(())
-}
-
 /// Which real ranks a job has.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Ranks {
@@ -158,7 +133,7 @@ fn under_attack(test: &str, ranks: Ranks, attack: impl FnOnce(&[RankEnv]) -> Vec
 fn fullinit_claiming_a_rank_without_handshake_is_refused() {
     const T: &str = "fullinit_claiming_a_rank_without_handshake_is_refused";
     if rank_role::role().is_some() {
-        finish(role_gated());
+        finish(rank_role::role_gated());
     }
     under_attack(T, Ranks::Slurm, |envs| {
         envs.iter()
@@ -186,7 +161,7 @@ fn fullinit_claiming_a_rank_without_handshake_is_refused() {
 fn challenge_answered_with_a_wrong_secret_is_refused() {
     const T: &str = "challenge_answered_with_a_wrong_secret_is_refused";
     if rank_role::role().is_some() {
-        finish(role_gated());
+        finish(rank_role::role_gated());
     }
     under_attack(T, Ranks::Rust, |envs| {
         let e = &envs[0];
@@ -235,7 +210,7 @@ fn a_claim_from_another_uid_is_refused() {
         finish(role_foreign());
     }
     if rank_role::role().is_some() {
-        finish(role_gated());
+        finish(rank_role::role_gated());
     }
     match Command::new("setpriv").arg("--version").output() {
         Ok(o) if o.status.success() => {}
@@ -286,7 +261,7 @@ fn a_claim_from_another_uid_is_refused() {
 fn pmi1_initack_claiming_a_rank_is_refused() {
     const T: &str = "pmi1_initack_claiming_a_rank_is_refused";
     if rank_role::role().is_some() {
-        finish(role_gated());
+        finish(rank_role::role_gated());
     }
     under_attack(T, Ranks::Slurm, |envs| {
         envs.iter()
@@ -309,7 +284,7 @@ fn pmi1_initack_claiming_a_rank_is_refused() {
 fn requests_from_an_unidentified_connection_are_refused() {
     const T: &str = "requests_from_an_unidentified_connection_are_refused";
     if rank_role::role().is_some() {
-        finish(role_gated());
+        finish(rank_role::role_gated());
     }
     under_attack(T, Ranks::Rust, |envs| {
         let e = &envs[0];
@@ -343,7 +318,7 @@ fn requests_from_an_unidentified_connection_are_refused() {
 fn a_client_with_the_job_secret_authenticates_and_is_served() {
     const T: &str = "a_client_with_the_job_secret_authenticates_and_is_served";
     if rank_role::role().is_some() {
-        finish(role_gated());
+        finish(rank_role::role_gated());
     }
     let _g = heavy();
     let dir = common::scratch_dir("port-auth");

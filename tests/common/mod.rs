@@ -96,6 +96,9 @@ pub enum Prog {
     /// `PMI_Spawn_multiple`; `pmi1 spawn ok children=N` and the children's
     /// lines.
     Pmi1Spawn,
+    /// `pmi2_trivial.c` (Slurm libpmi2): init, put, fence, one get,
+    /// finalize; `pmi2 trivial ok size=N`.
+    Pmi2Trivial,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -123,6 +126,7 @@ impl Prog {
             Prog::Pmi2SlurmCalls => "pmi2_slurm_calls",
             Prog::Pmi2Spawn => "pmi2_spawn",
             Prog::Pmi1Spawn => "pmi1_spawn",
+            Prog::Pmi2Trivial => "pmi2_trivial",
         }
     }
 
@@ -137,9 +141,11 @@ impl Prog {
     fn toolchain(self) -> Toolchain {
         match self {
             Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
-            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp | Prog::Pmi2Spawn => {
-                Toolchain::SlurmPmi2
-            }
+            Prog::Pmi2Slurm
+            | Prog::Pmi2FenceSleep
+            | Prog::SegmentStamp
+            | Prog::Pmi2Spawn
+            | Prog::Pmi2Trivial => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls => {
                 Toolchain::FastpmiPmi2
@@ -148,7 +154,8 @@ impl Prog {
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 12] = [
+        static CELLS: [OnceLock<PathBuf>; 13] = [
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
