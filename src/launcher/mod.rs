@@ -96,6 +96,9 @@ pub struct Launcher {
     listeners: HashMap<Token, (TcpListener, JobIdx)>,
     /// Port-mode connections not identified yet.
     unidentified: usize,
+    /// Their tokens, oldest first (may hold tokens of connections that have
+    /// identified themselves or closed since; skipped and pruned lazily).
+    unidentified_order: VecDeque<Token>,
     next_token: usize,
     events: Vec<Event>,
     forwarder: Option<Forwarder>,
@@ -178,6 +181,7 @@ impl Launcher {
             signals,
             listeners: HashMap::new(),
             unidentified: 0,
+            unidentified_order: VecDeque::new(),
             next_token: FIRST_CONN,
             events: Vec::new(),
             forwarder: None,

@@ -105,7 +105,7 @@ impl Server {
 
 /// Close `conn` with an error reply (when there is a request to answer)
 /// and tell the launcher why, for its log.
-fn refuse(
+pub(super) fn refuse(
     s: &mut Server,
     conn: ConnId,
     to: Option<&ReplyTo>,

@@ -37,13 +37,19 @@ pub(super) fn handle(
         }),
         other => {
             let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) else {
-                return Some(Response::Error {
-                    rc: -1,
-                    msg: format!(
-                        "{} before the rank identified itself (initack or fullinit)",
-                        crate::wire::command::request_name(&other)
-                    ),
-                });
+                let msg = format!(
+                    "{} before the rank identified itself (initack or fullinit)",
+                    crate::wire::command::request_name(&other)
+                );
+                // A port-mode peer that asks for job data before proving
+                // it is a rank is not one: close and log it like any other
+                // refused claim (it would otherwise hold an unidentified
+                // slot and probe at will).
+                if s.conns.get(&conn).is_some_and(|c| c.port_job.is_some()) {
+                    super::auth::refuse(s, conn, Some(to), msg, out);
+                    return None;
+                }
+                return Some(Response::Error { rc: -1, msg });
             };
             if let Some(why) = &s.jobs[job].failed {
                 if !matches!(other, Request::Finalize | Request::Abort { .. }) {

@@ -32,6 +32,7 @@
 
 pub mod nameserver;
 pub mod stacks;
+pub mod port;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -102,6 +103,9 @@ pub enum Prog {
     FpmiGroups,
     /// `pset_slurm.c` (Slurm libpmi2): process-set job attributes.
     PsetSlurm,
+    /// `pmi2_trivial.c` (Slurm libpmi2): init, put, fence, one get,
+    /// finalize; `pmi2 trivial ok size=N`.
+    Pmi2Trivial,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -129,8 +133,8 @@ impl Prog {
             Prog::Pmi2SlurmCalls => "pmi2_slurm_calls",
             Prog::Pmi2Spawn => "pmi2_spawn",
             Prog::Pmi1Spawn => "pmi1_spawn",
-            Prog::FpmiGroups => "fpmi_groups",
-            Prog::PsetSlurm => "pset_slurm",
+            | Prog::PsetSlurm
+            | Prog::Pmi2Trivial => Toolchain::SlurmPmi2,
         }
     }
 
@@ -149,7 +153,8 @@ impl Prog {
             | Prog::Pmi2FenceSleep
             | Prog::SegmentStamp
             | Prog::Pmi2Spawn
-            | Prog::PsetSlurm => Toolchain::SlurmPmi2,
+        static CELLS: [OnceLock<PathBuf>; 15] = [
+            OnceLock::new(),
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls | Prog::FpmiGroups => {
                 Toolchain::FastpmiPmi2
@@ -160,6 +165,7 @@ impl Prog {
     fn cell(self) -> &'static OnceLock<PathBuf> {
         static CELLS: [OnceLock<PathBuf>; 14] = [
             OnceLock::new(),
+        static CELLS: [OnceLock<PathBuf>; 13] = [
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
