@@ -31,8 +31,8 @@
 #![allow(dead_code)]
 
 pub mod nameserver;
-pub mod stacks;
 pub mod port;
+pub mod stacks;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
@@ -133,8 +133,9 @@ impl Prog {
             Prog::Pmi2SlurmCalls => "pmi2_slurm_calls",
             Prog::Pmi2Spawn => "pmi2_spawn",
             Prog::Pmi1Spawn => "pmi1_spawn",
-            | Prog::PsetSlurm
-            | Prog::Pmi2Trivial => Toolchain::SlurmPmi2,
+            Prog::FpmiGroups => "fpmi_groups",
+            Prog::PsetSlurm => "pset_slurm",
+            Prog::Pmi2Trivial => "pmi2_trivial",
         }
     }
 
@@ -153,8 +154,8 @@ impl Prog {
             | Prog::Pmi2FenceSleep
             | Prog::SegmentStamp
             | Prog::Pmi2Spawn
-        static CELLS: [OnceLock<PathBuf>; 15] = [
-            OnceLock::new(),
+            | Prog::PsetSlurm
+            | Prog::Pmi2Trivial => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls | Prog::FpmiGroups => {
                 Toolchain::FastpmiPmi2
@@ -163,23 +164,7 @@ impl Prog {
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 14] = [
-            OnceLock::new(),
-        static CELLS: [OnceLock<PathBuf>; 13] = [
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-        ];
+        static CELLS: [OnceLock<PathBuf>; 15] = [const { OnceLock::new() }; 15];
         &CELLS[self as usize]
     }
 }
