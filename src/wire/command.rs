@@ -341,7 +341,15 @@ pub fn pmi1_reply_name(cmd: &str) -> String {
             let base = cmd.strip_suffix("_name").unwrap_or(cmd);
             format!("{base}_result")
         }
-        other => format!("{other}_result"),
+        // Only unknown commands get here: a long name would push the reply
+        // past MPICH 4.0's 1024-byte line.
+        other => {
+            let cut = (0..=other.len().min(KEYLEN_MAX))
+                .rev()
+                .find(|&i| other.is_char_boundary(i))
+                .unwrap_or(0);
+            format!("{}_result", &other[..cut])
+        }
     }
 }
 
@@ -428,8 +436,9 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
             value: Some(v),
         } => {
             // MPICH 4.0 reads 1024-byte lines: a longer reply would desync it.
+            // An empty value (a legal `put ... value=`) is never sent.
             let len = "cmd=get_result rc=0 value=\n".len() + v.len();
-            if !pmi1::value_is_safe(v) || len > super::PMI1_REPLY_MAX {
+            if v.is_empty() || !pmi1::value_is_safe(v) || len > super::PMI1_REPLY_MAX {
                 m.push("rc", "1");
                 m.push(
                     "msg",
@@ -452,9 +461,25 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
             );
         }
         Response::Lookup(Some(port)) => {
-            m.push("rc", "0");
-            m.push("info", "ok");
-            m.push("port", port);
+            let len = "cmd=lookup_result rc=0 info=ok port=\n".len() + port.len();
+            if port.is_empty()
+                || !pmi1::value_is_safe(port.as_bytes())
+                || len > super::PMI1_REPLY_MAX
+            {
+                m.push("rc", "1");
+                m.push("info", "fail");
+                m.push(
+                    "msg",
+                    pmi1::message_token(&format!(
+                        "port of {} bytes cannot be sent over PMI-1 (empty, over a line, or with blanks)",
+                        port.len()
+                    )),
+                );
+            } else {
+                m.push("rc", "0");
+                m.push("info", "ok");
+                m.push("port", port);
+            }
         }
         Response::Lookup(None) => {
             m.push("rc", "1");
@@ -564,8 +589,14 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
         }
         Response::Error { rc, msg } => {
             m.push("rc", rc.to_string());
-            // Never produce a ';' in a value.
-            m.push("errmsg", msg.replace(';', ","));
+            // Never produce a ';' in a value. Messages quote client bytes
+            // (escaped, up to 4x longer): keep them under PMI2_MAX_VALLEN.
+            let mut text = msg.replace(';', ",");
+            if text.len() > 900 {
+                let cut = (0..=900).rev().find(|&i| text.is_char_boundary(i));
+                text.truncate(cut.unwrap_or(0));
+            }
+            m.push("errmsg", text);
         }
         Response::InitAck { .. }
         | Response::Maxes { .. }
