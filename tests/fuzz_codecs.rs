@@ -153,3 +153,130 @@ fn oversize_key_and_value_are_rejected_with_a_message() {
         r[1]
     );
 }
+
+/// Replies the server sends for `input` on connection `conn`.
+fn replies(s: &mut Server, conn: ConnId, input: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    s.on_bytes(conn, input, &mut out);
+    out.into_iter()
+        .filter_map(|e| match e {
+            Event::Send { bytes, .. } => Some(bytes),
+            _ => None,
+        })
+        .collect()
+}
+
+fn framed(body: &[u8]) -> Vec<u8> {
+    let mut f = format!("{:<6}", body.len()).into_bytes();
+    f.extend_from_slice(body);
+    f
+}
+
+// Found by fuzz/fuzz_targets/command.rs: `;;` put a `;` into the command
+// name, which the reply echoed raw, so the reply's first pair ended early.
+#[test]
+fn pmi2_command_name_with_semicolon_gets_a_parseable_error() {
+    let mut s = server();
+    let r = replies(&mut s, 0, &framed(b"cmd=kvs;;put;key=k;value=v;"));
+    assert_eq!(r.len(), 1);
+    let m = pmi2::decode(&r[0][6..]).unwrap();
+    assert_eq!(
+        m.cmd,
+        "error-response",
+        "{}",
+        String::from_utf8_lossy(&r[0])
+    );
+    assert_eq!(m.get_str("rc"), Some("-1"));
+    assert!(m.get_str("errmsg").unwrap().contains("command name"));
+}
+
+// Found by the command target: `put ... value=` is legal input, but a
+// PMI-1 reply never carries an empty value.
+#[test]
+fn pmi1_get_of_an_empty_value_sends_no_empty_value() {
+    let mut s = server();
+    replies(&mut s, 0, b"cmd=init pmi_version=1 pmi_subversion=1\n");
+    let r = replies(&mut s, 0, b"cmd=put kvsname=fz key=e value=\n");
+    assert_eq!(r, vec![b"cmd=put_result rc=0\n".to_vec()]);
+    let r = replies(&mut s, 0, b"cmd=get kvsname=fz key=e\n");
+    let line = String::from_utf8(r[0].clone()).unwrap();
+    assert!(line.starts_with("cmd=get_result rc=1 msg="), "{line}");
+    assert!(!line.contains("value=\n") && !line.contains("= "), "{line}");
+    // PMI-2 says found=TRUE with an empty value: its framing carries it.
+    let r = replies(&mut s, 1, &framed(b"cmd=kvs-get;key=e;"));
+    let m = pmi2::decode(&r[0][6..]).unwrap();
+    assert_eq!(
+        (m.get_str("found"), m.get_str("value")),
+        (Some("TRUE"), Some(""))
+    );
+}
+
+// Found by the command target: error messages quote client bytes escaped
+// (up to 4x longer); the errmsg stays under PMI2_MAX_VALLEN.
+#[test]
+fn pmi2_error_message_is_bounded() {
+    let mut s = server();
+    let mut body = b"cmd=kvs-get;srcid=".to_vec();
+    body.extend(std::iter::repeat_n(0xff, 2000));
+    body.extend_from_slice(b";key=k;");
+    let r = replies(&mut s, 0, &framed(&body));
+    let m = pmi2::decode(&r[0][6..]).unwrap();
+    assert_eq!(m.get_str("rc"), Some("-1"));
+    let msg = m.get_str("errmsg").unwrap();
+    assert!(
+        msg.contains("srcid") && msg.len() <= 900,
+        "{} bytes",
+        msg.len()
+    );
+}
+
+// Found by the command target: the reply to an unknown PMI-1 command
+// echoed its whole name, past MPICH 4.0's 1024-byte line.
+#[test]
+fn pmi1_reply_to_a_long_unknown_command_fits_a_line() {
+    let mut s = server();
+    let line = format!("cmd={} a=b\n", "x".repeat(5000));
+    let r = replies(&mut s, 0, line.as_bytes());
+    assert_eq!(r.len(), 1);
+    let reply = String::from_utf8(r[0].clone()).unwrap();
+    assert!(reply.len() < 1024, "{} bytes", reply.len());
+    assert!(
+        reply.contains(" rc=-1 ") && reply.contains("unknown_command"),
+        "{reply}"
+    );
+}
+
+// Name-service fields are bounded (no megabyte entries in the launcher's
+// table) and a port a PMI-1 line cannot carry is a failed lookup, not a
+// reply line past 1024 bytes.
+#[test]
+fn name_service_fields_are_bounded() {
+    let mut s = server();
+    let long = "p".repeat(1025);
+    for bad in [
+        format!("cmd=name-publish;name=svc;port={long};"),
+        "cmd=name-publish;name=svc;port=;".to_string(),
+        "cmd=name-publish;name=;port=p;".to_string(),
+    ] {
+        let r = replies(&mut s, 0, &framed(bad.as_bytes()));
+        let m = pmi2::decode(&r[0][6..]).unwrap();
+        assert_eq!(m.get_str("rc"), Some("-1"), "{bad}");
+    }
+    let port = "p".repeat(1000);
+    let r = replies(
+        &mut s,
+        0,
+        &framed(format!("cmd=name-publish;name=svc;port={port};").as_bytes()),
+    );
+    assert_eq!(pmi2::decode(&r[0][6..]).unwrap().get_str("rc"), Some("0"));
+    let r = replies(&mut s, 1, b"cmd=lookup_name service=svc\n");
+    let reply = String::from_utf8(r[0].clone()).unwrap();
+    assert!(reply.len() < 1024, "{} bytes", reply.len());
+    assert!(
+        reply.starts_with("cmd=lookup_result rc=1 info=fail "),
+        "{reply}"
+    );
+    let r = replies(&mut s, 1, &framed(b"cmd=name-lookup;name=svc;"));
+    let m = pmi2::decode(&r[0][6..]).unwrap();
+    assert_eq!(m.get_str("port"), Some(port.as_str()));
+}
