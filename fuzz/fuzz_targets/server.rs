@@ -1,7 +1,8 @@
 //! The server core driven like the launcher's event loop drives it: two
 //! jobs (one FD-mode, one port-mode) on a MemStore each, five connections
 //! (see `fastpmi_fuzz::CONNS`), interleaved reads, closes, rank exits,
-//! reconnects, a launcher-side failure and the loop's housekeeping, in the
+//! reconnects, a launcher-side failure, spawned jobs (made as the launcher
+//! makes them, up to a few small ones) and the loop's housekeeping, in the
 //! order a script (`fastpmi_fuzz::parse_script`) says.
 //!
 //! Checks: no panic; every reply is well-formed and bounded in size; a
@@ -12,14 +13,18 @@
 
 #![no_main]
 
-use fastpmi::server::{ConnId, Event, JobSpec, Server};
+use fastpmi::server::{ConnId, Event, JobSpec, Server, SpawnOutcome};
 use fastpmi::store::MemStore;
+use fastpmi::wire::command::SpawnRequest;
 use fastpmi::wire::{pmi1, pmi2, Deframer, VALLEN_MAX};
 use fastpmi_fuzz::{check_reply, parse_script, show, Op, CONNS};
 use libfuzzer_sys::fuzz_target;
 
 /// Connection 4: no job, no rank.
 const FOREIGN: usize = 4;
+/// Jobs the harness makes for spawns at most, and their largest size.
+const SPAWNED_MAX: usize = 3;
+const SPAWN_PROCS_MAX: u64 = 8;
 
 struct Conn {
     open: bool,
@@ -45,6 +50,9 @@ struct Harness {
     conns: Vec<Conn>,
     /// Longest message any client sent (a PMI-2 `thrid` is echoed).
     longest: usize,
+    /// Spawns the launcher has not answered yet: (id, parent job, request).
+    spawns: Vec<(u64, usize, SpawnRequest)>,
+    spawned: Vec<usize>,
 }
 
 /// (job, rank) the launcher knows each connection's process as.
@@ -88,6 +96,8 @@ impl Harness {
             s,
             conns: (0..CONNS).map(|_| Conn::new()).collect(),
             longest: 0,
+            spawns: Vec::new(),
+            spawned: Vec::new(),
         }
     }
 
@@ -126,7 +136,8 @@ impl Harness {
     fn apply(&mut self, mut out: Vec<Event>) {
         while !out.is_empty() {
             let mut closes = Vec::new();
-            for e in out.drain(..) {
+            let mut more = Vec::new();
+            for e in std::mem::take(&mut out) {
                 match e {
                     Event::Send { conn, bytes } => {
                         assert!(conn < CONNS, "reply to unknown connection {conn}");
@@ -154,10 +165,24 @@ impl Harness {
                         closes.push(conn);
                     }
                     Event::JobFailed { job, rank, .. } => {
-                        assert!(job < 2 && rank < 2, "failure of job {job} rank {rank}");
+                        assert!(
+                            job < self.s.job_count() && rank < self.s.job_size(job),
+                            "failure of job {job} rank {rank}"
+                        );
+                    }
+                    Event::Spawn { id, job, rank, req } => {
+                        assert!(job < self.s.job_count() && rank < self.s.job_size(job));
+                        self.spawns.push((id, job, req));
+                    }
+                    Event::Names { id, .. } => {
+                        // Only with a shared name server; answered as the
+                        // launcher answers when it has none.
+                        self.s
+                            .name_reply(id, Err("no name server".into()), &mut more);
                     }
                 }
             }
+            out = more;
             for conn in closes {
                 self.close(conn, &mut out);
             }
@@ -175,7 +200,10 @@ impl Harness {
             Op::Bytes(conn, bytes) => return self.bytes(conn, bytes),
             Op::Close(conn) => self.close(conn, &mut out),
             Op::Exit { conn, clean } => {
-                if let Some((job, rank)) = process_of(conn) {
+                // The stray connection's "process" is the newest spawned
+                // job's rank 0 (spawned ranks never connect here).
+                let process = process_of(conn).or(self.spawned.last().map(|&j| (j, 0)));
+                if let Some((job, rank)) = process {
                     self.s.rank_exited(job, rank, clean, &mut out);
                 }
             }
@@ -192,6 +220,12 @@ impl Harness {
                     self.s.fail_job(job, None, 130, "interrupted", &mut out);
                 }
             }
+            Op::FinishSpawns => {
+                for (id, parent, req) in std::mem::take(&mut self.spawns) {
+                    let outcome = self.spawn(parent, &req, &mut out);
+                    self.s.finish_spawn(id, outcome, &mut out);
+                }
+            }
             Op::Poll => {
                 self.s.poll_store(&mut out);
                 if self.s.needs_stuck_check() {
@@ -200,6 +234,36 @@ impl Harness {
             }
         }
         self.apply(out);
+    }
+}
+
+impl Harness {
+    /// Make the job as the launcher does (small ones only).
+    fn spawn(&mut self, parent: usize, req: &SpawnRequest, out: &mut Vec<Event>) -> SpawnOutcome {
+        let total = req.total_procs();
+        if self.spawned.len() >= SPAWNED_MAX || total > SPAWN_PROCS_MAX {
+            return SpawnOutcome::Failed("over the harness's limits".into());
+        }
+        let jobid = format!("kvs_{}", self.s.job_count());
+        let apps: Vec<u32> = req.cmds.iter().map(|c| c.maxprocs).collect();
+        let job = self.s.add_job(JobSpec {
+            id: jobid.clone(),
+            apps,
+            universe_size: 4,
+            spawner: Some(self.s.job_id(parent).to_string()),
+            store: Box::new(MemStore::new(total as u32, VALLEN_MAX)),
+        });
+        self.spawned.push(job);
+        for (k, v) in &req.preput {
+            if let Err(e) = self.s.preput(job, k.as_bytes(), v.as_bytes()) {
+                self.s.fail_job(job, None, 1, "spawn abandoned", out);
+                return SpawnOutcome::Failed(format!("pre-put {k}: {e}"));
+            }
+        }
+        SpawnOutcome::Started {
+            jobid,
+            errcodes: vec![0; total as usize],
+        }
     }
 }
 

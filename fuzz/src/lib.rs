@@ -132,12 +132,15 @@ pub enum Op<'a> {
     FailAll,
     /// Event-loop housekeeping: store poll and stuck-fence check.
     Poll,
+    /// The launcher answers the spawns asked for so far.
+    FinishSpawns,
 }
 
 /// Script format: a tag byte, `kind << 3 | conn` (conn taken modulo
-/// [`CONNS`]). Kinds 0-23 and 31: bytes, then one length byte and that many
-/// data bytes (fewer at the end of the input); 24-25: close; 26: clean exit;
-/// 27: exit with an error; 28: reconnect; 29: fail all jobs; 30: poll.
+/// [`CONNS`]). Kinds 0-23: bytes, then one length byte and that many data
+/// bytes (fewer at the end of the input); 24-25: close; 26: clean exit;
+/// 27: exit with an error; 28: reconnect; 29: fail all jobs; 30: poll;
+/// 31: finish spawns.
 pub fn parse_script(data: &[u8]) -> Vec<Op<'_>> {
     let mut ops = Vec::new();
     let mut i = 0;
@@ -152,6 +155,7 @@ pub fn parse_script(data: &[u8]) -> Vec<Op<'_>> {
             28 => Op::Reconnect(conn),
             29 => Op::FailAll,
             30 => Op::Poll,
+            31 => Op::FinishSpawns,
             _ => {
                 let len = data.get(i).copied().unwrap_or(0) as usize;
                 i = (i + 1).min(data.len());
