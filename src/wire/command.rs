@@ -549,20 +549,21 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
             m.push("jobid", j);
         }
         Response::Value { value: Some(v), .. } => {
+            // The value is not last: see `pmi2_request`.
             m.push("rc", "0");
-            m.push("found", "TRUE");
             m.push("value", v);
+            m.push("found", "TRUE");
         }
         Response::Value { value: None, .. } => {
             m.push("rc", "0");
             m.push("found", "FALSE");
         }
         Response::Lookup(Some(port)) => {
-            // MPICH reads `port`, Slurm's client reads `value`.
+            // MPICH reads `port`, Slurm's client reads `value`; not last.
             m.push("rc", "0");
-            m.push("found", "TRUE");
             m.push("port", port);
             m.push("value", port);
+            m.push("found", "TRUE");
         }
         Response::Lookup(None) => {
             m.push("rc", "1");
@@ -687,17 +688,22 @@ fn pmi2_request(r: &Request) -> Message {
             m.with("threaded", bool_str(*threaded))
         }
         Request::GetJobId => Message::new("job-getid"),
+        // A client value goes before the key: a `;` in a value is written
+        // `;;`, and one that ends up 7 bytes before the end of the body is
+        // where MPICH 3.3-4.0's 6 bytes of garbage start, so a decoder must
+        // take it as the end of the message ("x;abcd" would arrive as "x").
+        // A last pair of 6 or more bytes without `;` (the key) rules it out.
         Request::Put { key, value } => Message::new("kvs-put")
-            .with("key", key)
-            .with("value", value),
+            .with("value", value)
+            .with("key", key),
         Request::Get { jobid, src, key } => Message::new("kvs-get")
             .with("jobid", jobid.as_deref().unwrap_or(""))
             .with("srcid", src.unwrap_or(-1).to_string())
             .with("key", key),
         Request::Barrier => Message::new("kvs-fence"),
         Request::PutNodeAttr { key, value } => Message::new("info-putnodeattr")
-            .with("key", key)
-            .with("value", value),
+            .with("value", value)
+            .with("key", key),
         Request::GetNodeAttr { key, wait } => Message::new("info-getnodeattr")
             .with("key", key)
             .with("wait", bool_str(*wait)),
