@@ -331,14 +331,15 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // clobbered: park every source above the targets (close-on-exec
         // copies), then dup2 onto the small numbers (dup2 clears CLOEXEC).
         let mut parked = [-1 as RawFd; MAX_MOVES];
-        for i in 0..a.nmoves {
-            parked[i] = libc::fcntl(a.moves[i].0, libc::F_DUPFD_CLOEXEC, PARK_FLOOR);
-            if parked[i] < 0 {
+        let moves = &a.moves[..a.nmoves];
+        for (slot, &(src, _)) in parked.iter_mut().zip(moves) {
+            *slot = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, PARK_FLOOR);
+            if *slot < 0 {
                 child_fail(a, STAGE_FDS);
             }
         }
-        for i in 0..a.nmoves {
-            if libc::dup2(parked[i], a.moves[i].1) < 0 {
+        for (&tmp, &(_, dst)) in parked.iter().zip(moves) {
+            if libc::dup2(tmp, dst) < 0 {
                 child_fail(a, STAGE_FDS);
             }
         }
