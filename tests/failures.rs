@@ -17,8 +17,8 @@
 mod common;
 
 use common::{
-    assert_no_process_left, assert_pids_gone, heavy, launch, prog, scratch_dir, signal,
-    unique_copy, wait_for_pid_files, Prog,
+    assert_no_process_left, assert_pids_gone, capi_lib_dir, heavy, launch, prog, scratch_dir,
+    signal, unique_copy, wait_for_pid_files, Prog,
 };
 use std::time::{Duration, Instant};
 
@@ -54,43 +54,60 @@ fn mpi_abort_exit_code_n64() {
 /// `rank 37` on stderr, and leave no rank process behind.
 #[test]
 fn kill9_rank_during_fence_n64() {
-    const N: usize = 64;
-    const VICTIM: usize = 37;
+    kill9_rank_during_fence(64, 37, false);
+}
+
+/// The same at 1024 ranks on fastpmi's libpmi2.so.0 (the fence in shared
+/// memory): rank 700 is killed while 1023 ranks sleep in the segment's
+/// barrier; the launcher still exits within 2 s and leaves nothing behind.
+#[test]
+fn kill9_rank_during_shared_memory_fence_n1024() {
+    kill9_rank_during_fence(1024, 700, true);
+}
+
+fn kill9_rank_during_fence(n: usize, victim: usize, fastpmi_lib: bool) {
     let _g = heavy();
     let dir = scratch_dir("fence-kill");
     let pid_dir = dir.path().join("pids");
     std::fs::create_dir(&pid_dir).unwrap();
-    let exe = unique_copy(prog(Prog::Pmi2FenceSleep), dir.path(), "kill9");
+    let exe = unique_copy(
+        prog(Prog::Pmi2FenceSleep),
+        dir.path(),
+        &format!("kill9-{n}"),
+    );
 
-    let job = launch([
+    let mut cmd = launch([
         "-n",
-        &N.to_string(),
+        &n.to_string(),
         "-genv",
         "FASTPMI_TEST_PID_DIR",
         pid_dir.to_str().unwrap(),
         "-genv",
         "FASTPMI_TEST_SLEEP_RANK",
-        &VICTIM.to_string(),
+        &victim.to_string(),
         exe.to_str().unwrap(),
     ])
-    .timeout(Duration::from_secs(60))
-    .spawn();
-    let (mut job, pids) = wait_for_pid_files(job, &pid_dir, N, Duration::from_secs(60));
+    .timeout(Duration::from_secs(120));
+    if fastpmi_lib {
+        cmd = cmd.env("LD_LIBRARY_PATH", capi_lib_dir());
+    }
+    let job = cmd.spawn();
+    let (mut job, pids) = wait_for_pid_files(job, &pid_dir, n, Duration::from_secs(120));
 
-    // Every rank wrote its pid file just before its fence: give the 63 others
+    // Every rank wrote its pid file just before its fence: give the others
     // a moment to be blocked in it.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(if n > 256 { 1500 } else { 500 }));
     if job.try_wait().is_some() {
         let out = job.wait_or_kill(Duration::from_secs(5));
         panic!(
-            "the job ended before rank {VICTIM} was killed: the others' PMI2_KVS_Fence must \
-             not complete while rank {VICTIM} has not fenced (a fence is a barrier)\n{}",
+            "the job ended before rank {victim} was killed: the others' PMI2_KVS_Fence must \
+             not complete while rank {victim} has not fenced (a fence is a barrier)\n{}",
             out.report()
         );
     }
 
     let started = job.started();
-    signal(pids[VICTIM], libc::SIGKILL);
+    signal(pids[victim], libc::SIGKILL);
     let killed_at = Instant::now();
     let out = job.wait_or_kill(Duration::from_secs(30));
     // `elapsed` is taken when the launcher's exit was seen (10 ms polling),
@@ -99,11 +116,11 @@ fn kill9_rank_during_fence_n64() {
 
     assert!(
         took <= Duration::from_secs(2),
-        "launcher took {took:.2?} after the SIGKILL of rank {VICTIM} to exit (limit 2 s)\n{}",
+        "launcher took {took:.2?} after the SIGKILL of rank {victim} to exit (limit 2 s)\n{}",
         out.report()
     );
     out.assert_code(128 + libc::SIGKILL);
-    out.assert_stderr_names_rank(VICTIM);
+    out.assert_stderr_names_rank(victim);
     assert_no_process_left(&exe, GRACE);
     assert_pids_gone(&pids, GRACE);
 }

@@ -7,13 +7,13 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use mio::net::{TcpListener, UnixStream};
 use mio::Interest;
 
 use super::conn::{stream_nonblocking, Sock};
-use super::output::{Forwarder, Stream};
+use super::output::Forwarder;
 use super::supervise::RankProc;
 use super::{os, JobRt, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
 use crate::server::{JobIdx, JobSpec};
@@ -33,6 +33,8 @@ pub(super) struct AppPlan {
     /// Environment of every rank of this application (before PMI's own).
     pub env: Vec<(OsString, OsString)>,
     pub wdir: Option<PathBuf>,
+    /// argv and environment of its ranks, built when the first one starts.
+    pub image: OnceLock<os::ExecImage>,
 }
 
 /// A rank not started yet.
@@ -82,6 +84,7 @@ impl Launcher {
                 args: app.args.clone(),
                 env,
                 wdir: app.wdir.clone(),
+                image: OnceLock::new(),
             });
         }
         self.forwarder = Some(Forwarder::start(cfg.label)?);
@@ -318,15 +321,27 @@ impl Launcher {
             self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)), None)?;
             child_end = Some(theirs);
         }
-        let mut env = Vec::with_capacity(p.app.env.len() + p.pmi_env.len());
-        env.extend(p.app.env.iter().cloned());
-        env.extend(p.pmi_env.iter().cloned());
-        let spawned = os::spawn_rank(&os::RankCommand {
-            program: &p.app.program,
-            args: &p.app.args,
-            env: &env,
-            env_remove: ENV_REMOVE,
-            wdir: p.app.wdir.as_deref(),
+        let image = match p.app.image.get() {
+            Some(i) => i,
+            None => {
+                // Every rank of an application sets the same PMI names.
+                let per_rank: Vec<&std::ffi::OsStr> =
+                    p.pmi_env.iter().map(|(k, _)| k.as_os_str()).collect();
+                let i = os::ExecImage::new(
+                    &p.app.program,
+                    &p.app.args,
+                    std::env::vars_os(),
+                    ENV_REMOVE,
+                    &p.app.env,
+                    &per_rank,
+                    p.app.wdir.as_deref(),
+                )?;
+                p.app.image.get_or_init(|| i)
+            }
+        };
+        let spawned = self.spawner.spawn(&os::RankCommand {
+            image,
+            env: &p.pmi_env,
             pass_fds: &pass,
             stdin_inherit: p.rank == 0 && p.job == 0,
         });
@@ -334,8 +349,7 @@ impl Launcher {
         drop(child_end);
         let s = spawned?;
         if let Some(f) = &self.forwarder {
-            f.add(&p.tag, Stream::Out, s.stdout);
-            f.add(&p.tag, Stream::Err, s.stderr);
+            f.add_rank(&p.tag, s.stdout, s.stderr);
         }
         if let Some(state) = segment.as_ref().and_then(|seg| seg.seg().rank(p.rank)) {
             state.set_pid(s.pid);

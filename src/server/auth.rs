@@ -159,8 +159,30 @@ fn bind(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), String
     Ok(b)
 }
 
+/// Marker key of a fullinit-response that carries the job id and the
+/// segment description (`FULLINIT_PREFIX` + node attribute name).
+pub const FULLINIT_JOBID: &str = "fastpmi-jobid";
+pub const FULLINIT_PREFIX: &str = "fastpmi-";
+/// Node attributes a fastpmi client needs at init, sent with fullinit.
+const FULLINIT_ATTRS: &[&str] = &[
+    "memPoolType",
+    "memAnonMMAPfd",
+    "memSYSVid",
+    crate::client::PARENT_SEGMENT_ATTR,
+];
+
 fn fullinit_response(s: &Server, job: JobIdx, rank: u32) -> Response {
     let j = &s.jobs[job];
+    let mut extra = vec![(FULLINIT_JOBID.to_string(), j.id.clone())];
+    for a in FULLINIT_ATTRS {
+        if let Some(v) = j.store.get_node_attr(a.as_bytes()) {
+            let k = a.strip_prefix(FULLINIT_PREFIX).unwrap_or(a);
+            extra.push((
+                format!("{FULLINIT_PREFIX}{k}"),
+                String::from_utf8_lossy(&v).into_owned(),
+            ));
+        }
+    }
     Response::FullInit {
         rank,
         size: j.size,
@@ -168,6 +190,7 @@ fn fullinit_response(s: &Server, job: JobIdx, rank: u32) -> Response {
         spawner_jobid: j.spawner.clone(),
         debugged: false,
         verbose: false,
+        extra,
     }
 }
 

@@ -144,6 +144,10 @@ fn process_mapping_and_fullinit_keys() {
     ] {
         assert!(m.get(k).is_some(), "fullinit-response lacks {k}");
     }
+    // fastpmi's clients take the job id from here instead of a job-getid;
+    // this store has no segment, so no segment description either.
+    assert_eq!(m.get_str("fastpmi-jobid"), Some("fastpmi_test_0"));
+    assert!(m.get("fastpmi-memPoolType").is_none());
     let m = pmi2_body(
         &sent(
             &send2(&mut s, 2, "cmd=info-getjobattr;key=PMI_process_mapping;"),

@@ -106,6 +106,10 @@ pub enum Response {
         spawner_jobid: Option<String>,
         debugged: bool,
         verbose: bool,
+        /// Keys for fastpmi's own clients (job id, segment description),
+        /// so that they need no further round trip; other clients look up
+        /// the keys they know and ignore these.
+        extra: Vec<(String, String)>,
     },
     /// Port mode: the challenge (`auth-response;authinfo=N;`).
     AuthChallenge {
@@ -566,6 +570,7 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
             spawner_jobid,
             debugged,
             verbose,
+            extra,
         } => {
             m.push("rc", "0");
             m.push("pmi-version", "2");
@@ -578,6 +583,9 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
             }
             m.push("debugged", bool_str(*debugged));
             m.push("pmiverbose", bool_str(*verbose));
+            for (k, v) in extra {
+                m.push(k, v);
+            }
         }
         Response::JobId(j) => {
             m.push("rc", "0");
