@@ -170,6 +170,16 @@ impl Harness {
                             "failure of job {job} rank {rank}"
                         );
                     }
+                    // The launcher's check of an unauthenticated local claim:
+                    // answered both ways so both paths are explored.
+                    Event::CheckPeer { conn, job, rank } => {
+                        assert!(conn < CONNS && job < self.s.job_count());
+                        self.s.peer_checked(conn, rank % 2 == 0, &mut more);
+                    }
+                    Event::Refuse { conn, reason } => {
+                        assert!(conn < CONNS, "refusal of unknown connection {conn}");
+                        assert!(!reason.is_empty());
+                    }
                     Event::Spawn { id, job, rank, req } => {
                         assert!(job < self.s.job_count() && rank < self.s.job_size(job));
                         self.spawns.push((id, job, req));
