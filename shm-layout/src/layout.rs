@@ -24,7 +24,7 @@ pub const LAYOUT_MAJOR: u16 = 1;
 /// Layout minor version: attachers require an exact match too (a client
 /// that does not recognise the stamp falls back to the socket, which is
 /// always correct).
-pub const LAYOUT_MINOR: u16 = 0;
+pub const LAYOUT_MINOR: u16 = 1;
 
 /// Required alignment of the segment's base address (mmap gives 4096).
 pub const SEGMENT_ALIGN: usize = 64;

@@ -10,12 +10,14 @@
 
 mod conn;
 mod jobs;
+mod mpir;
 mod names;
 pub mod os;
 pub mod output;
 mod peer;
 mod spawn;
 mod supervise;
+mod tools;
 mod watch;
 
 use std::collections::{HashMap, VecDeque};
@@ -27,7 +29,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use rustix::process::Signal;
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::cli::LaunchConfig;
@@ -100,6 +102,8 @@ pub struct Launcher {
     names: Option<names::NameClient>,
     /// Decoy segment with an unknown stamp (FASTPMI_ADVERTISE_FOREIGN_SEGMENT).
     foreign: Option<crate::shm::Mapping>,
+    /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
+    tools: tools::ToolsRt,
 }
 
 /// Run a job to the end; returns the launcher's exit status.
@@ -131,7 +135,7 @@ impl Launcher {
         os::cloexec_inherited_fds();
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
-        let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP])?;
+        let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut server = Server::new();
@@ -142,6 +146,7 @@ impl Launcher {
             }
             None => None,
         };
+        let tools = tools::ToolsRt::start(waker.clone(), cfg.stop_in_init);
         Ok(Launcher {
             cfg: cfg.clone(),
             poll,
@@ -165,6 +170,7 @@ impl Launcher {
             shm_stats_done: Default::default(),
             names,
             foreign: None,
+            tools,
         })
     }
 
@@ -187,7 +193,7 @@ impl Launcher {
                     .map(|t| t.saturating_duration_since(Instant::now()));
                 // Shared-memory ranks stuck in a fence send nothing: look.
                 let stuck = self.server.needs_stuck_check().then_some(STUCK_CHECK);
-                kill.into_iter().chain(stuck).min()
+                kill.into_iter().chain(stuck).chain(self.tools_tick()).min()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -201,6 +207,7 @@ impl Launcher {
                     WAKER => {
                         self.server.poll_store(&mut self.events);
                         self.name_replies();
+                        self.serve_tool_queries();
                     }
                     tok if self.listeners.contains_key(&tok) => self.accept(tok),
                     tok => {
@@ -222,6 +229,7 @@ impl Launcher {
                 }
             }
             self.update_fence_watchers();
+            self.check_fence_timeouts();
             if self.server.needs_stuck_check() {
                 self.server.check_stuck_all(&mut self.events);
                 self.apply_events();
@@ -248,6 +256,8 @@ impl Launcher {
         if self.cfg.stats {
             eprint!("{}", self.stats_report());
         }
+        let failed = self.failure_message();
+        self.tools_exit(failed.as_deref());
         self.exit_code()
     }
 

@@ -8,8 +8,10 @@
 pub mod auth;
 mod connect;
 mod handlers;
+mod hold;
 pub mod nameserv;
 pub mod spawn;
+pub mod status;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -129,6 +131,10 @@ pub(crate) struct RankSlot {
     conn: Option<ConnId>,
     exited: bool,
     fences: u64,
+    /// When phase or activity last changed (for `fastpmi ps`).
+    since: std::time::Instant,
+    /// The last request the rank sent.
+    last_op: &'static str,
 }
 
 pub(crate) struct Job {
@@ -146,6 +152,8 @@ pub(crate) struct Job {
     connected: BTreeSet<JobIdx>,
     /// Port mode: the secret its ranks authenticate with.
     secret: Option<String>,
+    /// What each rank was doing when the job failed (for reports).
+    at_failure: Option<Vec<Activity>>,
 }
 
 struct Conn {
@@ -170,6 +178,8 @@ pub struct Server {
     conns: HashMap<ConnId, Conn>,
     names: nameserv::Names,
     spawns: spawn::Spawns,
+    /// `--stop-in-init`: init replies held until release.
+    held: hold::Held,
     pub stats: SocketStats,
 }
 
@@ -186,6 +196,7 @@ impl Server {
             conns: HashMap::new(),
             names: Default::default(),
             spawns: Default::default(),
+            held: Default::default(),
             stats: SocketStats::default(),
         }
     }
@@ -204,6 +215,8 @@ impl Server {
                 conn: None,
                 exited: false,
                 fences: 0,
+                since: std::time::Instant::now(),
+                last_op: "",
             })
             .collect();
         self.jobs.push(Job {
@@ -219,6 +232,7 @@ impl Server {
             failed: None,
             connected: BTreeSet::new(),
             secret: None,
+            at_failure: None,
         });
         let job = self.jobs.len() - 1;
         // A spawned job can read its parent's KVS and fails with it.
@@ -346,6 +360,7 @@ impl Server {
         };
         self.forget_spawns_of(conn);
         self.forget_names_of(conn);
+        self.forget_held(conn);
         let Some((job, rank)) = c.bound else { return };
         let j = &mut self.jobs[job];
         j.fence_waiters.retain(|(_, _, r)| r.conn != conn);
@@ -476,6 +491,7 @@ impl Server {
         j.store.abort(code, rank.unwrap_or(u32::MAX));
         tracing::debug!(job = %j.id, "job failed: {message}");
         j.failed = Some(message.to_string());
+        j.at_failure = Some(j.ranks.iter().map(|s| s.activity.clone()).collect());
         let msg = format!("job aborted: {message}");
         let waiters: Vec<ReplyTo> = j
             .fence_waiters
@@ -484,7 +500,7 @@ impl Server {
             .chain(j.attr_waiters.drain(..).map(|(_, _, r)| r))
             .collect();
         for slot in &mut j.ranks {
-            slot.activity = Activity::Running;
+            slot.set_activity(Activity::Running);
         }
         for r in waiters {
             reply(
@@ -497,6 +513,7 @@ impl Server {
                 None,
             );
         }
+        self.fail_held(job, &msg, out);
     }
 
     /// The fence generation socket ranks of `job` wait in (the oldest), if any.
@@ -542,7 +559,10 @@ impl Server {
             thrid: d.thrid.clone(),
         };
         let request = match d.request {
-            Ok(r) => r,
+            Ok(r) => {
+                self.note_op(conn, &r);
+                r
+            }
             Err(e) => {
                 self.stats.errors += 1;
                 tracing::warn!("{who}: {e}");
@@ -559,6 +579,10 @@ impl Server {
             }
         };
         if let Some(resp) = handlers::handle(self, conn, &to, request, out) {
+            // --stop-in-init may hold the reply that completes init.
+            let Some(resp) = self.deliver_init(conn, &to, resp) else {
+                return;
+            };
             if matches!(resp, Response::Error { .. }) {
                 self.stats.errors += 1;
             }
@@ -584,7 +608,7 @@ impl Server {
             .partition(|(_, t, _)| store.fence_done(*t));
         j.fence_waiters = waiting;
         for (rank, _, to) in ready {
-            j.ranks[rank as usize].activity = Activity::Running;
+            j.ranks[rank as usize].set_activity(Activity::Running);
             reply(out, &to, &Response::Ok, None);
         }
     }
@@ -601,7 +625,7 @@ impl Server {
             }
             if let Some(v) = j.store.get_node_attr(k) {
                 let (_, k, to) = j.attr_waiters.swap_remove(i);
-                j.ranks[rank as usize].activity = Activity::Running;
+                j.ranks[rank as usize].set_activity(Activity::Running);
                 reply(
                     out,
                     &to,
