@@ -234,9 +234,13 @@ impl Launcher {
                     pid: Some(p.pid),
                     executable: p.exe.display().to_string(),
                     since_ns: instant_ns(p.started),
-                    ended: p
-                        .status
-                        .map(|s| (os::describe_status(s), p.ended.map_or(0, instant_ns))),
+                    ended: p.status.map(|s| {
+                        let how = os::describe_status(s);
+                        (
+                            how.trim_start_matches("was ").to_string(),
+                            p.ended.map_or(0, instant_ns),
+                        )
+                    }),
                 };
             }
         }

@@ -21,6 +21,8 @@ use super::proto::{self, Reply, Request};
 
 /// Clients served at once; more are told to retry and closed.
 pub const MAX_CLIENTS: usize = 8;
+/// How long a refused client's unread bytes are drained before closing.
+const LINGER: Duration = Duration::from_millis(200);
 /// How long a client may take to send its request or read the reply.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -126,7 +128,12 @@ fn accept_loop(listener: UnixListener, handler: Handler, active: Arc<AtomicUsize
         if active.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
             active.fetch_sub(1, Ordering::AcqRel);
             let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-            let _ = send(&mut stream, &Reply::error("too many clients; try again"));
+            // Short: this is the accept loop.
+            refuse(
+                &mut stream,
+                &Reply::error("too many clients; try again"),
+                Duration::from_millis(20),
+            );
             continue;
         }
         let (h, a) = (handler.clone(), active.clone());
@@ -148,6 +155,18 @@ fn send(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
     stream.write_all(&line)
 }
 
+/// Send a refusal before the request was read: then discard (a bounded
+/// amount of) what the client sent, so closing does not reset the
+/// connection and lose the reply.
+fn refuse(stream: &mut UnixStream, reply: &Reply, linger: Duration) {
+    if send(stream, reply).is_err() {
+        return;
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(linger));
+    let _ = io::copy(&mut (&*stream).take(64 * 1024), &mut io::sink());
+}
+
 fn serve_client(mut stream: UnixStream, handler: &Handler) {
     let _ = stream.set_read_timeout(Some(CLIENT_DEADLINE));
     let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));
@@ -160,19 +179,21 @@ fn serve_client(mut stream: UnixStream, handler: &Handler) {
                 c.uid.as_raw(),
                 c.pid.as_raw_nonzero()
             );
-            let _ = send(
+            refuse(
                 &mut stream,
                 &Reply::error(format!(
                     "refused: uid {} is not the launcher's user",
                     c.uid.as_raw()
                 )),
+                LINGER,
             );
             return;
         }
         Err(e) => {
-            let _ = send(
+            refuse(
                 &mut stream,
                 &Reply::error(format!("refused: no peer credentials: {e}")),
+                LINGER,
             );
             return;
         }
@@ -181,9 +202,10 @@ fn serve_client(mut stream: UnixStream, handler: &Handler) {
     let mut reader = BufReader::new((&stream).take(proto::MAX_REQUEST as u64 + 1));
     match reader.read_until(b'\n', &mut line) {
         Ok(_) if line.len() > proto::MAX_REQUEST => {
-            let _ = send(
+            refuse(
                 &mut stream,
                 &Reply::error(format!("request longer than {} bytes", proto::MAX_REQUEST)),
+                LINGER,
             );
             return;
         }

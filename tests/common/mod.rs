@@ -97,6 +97,13 @@ pub enum Prog {
     /// `PMI_Spawn_multiple`; `pmi1 spawn ok children=N` and the children's
     /// lines.
     Pmi1Spawn,
+    /// `pmi2_late.c` (Slurm libpmi2): one rank late to init while the others
+    /// fence; `late ok rank R size N`.
+    Pmi2LateSlurm,
+    /// `pmi2_late.c` (fastpmi's `include/pmi2.h` and `libpmi2.so`).
+    Pmi2LateFastpmi,
+    /// `mpi_init_mark.c` (MPICH): a file per rank once `MPI_Init` returned.
+    MpiInitMark,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -124,6 +131,9 @@ impl Prog {
             Prog::Pmi2SlurmCalls => "pmi2_slurm_calls",
             Prog::Pmi2Spawn => "pmi2_spawn",
             Prog::Pmi1Spawn => "pmi1_spawn",
+            Prog::Pmi2LateSlurm => "pmi2_late_slurm",
+            Prog::Pmi2LateFastpmi => "pmi2_late_fastpmi",
+            Prog::MpiInitMark => "mpi_init_mark",
         }
     }
 
@@ -131,25 +141,34 @@ impl Prog {
     pub fn source(self) -> &'static str {
         match self {
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm",
+            Prog::Pmi2LateSlurm | Prog::Pmi2LateFastpmi => "pmi2_late",
             p => p.name(),
         }
     }
 
     fn toolchain(self) -> Toolchain {
         match self {
-            Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
-            Prog::Pmi2Slurm | Prog::Pmi2FenceSleep | Prog::SegmentStamp | Prog::Pmi2Spawn => {
-                Toolchain::SlurmPmi2
+            Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum | Prog::MpiInitMark => {
+                Toolchain::Mpich
             }
+            Prog::Pmi2Slurm
+            | Prog::Pmi2FenceSleep
+            | Prog::SegmentStamp
+            | Prog::Pmi2Spawn
+            | Prog::Pmi2LateSlurm => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
-            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls => {
-                Toolchain::FastpmiPmi2
-            }
+            Prog::Pmi2Capi
+            | Prog::Pmi2SlurmOwnHeader
+            | Prog::Pmi2SlurmCalls
+            | Prog::Pmi2LateFastpmi => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 12] = [
+        static CELLS: [OnceLock<PathBuf>; 15] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
