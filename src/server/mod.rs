@@ -133,8 +133,8 @@ pub(crate) struct RankSlot {
     fences: u64,
     /// When phase or activity last changed (for `fastpmi ps`).
     since: std::time::Instant,
-    /// The last request the rank sent.
-    last_op: &'static str,
+    /// The last request the rank sent (its wire command).
+    last_op: String,
 }
 
 pub(crate) struct Job {
@@ -216,7 +216,7 @@ impl Server {
                 exited: false,
                 fences: 0,
                 since: std::time::Instant::now(),
-                last_op: "",
+                last_op: String::new(),
             })
             .collect();
         self.jobs.push(Job {
@@ -558,11 +558,9 @@ impl Server {
             cmd: d.cmd.clone(),
             thrid: d.thrid.clone(),
         };
+        self.note_op(conn, &d.cmd);
         let request = match d.request {
-            Ok(r) => {
-                self.note_op(conn, &r);
-                r
-            }
+            Ok(r) => r,
             Err(e) => {
                 self.stats.errors += 1;
                 tracing::warn!("{who}: {e}");

@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::{Activity, ConnId, JobIdx, Phase, RankSlot, Server};
-use crate::wire::{self, Request};
+use crate::wire;
 
 /// A socket rank's state as the server sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +28,8 @@ pub enum SockState {
 pub struct SockRank {
     pub state: SockState,
     pub since: Instant,
-    /// The last request (wire name), empty when none.
-    pub last_op: &'static str,
+    /// The last request (wire command), empty when none.
+    pub last_op: String,
     /// Fences entered over the socket.
     pub fences: u64,
     /// It has a PMI connection open now.
@@ -71,11 +71,14 @@ impl RankSlot {
 }
 
 impl Server {
-    /// Note the request a bound rank just sent.
-    pub(super) fn note_op(&mut self, conn: ConnId, r: &Request) {
+    /// Note the command a bound rank just sent (kept short: it comes from
+    /// the client).
+    pub(super) fn note_op(&mut self, conn: ConnId, cmd: &str) {
         if let Some((job, rank)) = self.conns.get(&conn).and_then(|c| c.bound) {
             if let Some(slot) = self.jobs[job].ranks.get_mut(rank as usize) {
-                slot.last_op = wire::command::request_name(r);
+                if slot.last_op != cmd {
+                    slot.last_op = cmd.chars().take(32).collect();
+                }
             }
         }
     }
@@ -128,7 +131,7 @@ impl Server {
                 SockRank {
                     state,
                     since: slot.since,
-                    last_op: slot.last_op,
+                    last_op: slot.last_op.clone(),
                     fences: slot.fences,
                     connected: slot.conn.is_some(),
                 }

@@ -70,8 +70,8 @@ pub fn job_table(js: &JobSnap) -> JobTable {
             .and_then(|s| s.last_op())
             .filter(|o| *o != RankOp::None)
             .map(|o| o.name())
-            .or((!sock.last_op.is_empty()).then_some(sock.last_op))
-            .map(String::from);
+            .map(String::from)
+            .or((!sock.last_op.is_empty()).then(|| sock.last_op.clone()));
         let sock_since = js.sock_since_ns[r];
         let mut row = RankRow {
             rank: r as u32,
