@@ -345,7 +345,15 @@ fn gdb_values(out: &str) -> Vec<i64> {
 }
 
 fn gdb_table_cmds(n: usize) -> Vec<String> {
-    let mut v = vec!["-ex".into(), "print (int)MPIR_proctable_size".into()];
+    // C expressions, whatever language the stopped frame is in.
+    let mut v: Vec<String> = [
+        "-ex",
+        "set language c",
+        "-ex",
+        "print (int)MPIR_proctable_size",
+    ]
+    .map(String::from)
+    .to_vec();
     for i in 0..n {
         v.push("-ex".into());
         // MPIR_PROCDESC: two pointers, then the pid.
