@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use shm_layout::{KvsError, RankPhase, WaitError};
+use shm_layout::{KvsError, RankOp, RankPhase, WaitError};
 
 use crate::shm::{JobSegment, SharedFutex};
 
@@ -217,7 +217,8 @@ impl Pmi {
         let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
             Ok(seg) => {
                 if let Some(st) = seg.seg().rank(r as u32) {
-                    st.set_phase(RankPhase::Running);
+                    st.set_last_op(RankOp::Init);
+                    st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
                 }
                 Some(seg)
             }
@@ -394,6 +395,7 @@ impl Pmi {
                 Ok(_) => {
                     if let Some(st) = self.state() {
                         st.count_put();
+                        st.set_last_op(RankOp::Put);
                     }
                     return Ok(());
                 }
@@ -478,6 +480,7 @@ impl Pmi {
         if let (Some(seg), true) = (&self.shm, own) {
             if let Some(st) = self.state() {
                 st.count_get();
+                st.set_last_op(RankOp::Get);
             }
             if let Some(v) = seg.seg().kvs().get(key) {
                 return Ok(f(Some(v)));
@@ -513,7 +516,8 @@ impl Pmi {
             let st = self.state();
             if let Some(st) = st {
                 st.count_fence();
-                st.set_phase(RankPhase::InFence);
+                st.set_last_op(RankOp::Fence);
+                st.set_phase_at(RankPhase::InFence, crate::tools::mono_ns());
             }
             let r = seg
                 .seg()
@@ -521,7 +525,7 @@ impl Pmi {
                 .with_spin_limit(self.fence_spins)
                 .fence(&SharedFutex);
             if let Some(st) = st {
-                st.set_phase(RankPhase::Running);
+                st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
             }
             return r.map(|_| ()).map_err(aborted);
         }
@@ -545,6 +549,7 @@ impl Pmi {
         if let Some(seg) = &self.shm {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
+                st.set_last_op(RankOp::PutNodeAttr);
             }
             match seg.seg().node_attrs().put(key, value, &SharedFutex) {
                 Ok(_) => return Ok(()),
@@ -606,6 +611,7 @@ impl Pmi {
         if let Some(seg) = &self.shm {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
+                st.set_last_op(RankOp::GetNodeAttr);
             }
             let attrs = seg.seg().node_attrs();
             if let Some(v) = attrs.get(key) {
@@ -615,7 +621,15 @@ impl Pmi {
                 if !wait {
                     return Ok(None);
                 }
-                return match attrs.get_wait(key, &SharedFutex, None) {
+                let st = self.state();
+                if let Some(st) = st {
+                    st.set_phase_at(RankPhase::WaitingNodeAttr, crate::tools::mono_ns());
+                }
+                let r = attrs.get_wait(key, &SharedFutex, None);
+                if let Some(st) = st {
+                    st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
+                }
+                return match r {
                     Ok(v) => Ok(Some(v.to_vec())),
                     Err(WaitError::Aborted(a)) => Err(aborted(a)),
                     Err(e) => Err(PmiError::InvalidArg(e.to_string())),
@@ -777,7 +791,8 @@ impl Pmi {
             return Ok(());
         }
         if let Some(st) = self.state() {
-            st.set_phase(RankPhase::Finalized);
+            st.set_last_op(RankOp::Finalize);
+            st.set_phase_at(RankPhase::Finalized, crate::tools::mono_ns());
         }
         self.with(|t| {
             let r = match t {

@@ -49,6 +49,13 @@ pub(super) struct PendingRank {
     tag: String,
 }
 
+impl PendingRank {
+    /// The program it will run.
+    pub fn program(&self) -> &std::path::Path {
+        &self.app.program
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(super) enum LaunchError {
     #[error("{0}")]
@@ -118,6 +125,7 @@ impl Launcher {
             store,
         });
         debug_assert_eq!(job, self.jobs.len());
+        self.tools_job_created(job);
         let stop = Arc::new(AtomicBool::new(false));
         let fence_watcher = segment.as_ref().and_then(|s| self.watch(s, &stop));
         self.jobs.push(JobRt {
@@ -296,6 +304,7 @@ impl Launcher {
         } else if self.pending.is_empty() {
             tracing::debug!("all ranks started");
         }
+        self.tools_all_started();
     }
 
     fn spawn_rank(&mut self, p: &PendingRank) -> io::Result<()> {
@@ -361,6 +370,9 @@ impl Launcher {
             rank: p.rank,
             status: None,
             signaled: None,
+            exe: p.app.program.clone(),
+            started: std::time::Instant::now(),
+            ended: None,
         });
         Ok(())
     }

@@ -92,7 +92,10 @@ impl Server {
                 return;
             }
         };
-        super::reply(out, &to, &resp, None);
+        // --stop-in-init may hold the reply that completes init.
+        if let Some(resp) = self.deliver_init(conn, &to, resp) {
+            super::reply(out, &to, &resp, None);
+        }
     }
 
     fn peer_name(&self, conn: ConnId) -> String {
@@ -374,7 +377,9 @@ pub(super) fn complete(
     match bind(s, conn, rank) {
         Ok((job, r)) => {
             let resp = fullinit_response(s, job, r);
-            super::reply(out, &init, &resp, None);
+            if let Some(resp) = s.deliver_init(conn, &init, resp) {
+                super::reply(out, &init, &resp, None);
+            }
         }
         Err(msg) => refuse(s, conn, Some(&init), msg, out),
     }

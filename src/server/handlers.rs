@@ -105,7 +105,7 @@ fn bound(
                     value: Some(v),
                 }),
                 None if wait => {
-                    j.ranks[rank as usize].activity = Activity::WaitingAttr(key.clone());
+                    j.ranks[rank as usize].set_activity(Activity::WaitingAttr(key.clone()));
                     j.attr_waiters.push((rank, key, to.clone()));
                     None
                 }
@@ -120,8 +120,8 @@ fn bound(
         }
         Request::Finalize => {
             let slot = &mut j.ranks[rank as usize];
-            slot.phase = Phase::Finalized;
-            slot.activity = Activity::Running;
+            slot.set_phase(Phase::Finalized);
+            slot.set_activity(Activity::Running);
             s.groups_member_finalized(job, rank, out);
             // Reply first, then close once it is written.
             super::reply(out, to, &Response::Ok, Some(&format!("rank {rank}")));
@@ -206,7 +206,7 @@ fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response
 pub(super) fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: ConnId) {
     let slot = &mut s.jobs[job].ranks[rank as usize];
     if slot.phase == Phase::Idle {
-        slot.phase = Phase::Initialized;
+        slot.set_phase(Phase::Initialized);
     }
     slot.conn = Some(conn);
 }
@@ -279,7 +279,7 @@ fn fence(
     };
     let slot = &mut j.ranks[rank as usize];
     slot.fences += 1;
-    slot.activity = Activity::InFence(j.store.fences_completed() + 1);
+    slot.set_activity(Activity::InFence(j.store.fences_completed() + 1));
     j.fence_waiters.push((rank, ticket, to.clone()));
     s.release_fence(job, out);
     // A fence that a finalized or PMI-less exited rank can never join fails

@@ -106,6 +106,13 @@ pub enum Prog {
     /// `pmi2_trivial.c` (Slurm libpmi2): init, put, fence, one get,
     /// finalize; `pmi2 trivial ok size=N`.
     Pmi2Trivial,
+    /// `pmi2_late.c` (Slurm libpmi2): one rank late to init while the others
+    /// fence; `late ok rank R size N`.
+    Pmi2LateSlurm,
+    /// `pmi2_late.c` (fastpmi's `include/pmi2.h` and `libpmi2.so`).
+    Pmi2LateFastpmi,
+    /// `mpi_init_mark.c` (MPICH): a file per rank once `MPI_Init` returned.
+    MpiInitMark,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -136,6 +143,9 @@ impl Prog {
             Prog::FpmiGroups => "fpmi_groups",
             Prog::PsetSlurm => "pset_slurm",
             Prog::Pmi2Trivial => "pmi2_trivial",
+            Prog::Pmi2LateSlurm => "pmi2_late_slurm",
+            Prog::Pmi2LateFastpmi => "pmi2_late_fastpmi",
+            Prog::MpiInitMark => "mpi_init_mark",
         }
     }
 
@@ -143,28 +153,34 @@ impl Prog {
     pub fn source(self) -> &'static str {
         match self {
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm",
+            Prog::Pmi2LateSlurm | Prog::Pmi2LateFastpmi => "pmi2_late",
             p => p.name(),
         }
     }
 
     fn toolchain(self) -> Toolchain {
         match self {
-            Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
+            Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum | Prog::MpiInitMark => {
+                Toolchain::Mpich
+            }
             Prog::Pmi2Slurm
             | Prog::Pmi2FenceSleep
             | Prog::SegmentStamp
             | Prog::Pmi2Spawn
             | Prog::PsetSlurm
-            | Prog::Pmi2Trivial => Toolchain::SlurmPmi2,
+            | Prog::Pmi2Trivial
+            | Prog::Pmi2LateSlurm => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
-            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls | Prog::FpmiGroups => {
-                Toolchain::FastpmiPmi2
-            }
+            Prog::Pmi2Capi
+            | Prog::Pmi2SlurmOwnHeader
+            | Prog::Pmi2SlurmCalls
+            | Prog::FpmiGroups
+            | Prog::Pmi2LateFastpmi => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 15] = [const { OnceLock::new() }; 15];
+        static CELLS: [OnceLock<PathBuf>; 18] = [const { OnceLock::new() }; 18];
         &CELLS[self as usize]
     }
 }
