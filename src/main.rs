@@ -1,9 +1,12 @@
+mod mpir_symbols;
+
 use std::process::ExitCode;
 
 use fastpmi::cli::{self, Command};
 
 fn main() -> ExitCode {
     init_logging();
+    mpir_symbols::install();
     let code = match cli::parse(std::env::args_os().skip(1)) {
         Ok(Command::Help) => {
             fastpmi::outln!("{}", cli::USAGE);

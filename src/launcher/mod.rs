@@ -10,7 +10,7 @@
 
 mod conn;
 mod jobs;
-mod mpir;
+pub mod mpir;
 mod names;
 pub mod os;
 pub mod output;

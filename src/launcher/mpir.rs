@@ -6,14 +6,13 @@
 //!
 //! These are C symbols read and written by a debugger through ptrace, so
 //! they are `#[no_mangle]` mutable statics, accessed only with volatile
-//! loads and stores (this module is C ABI glue: the only unsafe code in the
-//! launcher outside process spawning). `#[used]` and the volatile accesses
-//! keep them, and the calls to `MPIR_Breakpoint`, in release builds.
+//! loads and stores (C ABI glue). They live in the `fastpmi` binary
+//! (`src/mpir_symbols.rs`), which hands their addresses to [`install`]: a
+//! library symbol would also be exported by the C client libraries.
 
 #![allow(non_upper_case_globals, non_snake_case)]
 
 use std::ffi::{c_char, c_int, CString};
-use std::ptr::{addr_of, addr_of_mut};
 
 /// `MPIR_debug_state` values.
 pub const MPIR_DEBUG_SPAWNED: c_int = 1;
@@ -27,39 +26,35 @@ pub struct MPIR_PROCDESC {
     pub pid: c_int,
 }
 
-#[no_mangle]
-#[used]
-pub static mut MPIR_proctable: *mut MPIR_PROCDESC = std::ptr::null_mut();
-#[no_mangle]
-#[used]
-pub static mut MPIR_proctable_size: c_int = 0;
-#[no_mangle]
-#[used]
-pub static mut MPIR_debug_state: c_int = 0;
-/// Set by a debugger that wants the job held until it continues.
-#[no_mangle]
-#[used]
-pub static mut MPIR_being_debugged: c_int = 0;
-#[no_mangle]
-#[used]
-pub static mut MPIR_debug_abort_string: *const c_char = std::ptr::null();
-/// Present (as in Hydra): the starter is not itself a rank.
-#[no_mangle]
-#[used]
-pub static mut MPIR_i_am_starter: c_int = 1;
-/// Present (as in Hydra): a debugger may attach to a subset of the ranks.
-#[no_mangle]
-#[used]
-pub static mut MPIR_partial_attach_ok: c_int = 1;
+/// Where the `fastpmi` binary keeps the MPIR symbols. They are defined in
+/// the binary (`src/mpir_symbols.rs`), not in this library, so that the C
+/// client libraries built on the library do not export them.
+pub struct MpirSymbols {
+    pub proctable: *mut *mut MPIR_PROCDESC,
+    pub proctable_size: *mut c_int,
+    pub debug_state: *mut c_int,
+    pub being_debugged: *mut c_int,
+    pub debug_abort_string: *mut *const c_char,
+    pub breakpoint: extern "C" fn() -> c_int,
+}
 
-/// Where a debugger sets its breakpoint. Never inlined; the volatile read
-/// keeps the compiler from deciding the call does nothing.
-#[no_mangle]
-#[inline(never)]
-pub extern "C" fn MPIR_Breakpoint() -> c_int {
-    // SAFETY: a plain volatile read of an int static; a debugger may write
-    // it concurrently only while this process is stopped.
-    unsafe { std::ptr::read_volatile(addr_of!(MPIR_debug_state)) }
+// SAFETY: the pointers name process-wide statics; they are only written by
+// the launcher's event loop (and read or written by a debugger while the
+// process is stopped), so sharing the addresses between threads is sound.
+unsafe impl Send for MpirSymbols {}
+// SAFETY: as above: the struct holds addresses, never dereferenced concurrently.
+unsafe impl Sync for MpirSymbols {}
+
+static SYMBOLS: std::sync::OnceLock<MpirSymbols> = std::sync::OnceLock::new();
+
+/// Called once by the `fastpmi` binary with its symbols. Without it (the
+/// library used elsewhere) the MPIR interface does nothing.
+///
+/// # Safety
+/// Every pointer is valid for the life of the process, suitably aligned,
+/// and written by nobody but this module and a ptrace-stopped debugger.
+pub unsafe fn install(symbols: MpirSymbols) {
+    let _ = SYMBOLS.set(symbols);
 }
 
 /// One rank for the table.
@@ -73,6 +68,9 @@ pub struct ProcEntry {
 /// announce `MPIR_DEBUG_SPAWNED` and call `MPIR_Breakpoint`. Returns whether
 /// a debugger set `MPIR_being_debugged` (it has continued by now).
 pub fn publish(entries: Vec<ProcEntry>) -> bool {
+    let Some(sym) = SYMBOLS.get() else {
+        return false;
+    };
     let cstr = |s: String| -> *const c_char {
         let c = CString::new(s.replace('\0', "?")).unwrap_or_default();
         c.into_raw()
@@ -91,27 +89,33 @@ pub fn publish(entries: Vec<ProcEntry>) -> bool {
     // and a ptrace-stopped debugger touch; the table is leaked, so the
     // pointer stays valid for the life of the process.
     unsafe {
-        std::ptr::write_volatile(addr_of_mut!(MPIR_proctable), table.as_mut_ptr());
-        std::ptr::write_volatile(addr_of_mut!(MPIR_proctable_size), size);
-        std::ptr::write_volatile(addr_of_mut!(MPIR_debug_state), MPIR_DEBUG_SPAWNED);
+        std::ptr::write_volatile(sym.proctable, table.as_mut_ptr());
+        std::ptr::write_volatile(sym.proctable_size, size);
+        std::ptr::write_volatile(sym.debug_state, MPIR_DEBUG_SPAWNED);
     }
-    MPIR_Breakpoint();
+    (sym.breakpoint)();
     being_debugged()
 }
 
 /// Whether a debugger set `MPIR_being_debugged`.
 pub fn being_debugged() -> bool {
-    // SAFETY: volatile read of an int static (see `MPIR_Breakpoint`).
-    unsafe { std::ptr::read_volatile(addr_of!(MPIR_being_debugged)) != 0 }
+    let Some(sym) = SYMBOLS.get() else {
+        return false;
+    };
+    // SAFETY: volatile read of an int static (see `install`).
+    unsafe { std::ptr::read_volatile(sym.being_debugged) != 0 }
 }
 
 /// The job is being aborted: tell an attached debugger.
 pub fn aborting(why: &str) {
+    let Some(sym) = SYMBOLS.get() else {
+        return;
+    };
     let msg = CString::new(why.replace('\0', "?")).unwrap_or_default();
     // SAFETY: as in `publish`; the string is leaked (once, at exit).
     unsafe {
-        std::ptr::write_volatile(addr_of_mut!(MPIR_debug_abort_string), msg.into_raw());
-        std::ptr::write_volatile(addr_of_mut!(MPIR_debug_state), MPIR_DEBUG_ABORTING);
+        std::ptr::write_volatile(sym.debug_abort_string, msg.into_raw());
+        std::ptr::write_volatile(sym.debug_state, MPIR_DEBUG_ABORTING);
     }
-    MPIR_Breakpoint();
+    (sym.breakpoint)();
 }
