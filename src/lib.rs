@@ -1,6 +1,5 @@
 //! fastpmi: a PMI-1/PMI-2 launcher and runtime for many ranks on one node.
 
-pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod demo;

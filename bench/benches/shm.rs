@@ -1,8 +1,8 @@
 //! Criterion benches of the shared-memory job segment:
 //!
 //! ```sh
-//! cargo bench --bench shm                 # all (about 1–2 minutes on 2 cores)
-//! cargo bench --bench shm -- kvs_get      # one group
+//! cargo bench -p fastpmi-bench --bench shm                 # all (about 1–2 minutes on 2 cores)
+//! cargo bench -p fastpmi-bench --bench shm -- kvs_get      # one group
 //! ```
 //!
 //! * `kvs_get/...`: one get of a random existing key in a table of 64k keys
@@ -38,7 +38,7 @@ fn main() {
     }
     benches();
     Criterion::default().configure_from_args().final_summary();
-    println!("reproduce with: cargo bench --bench shm");
+    println!("reproduce with: cargo bench -p fastpmi-bench --bench shm");
 }
 
 criterion_group!(benches, kvs_get, kvs_put, fence);

@@ -19,7 +19,7 @@
 mod configs;
 mod plot;
 mod proc;
-pub mod rank;
+mod rank;
 mod record;
 mod report;
 
@@ -42,7 +42,7 @@ Measures PMI put/get/fence (a business-card exchange) under fastpmi's
 shared-memory path, fastpmi's socket path, Hydra and Slurm's libpmi2 on
 fastpmi beside a futex barrier floor, plus MPICH startup and launcher memory.
 Writes bench.md, bench.svg and raw.csv into --out. Build first with
-`cargo build --release` (fastpmi must sit next to fastpmi-bench).
+`cargo build --release --workspace` (fastpmi must sit next to fastpmi-bench).
 
   --sizes LIST          rank counts of the exchange (default 2,16,64,256,1024)
   --reps N              repetitions of every case (default 3)
@@ -191,7 +191,7 @@ impl Options {
 }
 
 /// Entry point of the `fastpmi-bench` binary.
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == "__rank") {
         return ExitCode::from(rank::main().clamp(0, 255) as u8);

@@ -15,10 +15,10 @@ use super::rank::FENCE_LOOP_ENV;
 
 /// Sources shipped inside the binary, so the harness works from any
 /// directory and always measures the programs of this checkout.
-const PMI2_EXCHANGE_C: &str = include_str!("../../bench/c/pmi2_exchange.c");
-const FUTEX_FLOOR_C: &str = include_str!("../../bench/c/futex_barrier_floor.c");
-const MPI_HELLO_C: &str = include_str!("../../bench/c/mpi_hello.c");
-const MPI_SPAWN_C: &str = include_str!("../../bench/c/mpi_spawn.c");
+const PMI2_EXCHANGE_C: &str = include_str!("../c/pmi2_exchange.c");
+const FUTEX_FLOOR_C: &str = include_str!("../c/futex_barrier_floor.c");
+const MPI_HELLO_C: &str = include_str!("../c/mpi_hello.c");
+const MPI_SPAWN_C: &str = include_str!("../c/mpi_spawn.c");
 
 /// Environment of the spawn runs, for both launchers: MPICH 5's default
 /// UCX netmod fails spawns of 64 children on this kind of machine under
@@ -232,7 +232,8 @@ fn first_line_of(cmd: &Path, args: &[&str], pick: impl Fn(&str) -> bool) -> Opti
 /// for the report, or None when not run by cargo.
 fn build_launcher(exe_dir: &Path) -> Option<Result<String, String>> {
     let cargo = std::env::var_os("CARGO")?;
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?).join("Cargo.toml");
+    // The launcher is the workspace root's package; this crate sits in bench/.
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR")?).join("../Cargo.toml");
     if !manifest.is_file() {
         return None;
     }
@@ -264,13 +265,13 @@ fn build_launcher(exe_dir: &Path) -> Option<Result<String, String>> {
 }
 
 /// A note when the launcher binary is clearly older than this one (built
-/// separately, e.g. only `cargo build --bin fastpmi-bench`).
+/// separately, e.g. only `cargo build -p fastpmi-bench`).
 fn staleness(fastpmi: &Path, me: &Path) -> Option<String> {
     let age = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
     let gap = age(me)?.duration_since(age(fastpmi)?).ok()?;
     (gap > Duration::from_secs(60)).then(|| {
         format!(
-            "warning: the fastpmi binary is {} s older than fastpmi-bench; if the launcher changed since, rebuild it (cargo build --release)",
+            "warning: the fastpmi binary is {} s older than fastpmi-bench; if the launcher changed since, rebuild it (cargo build --release --workspace)",
             gap.as_secs()
         )
     })
@@ -282,7 +283,7 @@ impl Tools {
     pub fn prepare(build_dir: &Path, want: &[Config]) -> Result<Tools, String> {
         let rank_exe =
             std::env::current_exe().map_err(|e| format!("cannot find my own binary: {e}"))?;
-        // `cargo build --release` builds fastpmi next to fastpmi-bench.
+        // `cargo build --release --workspace` builds fastpmi next to fastpmi-bench.
         let exe_dir = rank_exe.parent().unwrap_or(Path::new(".")).to_path_buf();
         let mut notes = Vec::new();
         let built = build_launcher(&exe_dir);
@@ -292,7 +293,7 @@ impl Tools {
                 .filter(|p| p.is_file())
                 .ok_or_else(|| {
                     format!(
-                        "no fastpmi binary next to {} (build it: cargo build --release)",
+                        "no fastpmi binary next to {} (build it: cargo build --release --workspace)",
                         rank_exe.display()
                     )
                 }),
