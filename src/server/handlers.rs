@@ -7,6 +7,11 @@ use super::{Activity, ConnId, Event, FailCause, JobIdx, Phase, ReplyTo, Server};
 use crate::store::StoreError;
 use crate::wire::{Request, Response, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
 
+/// Pending `info-getnodeattr wait=TRUE` requests one rank may hold (one per
+/// thread in practice): past it the request is refused, so a rank cannot
+/// grow the server's waiter list without bound.
+pub const ATTR_WAITS_PER_RANK_MAX: usize = 64;
+
 pub(super) fn handle(
     s: &mut Server,
     conn: ConnId,
@@ -104,6 +109,17 @@ fn bound(
                     key,
                     value: Some(v),
                 }),
+                None if wait
+                    && j.attr_waiters.iter().filter(|w| w.0 == rank).count()
+                        >= ATTR_WAITS_PER_RANK_MAX =>
+                {
+                    Some(Response::Error {
+                        rc: -1,
+                        msg: format!(
+                            "{ATTR_WAITS_PER_RANK_MAX} node-attribute waits already pending for this rank"
+                        ),
+                    })
+                }
                 None if wait => {
                     j.ranks[rank as usize].set_activity(Activity::WaitingAttr(key.clone()));
                     j.attr_waiters.push((rank, key, to.clone()));

@@ -123,6 +123,41 @@ fn node_attr_wait_is_held_until_put() {
 }
 
 #[test]
+fn node_attr_waits_per_rank_are_bounded() {
+    let (mut s, _) = server(2);
+    init_all(&mut s, 2);
+    let limit = super::handlers::ATTR_WAITS_PER_RANK_MAX;
+    for i in 0..limit {
+        let out = send2(
+            &mut s,
+            1,
+            &format!("cmd=info-getnodeattr;key=k{i};wait=TRUE;"),
+        );
+        assert!(sent(&out, 1).is_empty(), "wait {i} is held");
+    }
+    let m = pmi2_body(
+        &sent(
+            &send2(&mut s, 1, "cmd=info-getnodeattr;key=one-more;wait=TRUE;"),
+            1,
+        )[0],
+    );
+    assert_eq!(m.get_str("rc"), Some("-1"));
+    assert!(m
+        .get_str("errmsg")
+        .unwrap()
+        .contains("node-attribute waits"));
+    // Another rank is not affected, and the held waits are still answered.
+    assert!(sent(
+        &send2(&mut s, 0, "cmd=info-getnodeattr;key=k0;wait=TRUE;"),
+        0
+    )
+    .is_empty());
+    let out = send2(&mut s, 0, "cmd=info-putnodeattr;key=k0;value=v;");
+    assert_eq!(sent(&out, 1).len(), 1);
+    assert_eq!(pmi2_body(&sent(&out, 0)[0]).get_str("rc"), Some("0"));
+}
+
+#[test]
 fn process_mapping_and_fullinit_keys() {
     let (mut s, _) = server(4);
     send1(&mut s, 2, "cmd=init pmi_version=2 pmi_subversion=0");
