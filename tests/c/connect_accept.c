@@ -27,13 +27,8 @@
 static int failures = 0, wrank = -1;
 static const char *role = "?";
 
-#define FAIL(...)                                                     \
-    do {                                                              \
-        fprintf(stderr, "connect_accept: %s rank %d: ", role, wrank); \
-        fprintf(stderr, __VA_ARGS__);                                 \
-        fputc('\n', stderr);                                          \
-        failures++;                                                   \
-    } while (0)
+#define CHECK_WHO "connect_accept: %s rank %d: ", role, wrank
+#include "check.h"
 
 static void fail_rc(const char *what, int rc)
 {

@@ -27,13 +27,8 @@
 static int failures = 0, wrank = -1;
 static const char *role = "parent";
 
-#define FAIL(...)                                                   \
-    do {                                                            \
-        fprintf(stderr, "nameserv_pub: %s rank %d: ", role, wrank); \
-        fprintf(stderr, __VA_ARGS__);                               \
-        fputc('\n', stderr);                                        \
-        failures++;                                                 \
-    } while (0)
+#define CHECK_WHO "nameserv_pub: %s rank %d: ", role, wrank
+#include "check.h"
 
 int main(int argc, char **argv)
 {

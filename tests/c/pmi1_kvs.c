@@ -45,21 +45,8 @@
 
 static int rank = -1, size = -1, failures = 0;
 
-#define FAIL(...)                                          \
-    do {                                                   \
-        fprintf(stderr, "pmi1_kvs: rank %d: ", rank);      \
-        fprintf(stderr, __VA_ARGS__);                      \
-        fputc('\n', stderr);                               \
-        failures++;                                        \
-    } while (0)
-
-#define EXPECT_RC(call, want)                                              \
-    do {                                                                   \
-        int rc_ = (call);                                                  \
-        if (rc_ != (want))                                                 \
-            FAIL("%s returned %d, expected %d (%s)", #call, rc_, (want),   \
-                 #want);                                                   \
-    } while (0)
+#define CHECK_WHO "pmi1_kvs: rank %d: ", rank
+#include "check.h"
 
 static void value_for(const char *tag, int r, char out[VALUE_LEN + 1])
 {

@@ -42,21 +42,8 @@
 
 static int rank = -1, size = -1, failures = 0;
 
-#define FAIL(...)                                          \
-    do {                                                   \
-        fprintf(stderr, "pmi2_capi: rank %d: ", rank);     \
-        fprintf(stderr, __VA_ARGS__);                      \
-        fputc('\n', stderr);                               \
-        failures++;                                        \
-    } while (0)
-
-#define EXPECT_RC(call, want)                                              \
-    do {                                                                   \
-        int rc_ = (call);                                                  \
-        if (rc_ != (want))                                                 \
-            FAIL("line %d: %s returned %d, expected %d (%s)", __LINE__,    \
-                 #call, rc_, (want), #want);                               \
-    } while (0)
+#define CHECK_WHO "pmi2_capi: rank %d: ", rank
+#include "check.h"
 
 /* A PMI2_MAX_VALLEN-byte value that names rank r. */
 static void big_value(int r, char out[PMI2_MAX_VALLEN + 1])

@@ -43,13 +43,8 @@
 
 static int rank = -1, size = -1, failures = 0;
 
-#define FAIL(...)                                              \
-    do {                                                       \
-        fprintf(stderr, "pmi2_slurm: rank %d: ", rank);        \
-        fprintf(stderr, __VA_ARGS__);                          \
-        fputc('\n', stderr);                                   \
-        failures++;                                            \
-    } while (0)
+#define CHECK_WHO "pmi2_slurm: rank %d: ", rank
+#include "check.h"
 
 /* Exactly VALUE_LEN characters: "rank-<r>-" then a padding pattern that
  * depends on r, so a value returned for the wrong key is caught. Only

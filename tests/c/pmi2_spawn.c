@@ -33,13 +33,8 @@
 static int rank = -1, failures = 0;
 static const char *role = "parent";
 
-#define FAIL(...)                                               \
-    do {                                                        \
-        fprintf(stderr, "pmi2_spawn: %s rank %d: ", role, rank); \
-        fprintf(stderr, __VA_ARGS__);                           \
-        fputc('\n', stderr);                                    \
-        failures++;                                             \
-    } while (0)
+#define CHECK_WHO "pmi2_spawn: %s rank %d: ", role, rank
+#include "check.h"
 
 static int parent(int size, int k)
 {

@@ -29,13 +29,8 @@
 static int failures = 0, wrank = -1;
 static const char *role = "parent";
 
-#define FAIL(...)                                                     \
-    do {                                                              \
-        fprintf(stderr, "spawn_multiple: %s rank %d: ", role, wrank); \
-        fprintf(stderr, __VA_ARGS__);                                 \
-        fputc('\n', stderr);                                          \
-        failures++;                                                   \
-    } while (0)
+#define CHECK_WHO "spawn_multiple: %s rank %d: ", role, wrank
+#include "check.h"
 
 int main(int argc, char **argv)
 {

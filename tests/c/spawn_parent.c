@@ -34,13 +34,8 @@ static int failures = 0;
 static const char *role = "parent";
 static int wrank = -1;
 
-#define FAIL(...)                                                   \
-    do {                                                            \
-        fprintf(stderr, "spawn_parent: %s rank %d: ", role, wrank); \
-        fprintf(stderr, __VA_ARGS__);                               \
-        fputc('\n', stderr);                                        \
-        failures++;                                                 \
-    } while (0)
+#define CHECK_WHO "spawn_parent: %s rank %d: ", role, wrank
+#include "check.h"
 
 /* The absolute path of this executable, so the spawned command does not
  * depend on PATH or the launcher's working directory. */
