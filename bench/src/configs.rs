@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::launch::LaunchTools;
 use super::proc::{MemProbe, Spec};
 use super::rank::FENCE_LOOP_ENV;
 
@@ -33,7 +34,7 @@ pub const SPAWN_PARENTS: u32 = 2;
 fn mpich5_venv() -> Result<PathBuf, String> {
     let base = std::env::var_os("FASTPMI_VENVS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venvs"));
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/venvs"));
     let v = base.join("mpich5");
     if v.join("bin/mpicc").is_file() && v.join("bin/mpiexec").is_file() {
         Ok(v)
@@ -46,7 +47,7 @@ fn mpich5_venv() -> Result<PathBuf, String> {
 }
 
 /// Where Slurm's PMI-2 header lives on Debian (package libpmi2-0-dev).
-const SLURM_INCLUDE: &str = "/usr/include/slurm";
+pub const SLURM_INCLUDE: &str = "/usr/include/slurm";
 
 /// What a configuration measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub enum Kind {
     Startup,
     /// `MPI_Comm_spawn` latency (N = children), MPICH 5 wheel.
     Spawn,
+    /// Job start-up against the posix_spawn floor: whole-run wall time.
+    Launch,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,10 +75,16 @@ pub enum Config {
     MpichHydra,
     SpawnFastpmi,
     SpawnHydra5,
+    LaunchFloor,
+    LaunchFastpmi,
+    LaunchShm,
+    LaunchSocket,
+    LaunchHydra,
+    LaunchHydraPmi,
 }
 
 impl Config {
-    pub const ALL: [Config; 9] = [
+    pub const ALL: [Config; 15] = [
         Config::FastpmiShm,
         Config::FastpmiSocket,
         Config::Hydra,
@@ -85,6 +94,12 @@ impl Config {
         Config::MpichHydra,
         Config::SpawnFastpmi,
         Config::SpawnHydra5,
+        Config::LaunchFloor,
+        Config::LaunchFastpmi,
+        Config::LaunchShm,
+        Config::LaunchSocket,
+        Config::LaunchHydra,
+        Config::LaunchHydraPmi,
     ];
 
     pub fn name(self) -> &'static str {
@@ -98,6 +113,12 @@ impl Config {
             Config::MpichHydra => "mpich@hydra",
             Config::SpawnFastpmi => "spawn@fastpmi",
             Config::SpawnHydra5 => "spawn@hydra5",
+            Config::LaunchFloor => "launch-floor",
+            Config::LaunchFastpmi => "launch@fastpmi",
+            Config::LaunchShm => "pmi2-min@fastpmi-shm",
+            Config::LaunchSocket => "pmi2-min@fastpmi-socket",
+            Config::LaunchHydra => "launch@hydra",
+            Config::LaunchHydraPmi => "pmi2-min@hydra",
         }
     }
 
@@ -106,6 +127,12 @@ impl Config {
             Config::FutexFloor => Kind::Floor,
             Config::MpichFastpmi | Config::MpichHydra => Kind::Startup,
             Config::SpawnFastpmi | Config::SpawnHydra5 => Kind::Spawn,
+            Config::LaunchFloor
+            | Config::LaunchFastpmi
+            | Config::LaunchShm
+            | Config::LaunchSocket
+            | Config::LaunchHydra
+            | Config::LaunchHydraPmi => Kind::Launch,
             _ => Kind::Exchange,
         }
     }
@@ -141,6 +168,18 @@ impl Config {
             Config::MpichHydra => "bench/c/mpi_hello.c (MPICH) under Hydra",
             Config::SpawnFastpmi => "bench/c/mpi_spawn.c (MPICH 5 wheel) under fastpmi",
             Config::SpawnHydra5 => "bench/c/mpi_spawn.c (MPICH 5 wheel) under its Hydra 5",
+            Config::LaunchFloor => {
+                "(a) bench/c/spawn_floor.c: posix_spawn and reap N trivial processes"
+            }
+            Config::LaunchFastpmi => "(b) fastpmi -n N of a trivial C program (no PMI)",
+            Config::LaunchShm => {
+                "(c) bench/c/pmi2_minimal.c on fastpmi's installed libpmi2.so.0 (shared memory)"
+            }
+            Config::LaunchSocket => {
+                "(d) bench/c/pmi2_minimal.c on Slurm's libpmi2 under fastpmi (socket)"
+            }
+            Config::LaunchHydra => "(e) Hydra (mpiexec.hydra) of the trivial program",
+            Config::LaunchHydraPmi => "(e) Hydra of bench/c/pmi2_minimal.c on Slurm's libpmi2",
         }
     }
 }
@@ -169,6 +208,8 @@ pub struct Tools {
     /// `mpi_spawn` built with the MPICH 5 wheel, and that wheel's mpiexec.
     pub mpi_spawn: Result<PathBuf, String>,
     pub hydra5: Result<PathBuf, String>,
+    /// The job start-up configurations' programs.
+    pub launch: LaunchTools,
     /// One-line versions of the peers, for the report.
     pub versions: Vec<String>,
 }
@@ -192,7 +233,7 @@ fn last_lines(s: &str, n: usize) -> String {
 }
 
 /// Write `source` as `dir/name.c` and compile it to `dir/name`.
-fn compile(
+pub fn compile(
     compiler: &str,
     dir: &Path,
     name: &str,
@@ -360,6 +401,11 @@ impl Tools {
         } else {
             skipped()
         };
+        let launch = LaunchTools::prepare(
+            build_dir,
+            &exe_dir,
+            want.iter().any(|c| c.kind() == Kind::Launch),
+        );
         let mut versions = notes;
         versions.push(format!(
             "fastpmi {} ({} build of fastpmi-bench)",
@@ -391,6 +437,7 @@ impl Tools {
             mpi_hello,
             mpi_spawn,
             hydra5,
+            launch,
             versions,
         })
     }
@@ -406,6 +453,7 @@ impl Tools {
             Config::MpichHydra => vec![&self.hydra, &self.mpi_hello],
             Config::SpawnFastpmi => vec![&self.fastpmi, &self.mpi_spawn],
             Config::SpawnHydra5 => vec![&self.hydra5, &self.mpi_spawn],
+            _ => super::launch::needs(self, c),
         };
         let reasons: Vec<&str> = need
             .iter()
@@ -484,6 +532,12 @@ impl Tools {
                 ];
                 (launcher, args, MemProbe::None)
             }
+            Config::LaunchFloor
+            | Config::LaunchFastpmi
+            | Config::LaunchShm
+            | Config::LaunchSocket
+            | Config::LaunchHydra
+            | Config::LaunchHydraPmi => return super::launch::spec(self, c, n, p),
             Config::FutexFloor => (
                 path(&self.floor),
                 vec![

@@ -17,6 +17,7 @@
 //! [`rank`]).
 
 mod configs;
+mod launch;
 mod plot;
 mod proc;
 mod rank;
@@ -67,7 +68,14 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
   --spawn-sizes LIST    children of the spawn-latency runs (MPI_Comm_spawn
                         from 2 ranks, MPICH 5 wheel, fastpmi vs its Hydra 5;
                         default 1,16,64; `none` to skip; configuration name
-                        `spawn` selects both)";
+                        `spawn` selects both)
+  --launch-sizes LIST   rank counts of the job start-up table: the
+                        posix_spawn floor, fastpmi with a trivial program,
+                        a minimal PMI-2 job on fastpmi's installed libpmi2
+                        (shared memory; `make install` into --out/.build, or
+                        FASTPMI_BENCH_CAPI_LIBDIR) and on Slurm's (socket),
+                        Hydra (default 256,1024; `none` to skip;
+                        configuration name `launch` selects them all)";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -78,6 +86,7 @@ pub struct Options {
     pub configs: Vec<Config>,
     pub startup_sizes: Vec<u32>,
     pub spawn_sizes: Vec<u32>,
+    pub launch_sizes: Vec<u32>,
     pub quick: bool,
     pub params: RunParams,
 }
@@ -114,6 +123,7 @@ impl Options {
         let mut configs: Vec<Config> = Config::ALL.to_vec();
         let mut startup: Option<Vec<u32>> = None;
         let mut spawn_sizes = vec![1, 16, 64];
+        let mut launch_sizes = vec![256, 1024];
         let mut quick = false;
         let mut timeout = 120;
         let mut floor_iters: Option<u32> = None;
@@ -129,6 +139,7 @@ impl Options {
                 "--out" => out = PathBuf::from(value()?),
                 "--startup-sizes" => startup = Some(parse_list(&flag, &value()?)?),
                 "--spawn-sizes" => spawn_sizes = parse_list(&flag, &value()?)?,
+                "--launch-sizes" => launch_sizes = parse_list(&flag, &value()?)?,
                 "--quick" => quick = true,
                 "--timeout" => timeout = parse_num(&flag, &value()?)?,
                 "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
@@ -147,6 +158,8 @@ impl Options {
                             vec![Config::MpichFastpmi, Config::MpichHydra]
                         } else if name == "spawn" {
                             vec![Config::SpawnFastpmi, Config::SpawnHydra5]
+                        } else if name == "launch" {
+                            launch::CONFIGS.to_vec()
                         } else {
                             Config::ALL
                                 .into_iter()
@@ -179,6 +192,7 @@ impl Options {
             configs,
             startup_sizes,
             spawn_sizes,
+            launch_sizes,
             quick,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(timeout)),
@@ -236,6 +250,7 @@ fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.sizes, &[Kind::Exchange, Kind::Floor]);
     add(&opts.startup_sizes, &[Kind::Startup]);
     add(&opts.spawn_sizes, &[Kind::Spawn]);
+    add(&opts.launch_sizes, &[Kind::Launch]);
     cases
 }
 
@@ -277,6 +292,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not run (--startup-sizes none)")
             } else if c.kind() == Kind::Spawn && opts.spawn_sizes.is_empty() {
                 Availability::NotSelected("not run (--spawn-sizes none)")
+            } else if c.kind() == Kind::Launch && opts.launch_sizes.is_empty() {
+                Availability::NotSelected("not run (--launch-sizes none)")
             } else if let Some(why) = tools.missing(c) {
                 Availability::Missing(why)
             } else {
@@ -364,7 +381,13 @@ fn run(opts: &Options) -> Result<(), String> {
     };
     let csv = report::csv(&records);
     write(opts, "raw.csv", &csv)?;
-    let svg = plot::svg(&records, &present, &opts.sizes, opts.params.fence_loop > 0)?;
+    let svg = plot::svg(
+        &records,
+        &present,
+        &opts.sizes,
+        &opts.launch_sizes,
+        opts.params.fence_loop > 0,
+    )?;
     write(opts, "bench.svg", &svg)?;
     let md = report::markdown(&ctx);
     write(opts, "bench.md", &md)?;

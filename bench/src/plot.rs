@@ -1,5 +1,6 @@
 //! `bench.svg`: fence and get-all against N, log-log, one line per
-//! configuration (medians over the ok runs), under one legend row.
+//! configuration (medians over the ok runs), and job start-up against N
+//! when it was run, under one legend row.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -19,6 +20,12 @@ fn color(c: Config) -> RGBColor {
         Config::FutexFloor => RGBColor(0x33, 0x33, 0x33),
         Config::MpichFastpmi | Config::MpichHydra => RGBColor(0x94, 0x67, 0xbd),
         Config::SpawnFastpmi | Config::SpawnHydra5 => RGBColor(0x8c, 0x56, 0x4b),
+        Config::LaunchFloor => RGBColor(0x77, 0x77, 0x77),
+        Config::LaunchFastpmi => RGBColor(0x17, 0xbe, 0xcf),
+        Config::LaunchShm => RGBColor(0x1f, 0x77, 0xb4),
+        Config::LaunchSocket => RGBColor(0x2c, 0xa0, 0x2c),
+        Config::LaunchHydra => RGBColor(0xd6, 0x27, 0x28),
+        Config::LaunchHydraPmi => RGBColor(0xe3, 0x77, 0xc2),
     }
 }
 
@@ -179,6 +186,7 @@ pub fn svg(
     records: &[Record],
     present: &[Config],
     sizes: &[u32],
+    launch_sizes: &[u32],
     fence_loop: bool,
 ) -> Result<String, String> {
     // The fence panel shows the steady-state fence (the rank program's loop,
@@ -198,6 +206,9 @@ pub fn svg(
         &fence_key,
     );
     let getall = series(records, present, sizes, &[Kind::Exchange], &|_| "getall_us");
+    let launch = series(records, present, launch_sizes, &[Kind::Launch], &|_| {
+        super::launch::METRIC
+    });
     let fence_title = if fence_loop {
         "fence (rank 0, mean of back-to-back fences)"
     } else {
@@ -206,18 +217,36 @@ pub fn svg(
     let plotted: Vec<Config> = present
         .iter()
         .copied()
-        .filter(|c| fence.iter().chain(&getall).any(|(x, _)| x == c))
+        .filter(|c| {
+            fence
+                .iter()
+                .chain(&getall)
+                .chain(&launch)
+                .any(|(x, _)| x == c)
+        })
         .collect();
+    // A third panel of the same width when start-up was measured.
+    let panels = if launch.is_empty() { 2 } else { 3 };
+    let width = WIDTH / 2 * panels;
     let mut buf = String::new();
     {
         let root =
-            SVGBackend::with_string(&mut buf, (WIDTH, HEIGHT + LEGEND_HEIGHT)).into_drawing_area();
+            SVGBackend::with_string(&mut buf, (width, HEIGHT + LEGEND_HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let (top, body) = root.split_vertically(LEGEND_HEIGHT);
         legend(&top, &plotted)?;
-        let (left, right) = body.split_horizontally(WIDTH / 2);
+        let (left, rest) = body.split_horizontally(WIDTH / 2);
+        let (middle, right) = rest.split_horizontally(WIDTH / 2);
         panel(&left, fence_title, &fence, sizes)?;
-        panel(&right, "get-all (rank 0, all N keys)", &getall, sizes)?;
+        panel(&middle, "get-all (rank 0, all N keys)", &getall, sizes)?;
+        if !launch.is_empty() {
+            panel(
+                &right,
+                "job start-up (launch to exit)",
+                &launch,
+                launch_sizes,
+            )?;
+        }
         root.present().map_err(err)?;
     }
     Ok(buf)

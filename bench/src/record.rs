@@ -247,6 +247,10 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
                 format!("no \"mpi_spawn ok children={n} spawn_ms=...\" line on stdout"),
             ),
         },
+        Kind::Launch => match super::launch::judge(config, n, o) {
+            Ok(()) => super::launch::record(&mut r),
+            Err(why) => fail(&mut r, Status::Failed, why),
+        },
         Kind::Startup => {
             if !o.stdout.contains("mpi_hello ok") {
                 fail(

@@ -106,7 +106,7 @@ pub fn num(x: f64) -> String {
 }
 
 /// `median (min–max)`, scaled; just the median for a single run.
-fn cell(s: Option<Summary>, scale: f64) -> String {
+pub(super) fn cell(s: Option<Summary>, scale: f64) -> String {
     match s {
         None => "—".into(),
         Some(s) if s.count == 1 || s.min == s.max => num(s.median * scale),
@@ -217,7 +217,7 @@ fn availability<'a>(ctx: &'a Context, c: Config) -> &'a Availability {
 }
 
 /// The "runs" cell: `3/3 ok`, `missing: ...`, `2/3 ok; 1 timeout`.
-fn runs_cell(ctx: &Context, c: Config, n: u32) -> String {
+pub(super) fn runs_cell(ctx: &Context, c: Config, n: u32) -> String {
     match availability(ctx, c) {
         Availability::Missing(why) => return format!("missing: {}", md_escape(why)),
         Availability::NotSelected(why) => return why.to_string(),
@@ -403,6 +403,7 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
             &[(Config::FastpmiSocket, se), (Config::Hydra, he)],
         ),
     });
+    out.extend(super::launch::target_lines(ctx));
     out
 }
 
@@ -498,7 +499,7 @@ pub fn markdown(ctx: &Context) -> String {
     for &n in &opts.sizes {
         for c in Config::ALL
             .into_iter()
-            .filter(|c| c.kind() != Kind::Startup)
+            .filter(|c| matches!(c.kind(), Kind::Exchange | Kind::Floor))
         {
             let s = |k: &'static str| summarize(ctx.records, c, n, move |r| r.get(k));
             let floor = c.kind() == Kind::Floor;
@@ -583,6 +584,7 @@ pub fn markdown(ctx: &Context) -> String {
     }
 
     spawn_section(ctx, w);
+    super::launch::section(ctx, w);
 
     // Memory table.
     memory_section(ctx, w);

@@ -17,6 +17,15 @@ const EXCHANGE: &[&str] = &[
 const STARTUP: &[&str] = &["mpich@fastpmi", "mpich@hydra"];
 /// Spawn latency (run here with one child).
 const SPAWN: &[&str] = &["spawn@fastpmi", "spawn@hydra5"];
+/// Job start-up against the posix_spawn floor (run here at N=2).
+const LAUNCH: &[&str] = &[
+    "launch-floor",
+    "launch@fastpmi",
+    "pmi2-min@fastpmi-shm",
+    "pmi2-min@fastpmi-socket",
+    "launch@hydra",
+    "pmi2-min@hydra",
+];
 const SIZES: &[u32] = &[2, 4];
 
 /// Split one CSV record (quotes with doubled inner quotes; no newlines in
@@ -90,7 +99,8 @@ fn quick_run_writes_a_well_formed_report() {
     let run = Command::new(env!("CARGO_BIN_EXE_fastpmi-bench"))
         .args(["--sizes", "2,4", "--reps", "1", "--quick"])
         // Keep the MPICH startup table to a toy size too.
-        .args(["--startup-sizes", "4", "--spawn-sizes", "1", "--out"])
+        .args(["--startup-sizes", "4", "--spawn-sizes", "1"])
+        .args(["--launch-sizes", "2", "--out"])
         .arg(&out)
         // Under cargo the harness rebuilds the launcher first (for `cargo
         // run`); cargo test has just built it, so skip that here.
@@ -110,7 +120,7 @@ fn quick_run_writes_a_well_formed_report() {
 
     // bench.md: every configuration listed, present or missing with a reason;
     // a row per (N, configuration) in the exchange and startup tables.
-    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN) {
+    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN).chain(LAUNCH) {
         let cells =
             row(&md, &[name]).unwrap_or_else(|| panic!("no configuration row for {name}:\n{md}"));
         assert_status_cell(cells[1], name);
@@ -118,6 +128,12 @@ fn quick_run_writes_a_well_formed_report() {
     for name in SPAWN {
         let cells =
             row(&md, &["1", name]).unwrap_or_else(|| panic!("no spawn row for {name}:\n{md}"));
+        assert_status_cell(cells[2], name);
+    }
+    for name in LAUNCH {
+        let cells =
+            row(&md, &["2", name]).unwrap_or_else(|| panic!("no start-up row for {name}:\n{md}"));
+        assert_eq!(cells.len(), 5, "start-up row {name}: {cells:?}");
         assert_status_cell(cells[2], name);
     }
     for n in SIZES {
@@ -138,6 +154,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## PMI exchange",
         "## MPI startup",
         "## Spawn latency",
+        "## Job start-up",
         "## Memory",
         "## Failures",
     ] {
@@ -155,7 +172,8 @@ fn quick_run_writes_a_well_formed_report() {
         .next()
         .unwrap();
     let verdicts = targets.lines().filter(|l| l.starts_with("- ")).count();
-    assert_eq!(verdicts, 6, "one line per target:\n{targets}");
+    // Six exchange targets, three start-up targets per start-up N.
+    assert_eq!(verdicts, 6 + 3, "one line per target:\n{targets}");
     for l in targets.lines().filter(|l| l.starts_with("- ")) {
         assert!(
             l.contains(": met") || l.contains(": missed"),
@@ -191,7 +209,8 @@ fn quick_run_writes_a_well_formed_report() {
         assert!(
             EXCHANGE.contains(&config.as_str())
                 || STARTUP.contains(&config.as_str())
-                || SPAWN.contains(&config.as_str()),
+                || SPAWN.contains(&config.as_str())
+                || LAUNCH.contains(&config.as_str()),
             "unknown config {config}"
         );
         *rows_per_config.entry(config.clone()).or_default() += 1;
@@ -217,10 +236,10 @@ fn quick_run_writes_a_well_formed_report() {
         }
     }
     // Every present configuration ran once per N (reps = 1).
-    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN) {
+    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN).chain(LAUNCH) {
         let cells = row(&md, &[name]).unwrap();
         let expected = if cells[1] == "present" {
-            if STARTUP.contains(name) || SPAWN.contains(name) {
+            if STARTUP.contains(name) || SPAWN.contains(name) || LAUNCH.contains(name) {
                 1
             } else {
                 SIZES.len()
@@ -236,7 +255,8 @@ fn quick_run_writes_a_well_formed_report() {
     }
 
     // bench.svg: an SVG whose legend names exactly the configurations with
-    // at least one ok run (one series each; startup runs are not plotted).
+    // at least one ok run (one series each; the exchange and start-up
+    // configurations are plotted, MPI startup and spawn runs are not).
     let t = svg.trim();
     assert!(
         t.starts_with("<svg") && t.ends_with("</svg>"),
@@ -244,7 +264,7 @@ fn quick_run_writes_a_well_formed_report() {
     );
     assert!(t.contains("xmlns=\"http://www.w3.org/2000/svg\""));
     let texts = svg_texts(&svg);
-    for name in EXCHANGE {
+    for name in EXCHANGE.iter().chain(LAUNCH) {
         let shown = texts.iter().filter(|x| x == name).count();
         let want = usize::from(ok_configs.contains(*name));
         assert_eq!(
@@ -253,7 +273,11 @@ fn quick_run_writes_a_well_formed_report() {
         );
     }
     let polylines = svg.matches("<polyline").count();
-    let plotted = EXCHANGE.iter().filter(|n| ok_configs.contains(**n)).count();
+    let plotted = EXCHANGE
+        .iter()
+        .chain(LAUNCH)
+        .filter(|n| ok_configs.contains(**n))
+        .count();
     assert!(
         polylines >= plotted,
         "{polylines} polylines for {plotted} plotted configurations"
