@@ -1,0 +1,239 @@
+//! Decoding and encoding of requests and responses in both protocols.
+
+use super::*;
+
+fn dec1(line: &str) -> Request {
+    request_from(Protocol::Pmi1, &pmi1::decode(line.as_bytes()).unwrap()).unwrap()
+}
+fn dec2(body: &str) -> Request {
+    request_from(Protocol::Pmi2, &pmi2::decode(body.as_bytes()).unwrap()).unwrap()
+}
+
+#[test]
+fn fullinit_rank_forms() {
+    assert_eq!(
+        dec2("cmd=fullinit;pmirank=3;threaded=FALSE;"),
+        Request::FullInit {
+            rank: Some(3),
+            jobid: None,
+            threaded: false,
+            auth: None,
+        }
+    );
+    assert_eq!(
+        dec2("cmd=fullinit;srcid=5;threaded=true;"),
+        Request::FullInit {
+            rank: Some(5),
+            jobid: None,
+            threaded: true,
+            auth: None,
+        }
+    );
+    assert_eq!(
+        dec2("cmd=fullinit;pmijobid=46.0;pmirank=0;threaded=FALSE;authtype=challenge-sha256;"),
+        Request::FullInit {
+            rank: Some(0),
+            jobid: Some("46.0".into()),
+            threaded: false,
+            auth: Some("challenge-sha256".into()),
+        }
+    );
+    assert_eq!(
+        dec2("cmd=auth-response-complete;authinfo=ab12;"),
+        Request::AuthComplete {
+            authinfo: b"ab12".to_vec()
+        }
+    );
+}
+
+#[test]
+fn gets() {
+    assert_eq!(
+        dec2("cmd=kvs-get;jobid=;srcid=-1;key=k;"),
+        Request::Get {
+            jobid: None,
+            src: Some(-1),
+            key: b"k".to_vec()
+        }
+    );
+    assert_eq!(
+        dec2("cmd=kvs-get;key=k;"),
+        Request::Get {
+            jobid: None,
+            src: None,
+            key: b"k".to_vec()
+        }
+    );
+    assert_eq!(
+        dec1("cmd=get kvsname=x key=PMI_process_mapping"),
+        Request::Get {
+            jobid: Some("x".into()),
+            src: None,
+            key: b"PMI_process_mapping".to_vec()
+        }
+    );
+}
+
+#[test]
+fn key_limits() {
+    let long = "k".repeat(65);
+    let m = pmi1::decode(format!("cmd=put kvsname=a key={long} value=v").as_bytes()).unwrap();
+    assert_eq!(
+        request_from(Protocol::Pmi1, &m),
+        Err(WireError::KeyTooLong { len: 65, max: 64 })
+    );
+    let m = pmi2::decode(b"cmd=kvs-put;key=;value=v;").unwrap();
+    assert_eq!(request_from(Protocol::Pmi2, &m), Err(WireError::EmptyKey));
+}
+
+#[test]
+fn abort_forms() {
+    assert_eq!(
+        dec2("cmd=abort;isworld=TRUE;msg=boom;"),
+        Request::Abort {
+            exitcode: None,
+            message: "boom".into(),
+            isworld: true
+        }
+    );
+    assert_eq!(
+        dec2("cmd=abort;exitcode=-1;message=m;"),
+        Request::Abort {
+            exitcode: Some(-1),
+            message: "m".into(),
+            isworld: true
+        }
+    );
+    assert_eq!(
+        dec1("cmd=abort exitcode=7 message=a b"),
+        Request::Abort {
+            exitcode: Some(7),
+            message: "a b".into(),
+            isworld: true
+        }
+    );
+}
+
+#[test]
+fn unknown_is_error() {
+    let m = pmi2::decode(b"cmd=frobnicate;").unwrap();
+    assert_eq!(
+        request_from(Protocol::Pmi2, &m),
+        Err(WireError::UnknownCommand("frobnicate".into()))
+    );
+}
+
+#[test]
+fn pmi2_spawn_roundtrip() {
+    let req = SpawnRequest {
+        cmds: vec![
+            SpawnCmd {
+                exe: "./a".into(),
+                maxprocs: 2,
+                args: vec!["x".into(), "y".into()],
+                info: vec![("wdir".into(), "/tmp".into())],
+            },
+            SpawnCmd {
+                exe: "./b".into(),
+                maxprocs: 1,
+                args: vec![],
+                info: vec![],
+            },
+        ],
+        preput: vec![("pk".into(), "pv".into())],
+    };
+    let wire = encode_request(Protocol::Pmi2, &Request::Spawn(req.clone()));
+    assert_eq!(
+        dec2(std::str::from_utf8(&wire[6..]).unwrap()),
+        Request::Spawn(req)
+    );
+}
+
+#[test]
+fn pmi1_spawn_block() {
+    let block = b"mcmd=spawn\nnprocs=2\nexecname=./a\ntotspawns=1\nspawnssofar=1\nargcnt=2\narg1=x\narg2=y\npreput_num=1\npreput_key_0=k\npreput_val_0=v\ninfo_num=1\ninfo_key_0=wdir\ninfo_val_0=/tmp\nendcmd\n";
+    let d = decode_frame(&Frame::Pmi1Spawn(block.to_vec())).unwrap();
+    let Ok(Request::Spawn(s)) = d.request else {
+        panic!("{d:?}")
+    };
+    assert_eq!(s.cmds[0].args, vec!["x", "y"]);
+    assert_eq!(s.cmds[0].maxprocs, 2);
+    assert_eq!(s.preput, vec![("k".into(), "v".into())]);
+    assert_eq!(s.cmds[0].info, vec![("wdir".into(), "/tmp".into())]);
+}
+
+#[test]
+fn replies_pmi1() {
+    let r = encode_response(
+        Protocol::Pmi1,
+        "get",
+        None,
+        &Response::Value {
+            key: b"k".to_vec(),
+            value: None,
+        },
+    );
+    assert_eq!(r, b"cmd=get_result rc=1 msg=key_k_not_found\n");
+    let r = encode_response(
+        Protocol::Pmi1,
+        "init",
+        None,
+        &Response::Init {
+            version: 1,
+            subversion: 1,
+        },
+    );
+    assert_eq!(
+        r,
+        b"cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1\n"
+    );
+    let r = encode_response(
+        Protocol::Pmi1,
+        "initack",
+        None,
+        &Response::InitAck { size: 4, rank: 2 },
+    );
+    assert_eq!(
+        r,
+        b"cmd=initack rc=0\ncmd=set size=4\ncmd=set rank=2\ncmd=set debug=0\n"
+    );
+    let big = vec![b'A'; 1000];
+    let r = encode_response(
+        Protocol::Pmi1,
+        "get",
+        None,
+        &Response::Value {
+            key: b"k".to_vec(),
+            value: Some(big),
+        },
+    );
+    assert!(
+        r.len() < 1024 && r.starts_with(b"cmd=get_result rc=1 "),
+        "{}",
+        String::from_utf8_lossy(&r)
+    );
+}
+
+#[test]
+fn replies_pmi2() {
+    let r = encode_response(
+        Protocol::Pmi2,
+        "kvs-get",
+        None,
+        &Response::Value {
+            key: b"k".to_vec(),
+            value: None,
+        },
+    );
+    assert_eq!(&r[6..], b"cmd=kvs-get-response;rc=0;found=FALSE;");
+    let r = encode_response(
+        Protocol::Pmi2,
+        "kvs-put",
+        None,
+        &Response::Error {
+            rc: 1,
+            msg: "a;b".into(),
+        },
+    );
+    assert_eq!(&r[6..], b"cmd=kvs-put-response;rc=1;errmsg=a,b;");
+}
