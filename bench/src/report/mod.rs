@@ -7,6 +7,12 @@ use super::configs::{Config, Kind, Tools};
 use super::record::{runs_of, summarize, Record, Status, Summary, METRICS};
 use super::{Availability, Options};
 
+mod memory;
+mod mpi;
+mod targets;
+
+pub use targets::target_lines;
+
 /// Everything the report is made of.
 pub struct Context<'a> {
     pub opts: &'a Options,
@@ -21,7 +27,7 @@ pub struct Context<'a> {
 }
 
 /// The N the targets are defined at.
-const TARGET_N: u32 = 256;
+pub(super) const TARGET_N: u32 = 256;
 
 // ---------------------------------------------------------------------------
 // raw.csv
@@ -119,7 +125,7 @@ pub(super) fn cell(s: Option<Summary>, scale: f64) -> String {
     }
 }
 
-fn md_escape(s: &str) -> String {
+pub(super) fn md_escape(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
@@ -253,158 +259,23 @@ pub(super) fn runs_cell(ctx: &Context, c: Config, n: u32) -> String {
     s
 }
 
-fn median(ctx: &Context, c: Config, n: u32, f: impl Fn(&Record) -> Option<f64>) -> Option<f64> {
+pub(super) fn median(
+    ctx: &Context,
+    c: Config,
+    n: u32,
+    f: impl Fn(&Record) -> Option<f64>,
+) -> Option<f64> {
     summarize(ctx.records, c, n, f).map(|s| s.median)
 }
 
 /// Why (c, n) has no figure, for a target line.
-fn why_absent(ctx: &Context, c: Config, n: u32) -> String {
+pub(super) fn why_absent(ctx: &Context, c: Config, n: u32) -> String {
     let r = runs_cell(ctx, c, n);
     if r.starts_with("missing") || r.starts_with("not ") {
         format!("{c}: {r}")
     } else {
         format!("{c} at N={n}: {r}")
     }
-}
-
-// ---------------------------------------------------------------------------
-// Targets
-// ---------------------------------------------------------------------------
-
-fn target_n(ctx: &Context) -> (u32, String) {
-    let sizes = &ctx.opts.sizes;
-    if sizes.contains(&TARGET_N) {
-        (TARGET_N, String::new())
-    } else {
-        let n = *sizes
-            .iter()
-            .filter(|&&n| n <= TARGET_N)
-            .max()
-            .unwrap_or(&sizes[0]);
-        (n, format!(" (N={TARGET_N} not run; evaluated at N={n})"))
-    }
-}
-
-/// The figure that stands for the cost of one fence of `c`: the steady
-/// loop (the floor's only figure) unless the loop was turned off.
-fn fence_key(ctx: &Context, c: Config) -> &'static str {
-    if ctx.opts.params.fence_loop > 0 || c.kind() == Kind::Floor {
-        "fence_loop_us"
-    } else {
-        "fence2_us"
-    }
-}
-
-fn verdict(ok: bool) -> &'static str {
-    if ok {
-        "met"
-    } else {
-        "missed"
-    }
-}
-
-/// One plain-language line per target.
-pub fn target_lines(ctx: &Context) -> Vec<String> {
-    let (n, caveat) = target_n(ctx);
-    let ms = |c: Config, key: &'static str| median(ctx, c, n, move |r| r.get(key)).map(|v| v / 1e3);
-    let shm_fence = ms(Config::FastpmiShm, fence_key(ctx, Config::FastpmiShm));
-    let floor = ms(Config::FutexFloor, fence_key(ctx, Config::FutexFloor));
-    let shm_get = ms(Config::FastpmiShm, "getall_us");
-    let sock_get = ms(Config::FastpmiSocket, "getall_us");
-    let sock_fence = ms(Config::FastpmiSocket, fence_key(ctx, Config::FastpmiSocket));
-    // Says which fence figure the fence targets use.
-    let fence = if ctx.opts.params.fence_loop > 0 {
-        "fence (steady loop)"
-    } else {
-        "fence (2nd fence of the exchange)"
-    };
-    let unmeasured = |what: &str, cs: &[(Config, Option<f64>)]| {
-        let why: Vec<String> = cs
-            .iter()
-            .filter(|(_, v)| v.is_none())
-            .map(|(c, _)| why_absent(ctx, *c, n))
-            .collect();
-        format!(
-            "N={n} {what}: missed (not measured: {}){caveat}",
-            why.join("; ")
-        )
-    };
-    let mut out = Vec::new();
-
-    out.push(match (shm_fence, floor) {
-        (Some(s), Some(f)) if f > 0.0 => format!(
-            "N={n} shm {fence} {} ms vs floor {} ms: {:.2}x (target ≤ 1.2x): {}{caveat}",
-            num(s),
-            num(f),
-            s / f,
-            verdict(s / f <= 1.2)
-        ),
-        _ => unmeasured(
-            "shm fence vs futex floor (target ≤ 1.2x)",
-            &[(Config::FastpmiShm, shm_fence), (Config::FutexFloor, floor)],
-        ),
-    });
-    out.push(match shm_fence {
-        Some(s) => format!(
-            "N={n} shm {fence} {} ms (target < 2 ms): {}{caveat}",
-            num(s),
-            verdict(s < 2.0)
-        ),
-        None => unmeasured("shm fence (target < 2 ms)", &[(Config::FastpmiShm, None)]),
-    });
-    out.push(match shm_get {
-        Some(s) => format!(
-            "N={n} shm get-all (rank 0) {} ms (target < 2 ms): {}{caveat}",
-            num(s),
-            verdict(s < 2.0)
-        ),
-        None => unmeasured(
-            "shm get-all, rank 0 (target < 2 ms)",
-            &[(Config::FastpmiShm, None)],
-        ),
-    });
-    for (what, sock, shm, want) in [
-        ("get-all", sock_get, shm_get, 20.0),
-        (fence, sock_fence, shm_fence, 5.0),
-    ] {
-        out.push(match (sock, shm) {
-            (Some(a), Some(b)) if b > 0.0 => format!(
-                "N={n} {what}: fastpmi socket {} ms vs shm {} ms: socket/shm = {}x (target ≥ {want}x): {}{caveat}",
-                num(a),
-                num(b),
-                num(a / b),
-                verdict(a / b >= want)
-            ),
-            _ => unmeasured(
-                &format!("shm vs socket {what} (target ≥ {want}x faster)"),
-                &[(Config::FastpmiSocket, sock), (Config::FastpmiShm, shm)],
-            ),
-        });
-    }
-    let exch = |c: Config| median(ctx, c, n, Record::exchange_us).map(|v| v / 1e3);
-    let wall = |c: Config| median(ctx, c, n, |r| r.wall_s);
-    let (se, he) = (exch(Config::FastpmiSocket), exch(Config::Hydra));
-    out.push(match (se, he) {
-        (Some(s), Some(h)) if h > 0.0 => {
-            let walls = match (wall(Config::FastpmiSocket), wall(Config::Hydra)) {
-                (Some(a), Some(b)) => format!("; whole job {} s vs {} s", num(a), num(b)),
-                _ => String::new(),
-            };
-            format!(
-                "N={n} whole exchange (rank 0: put+fence+get-all+fence2): fastpmi socket {} ms vs Hydra {} ms: {:.2}x (target ≤ 1x){walls}: {}{caveat}",
-                num(s),
-                num(h),
-                s / h,
-                verdict(s <= h)
-            )
-        }
-        _ => unmeasured(
-            "fastpmi socket vs Hydra whole exchange (target: no slower)",
-            &[(Config::FastpmiSocket, se), (Config::Hydra, he)],
-        ),
-    });
-    out.extend(super::launch::target_lines(ctx));
-    out
 }
 
 // ---------------------------------------------------------------------------
@@ -543,51 +414,11 @@ pub fn markdown(ctx: &Context) -> String {
         opts.params.hydra_ppn
     );
 
-    // Startup table.
-    let _ = writeln!(w, "\n## MPI startup\n");
-    let _ = writeln!(
-        w,
-        "Whole-job wall time of `bench/c/mpi_hello.c` (MPICH: `MPI_Init`, `MPI_Barrier`, `MPI_Finalize`), launch to the launcher's exit, seconds: median (min–max).\n"
-    );
-    if opts.startup_sizes.is_empty() {
-        let _ = writeln!(w, "Not run (`--startup-sizes none`).");
-    } else {
-        let _ = writeln!(w, "| N | launcher | runs | wall s | fastpmi / Hydra |");
-        let _ = writeln!(w, "|---|---|---|---|---|");
-        for &n in &opts.startup_sizes {
-            let f = median(ctx, Config::MpichFastpmi, n, |r| r.wall_s);
-            let h = median(ctx, Config::MpichHydra, n, |r| r.wall_s);
-            for c in [Config::MpichFastpmi, Config::MpichHydra] {
-                let ratio = match (c, f, h) {
-                    (Config::MpichFastpmi, Some(f), Some(h)) if h > 0.0 => format!("{:.2}x", f / h),
-                    _ => "—".into(),
-                };
-                let _ = writeln!(
-                    w,
-                    "| {n} | {c} | {} | {} | {ratio} |",
-                    runs_cell(ctx, c, n),
-                    cell(summarize(ctx.records, c, n, |r| r.wall_s), 1.0)
-                );
-            }
-        }
-        if opts
-            .startup_sizes
-            .iter()
-            .any(|&n| n > opts.params.hydra_ppn)
-        {
-            let _ = writeln!(
-                w,
-                "\nAbove {} ranks Hydra runs several proxies (see above), so MPICH sees several \"nodes\" there and connects them through its network module.",
-                opts.params.hydra_ppn
-            );
-        }
-    }
-
-    spawn_section(ctx, w);
+    mpi::startup_section(ctx, w);
+    mpi::spawn_section(ctx, w);
     super::launch::section(ctx, w);
 
-    // Memory table.
-    memory_section(ctx, w);
+    memory::section(ctx, w);
 
     // Failures.
     let failed: Vec<&Record> = ctx
@@ -627,121 +458,6 @@ pub fn markdown(ctx: &Context) -> String {
         );
     }
     md
-}
-
-fn memory_section(ctx: &Context, w: &mut String) {
-    let opts = ctx.opts;
-    let big = *opts.sizes.last().unwrap_or(&1);
-    let _ = writeln!(w, "\n## Memory (N={big})\n");
-    let _ = writeln!(
-        w,
-        "Launcher peak RSS: VmHWM of the launcher process (for Hydra: `mpiexec.hydra` plus its proxies, summed), not of the ranks, sampled while the job ran (every 1 ms at first, backing off to every 20 ms; a high-water mark, so only growth in the last interval before exit can be missed). \
-         Per-rank RSS added: VmRSS after `Pmi::init` (and after the exchange) minus VmRSS before `Pmi::init`, reported by the Rust rank program (rank 0 / largest over ranks); pages of the shared segment count in the RSS of every rank that touched them but exist once, so their share is given apart. \
-         Medians over the ok runs; when a configuration has no ok run at N={big}, its largest N with one is shown.\n"
-    );
-    let _ = writeln!(
-        w,
-        "| configuration | N | launcher peak RSS MB | sampled processes (median run) | per-rank RSS added by init KB (rank 0 / max) | per-rank RSS added by init + exchange KB (rank 0 / max) | segment size |"
-    );
-    let _ = writeln!(w, "|---|---|---|---|---|---|---|");
-    for c in Config::ALL
-        .into_iter()
-        .filter(|c| c.kind() == Kind::Exchange)
-    {
-        let n = opts.sizes.iter().rev().copied().find(|&n| {
-            summarize(ctx.records, c, n, |r| {
-                r.mem.as_ref().map(|m| m.total_kb as f64)
-            })
-            .is_some()
-        });
-        let Some(n) = n else {
-            let _ = writeln!(
-                w,
-                "| {c} | — | — | {} | — | — | n/a |",
-                runs_cell(ctx, c, big)
-            );
-            continue;
-        };
-        let peak = summarize(ctx.records, c, n, |r| {
-            r.mem.as_ref().map(|m| m.total_kb as f64)
-        });
-        // The detail of the run whose peak is the median (or nearest to it).
-        let detail = peak
-            .and_then(|p| {
-                runs_of(ctx.records, c, n)
-                    .into_iter()
-                    .filter(|r| r.status == Status::Ok)
-                    .filter_map(|r| r.mem.as_ref())
-                    .min_by(|a, b| {
-                        (a.total_kb as f64 - p.median)
-                            .abs()
-                            .total_cmp(&(b.total_kb as f64 - p.median).abs())
-                    })
-                    .map(|m| m.detail.clone())
-            })
-            .unwrap_or_default();
-        let pair = |a: &'static str, b: &'static str| {
-            let x = median(ctx, c, n, |r| r.get(a));
-            let y = median(ctx, c, n, |r| r.get(b));
-            match (x, y) {
-                (Some(x), Some(y)) => format!("{} / {}", num(x), num(y)),
-                _ => "— (not reported by this client)".into(),
-            }
-        };
-        let _ = writeln!(
-            w,
-            "| {c} | {n} | {} | {} | {} | {} | {} |",
-            cell(peak, 1.0 / 1024.0),
-            md_escape(&detail),
-            pair("rss_delta_kb", "max_rss_delta_kb"),
-            pair("rss_exchange_kb", "max_rss_exchange_kb")
-                + &median(ctx, c, n, |r| r.get("rss_shmem_exchange_kb"))
-                    .filter(|&k| k > 0.0)
-                    .map(|k| format!(" (of which shared segment pages, rank 0: {})", num(k)))
-                    .unwrap_or_default(),
-            // Mapped size; pages cost memory only once touched (see the RSS columns).
-            median(ctx, c, n, |r| r.get("segment_kb"))
-                .map(|k| format!("{} MB mapped", num(k / 1024.0)))
-                .unwrap_or_else(|| "— (no segment)".into()),
-        );
-    }
-}
-
-/// `MPI_Comm_spawn` latency, fastpmi against the wheel's own Hydra 5.
-fn spawn_section(ctx: &Context, w: &mut String) {
-    let opts = ctx.opts;
-    let _ = writeln!(w, "\n## Spawn latency\n");
-    let _ = writeln!(
-        w,
-        "`bench/c/mpi_spawn.c` (MPICH 5.0.2 wheel, ofi netmod): {} parent ranks time one `MPI_Comm_spawn` of K children, from the request to its return (the children started, finished `MPI_Init`, whose PMI exchange ends in their first fence, and connected back), milliseconds: median (min–max).\n",
-        super::configs::SPAWN_PARENTS
-    );
-    if opts.spawn_sizes.is_empty() {
-        let _ = writeln!(w, "Not run (`--spawn-sizes none`).");
-        return;
-    }
-    let _ = writeln!(
-        w,
-        "| children | launcher | runs | spawn ms | fastpmi / Hydra 5 |"
-    );
-    let _ = writeln!(w, "|---|---|---|---|---|");
-    let ms = |r: &Record| r.metrics.get("spawn_ms").copied();
-    for &n in &opts.spawn_sizes {
-        let f = median(ctx, Config::SpawnFastpmi, n, ms);
-        let h = median(ctx, Config::SpawnHydra5, n, ms);
-        for c in [Config::SpawnFastpmi, Config::SpawnHydra5] {
-            let ratio = match (c, f, h) {
-                (Config::SpawnFastpmi, Some(f), Some(h)) if h > 0.0 => format!("{:.2}x", f / h),
-                _ => "—".into(),
-            };
-            let _ = writeln!(
-                w,
-                "| {n} | {c} | {} | {} | {ratio} |",
-                runs_cell(ctx, c, n),
-                cell(summarize(ctx.records, c, n, ms), 1.0)
-            );
-        }
-    }
 }
 
 #[cfg(test)]
