@@ -39,7 +39,7 @@
 //! # Central or tree release
 //!
 //! The barrier records a fan-out at init ([`crate::wake_tree::fanout_for`]
-//! the rank count). 0 is the central release above. With a fan-out `k >= 2`,
+//! the rank count). 0 is the central release above. With a fan-out `k >= 1`,
 //! a fence of a known rank ([`Fence::for_rank`]) sleeps on the rank's own
 //! wake word instead, and the release runs down a `k`-ary tree rooted at the
 //! last arriver (see [`crate::wake_tree`]). Either way the last arriver bumps
@@ -176,7 +176,7 @@ impl<'a> Fence<'a> {
     }
 
     /// Launcher only, before any party arrives: release by a tree of
-    /// fan-out `k` (0: central; 1 is taken as 0; capped at
+    /// fan-out `k` (0: central; 1: a chain, for models; capped at
     /// [`crate::wake_tree::MAX_FANOUT`]). For measurements; the default
     /// comes from the rank count.
     pub fn set_fanout(&self, k: u32) {
@@ -196,7 +196,7 @@ impl<'a> Fence<'a> {
     /// The fan-out if this barrier releases by tree (and has every slot).
     fn tree_fanout(&self) -> Option<u32> {
         let k = self.barrier.fanout();
-        (k >= 2 && self.slots.len() == self.parties() as usize).then_some(k)
+        (k >= 1 && self.slots.len() == self.parties() as usize).then_some(k)
     }
 
     /// This handle's slot, if it waits by tree.
