@@ -48,49 +48,60 @@ fn mpi_abort_exit_code_n64() {
     mpi_abort(64);
 }
 
-/// 64 ranks of Slurm's libpmi2: rank 37 sleeps before the fence, the other
-/// 63 block in PMI2_KVS_Fence. SIGKILL rank 37: the launcher must exit
-/// within 2 s with status 137 (128 + SIGKILL, the first failure), name
-/// `rank 37` on stderr, and leave no rank process behind.
+/// 64 ranks of Slurm's libpmi2 (socket fence): rank 37 sleeps before the
+/// fence, the other 63 block in PMI2_KVS_Fence. SIGKILL rank 37: the launcher
+/// must exit within 2 s with status 137 (128 + SIGKILL, the first failure),
+/// name `rank 37` on stderr, and leave no rank process behind.
 #[test]
 fn kill9_rank_during_fence_n64() {
-    const N: usize = 64;
-    const VICTIM: usize = 37;
+    kill9_rank_during_fence(Prog::Pmi2FenceSleep, 64, 37);
+}
+
+/// The same with 1024 ranks of fastpmi's own libpmi2: the shared-memory
+/// fence, released by tree at this size, so the 1023 others sleep on their
+/// own wake words and only the launcher's abort (which wakes each word)
+/// ends their fences.
+#[test]
+fn kill9_rank_during_shm_tree_fence_n1024() {
+    kill9_rank_during_fence(Prog::Pmi2FenceSleepOwnLib, 1024, 700);
+}
+
+fn kill9_rank_during_fence(prog_kind: Prog, n: usize, victim: usize) {
     let _g = heavy();
     let dir = scratch_dir("fence-kill");
     let pid_dir = dir.path().join("pids");
     std::fs::create_dir(&pid_dir).unwrap();
-    let exe = unique_copy(prog(Prog::Pmi2FenceSleep), dir.path(), "kill9");
+    let exe = unique_copy(prog(prog_kind), dir.path(), &format!("kill9-{n}"));
 
     let job = launch([
         "-n",
-        &N.to_string(),
+        &n.to_string(),
         "-genv",
         "FASTPMI_TEST_PID_DIR",
         pid_dir.to_str().unwrap(),
         "-genv",
         "FASTPMI_TEST_SLEEP_RANK",
-        &VICTIM.to_string(),
+        &victim.to_string(),
         exe.to_str().unwrap(),
     ])
     .timeout(Duration::from_secs(60))
     .spawn();
-    let (mut job, pids) = wait_for_pid_files(job, &pid_dir, N, Duration::from_secs(60));
+    let (mut job, pids) = wait_for_pid_files(job, &pid_dir, n, Duration::from_secs(60));
 
-    // Every rank wrote its pid file just before its fence: give the 63 others
+    // Every rank wrote its pid file just before its fence: give the others
     // a moment to be blocked in it.
     std::thread::sleep(Duration::from_millis(500));
     if job.try_wait().is_some() {
         let out = job.wait_or_kill(Duration::from_secs(5));
         panic!(
-            "the job ended before rank {VICTIM} was killed: the others' PMI2_KVS_Fence must \
-             not complete while rank {VICTIM} has not fenced (a fence is a barrier)\n{}",
+            "the job ended before rank {victim} was killed: the others' PMI2_KVS_Fence must \
+             not complete while rank {victim} has not fenced (a fence is a barrier)\n{}",
             out.report()
         );
     }
 
     let started = job.started();
-    signal(pids[VICTIM], libc::SIGKILL);
+    signal(pids[victim], libc::SIGKILL);
     let killed_at = Instant::now();
     let out = job.wait_or_kill(Duration::from_secs(30));
     // `elapsed` is taken when the launcher's exit was seen (10 ms polling),
@@ -99,11 +110,11 @@ fn kill9_rank_during_fence_n64() {
 
     assert!(
         took <= Duration::from_secs(2),
-        "launcher took {took:.2?} after the SIGKILL of rank {VICTIM} to exit (limit 2 s)\n{}",
+        "launcher took {took:.2?} after the SIGKILL of rank {victim} to exit (limit 2 s)\n{}",
         out.report()
     );
     out.assert_code(128 + libc::SIGKILL);
-    out.assert_stderr_names_rank(VICTIM);
+    out.assert_stderr_names_rank(victim);
     assert_no_process_left(&exe, GRACE);
     assert_pids_gone(&pids, GRACE);
 }

@@ -102,6 +102,9 @@ pub enum Prog {
     FpmiGroups,
     /// `pset_slurm.c` (Slurm libpmi2): process-set job attributes.
     PsetSlurm,
+    /// `pmi2_fence_sleep.c` against fastpmi's `include/pmi2.h` and
+    /// `libpmi2.so`: the same job on the shared-memory fence.
+    Pmi2FenceSleepOwnLib,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -131,6 +134,7 @@ impl Prog {
             Prog::Pmi1Spawn => "pmi1_spawn",
             Prog::FpmiGroups => "fpmi_groups",
             Prog::PsetSlurm => "pset_slurm",
+            Prog::Pmi2FenceSleepOwnLib => "pmi2_fence_sleep_fastpmi",
         }
     }
 
@@ -138,6 +142,7 @@ impl Prog {
     pub fn source(self) -> &'static str {
         match self {
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm",
+            Prog::Pmi2FenceSleepOwnLib => "pmi2_fence_sleep",
             p => p.name(),
         }
     }
@@ -151,14 +156,17 @@ impl Prog {
             | Prog::Pmi2Spawn
             | Prog::PsetSlurm => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
-            Prog::Pmi2Capi | Prog::Pmi2SlurmOwnHeader | Prog::Pmi2SlurmCalls | Prog::FpmiGroups => {
-                Toolchain::FastpmiPmi2
-            }
+            Prog::Pmi2Capi
+            | Prog::Pmi2SlurmOwnHeader
+            | Prog::Pmi2SlurmCalls
+            | Prog::FpmiGroups
+            | Prog::Pmi2FenceSleepOwnLib => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 14] = [
+        static CELLS: [OnceLock<PathBuf>; 15] = [
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
