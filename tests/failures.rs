@@ -58,7 +58,7 @@ fn kill9_rank_during_fence_n64() {
 }
 
 /// The same with 1024 ranks of fastpmi's own libpmi2: the shared-memory
-/// fence, released by tree at this size, so the 1023 others sleep on their
+/// fence, released by tree at this size (>= 512 ranks), so the 1023 others sleep on their
 /// own wake words and only the launcher's abort (which wakes each word)
 /// ends their fences.
 #[test]

@@ -55,9 +55,9 @@ pub const fn fanout_for(nranks: u32) -> u32 {
 }
 
 /// Smallest job that releases its fence by tree.
-pub const TREE_MIN_RANKS: u32 = 128;
+pub const TREE_MIN_RANKS: u32 = 512;
 /// Children per tree node.
-pub const TREE_FANOUT: u32 = 4;
+pub const TREE_FANOUT: u32 = 16;
 
 /// One rank's wake slot, in shared memory. All zero: never armed.
 #[derive(Debug, Default)]
