@@ -13,6 +13,8 @@ pub const USAGE: &str = "\
 usage: fastpmi [options] [-n N] PROG [ARGS...] [: [-n M] PROG2 [ARGS...]]...
        fastpmi demo [-n N] [options]
        fastpmi nameserver [--port P] [--bind ADDR]
+       fastpmi ps [PID|JOBID] [--json]
+       fastpmi release PID|JOBID
 
 Launch N ranks of PROG on this node with a PMI-1/PMI-2 server (MPICH,
 Intel MPI and Slurm's libpmi2 clients run unmodified). Each `:` section is
@@ -40,6 +42,14 @@ Options (global, before the first program):
                     a rank that dies while a member of a process group
                     fails its groups (the other members get an error naming
                     it) instead of its whole job
+  --stop-in-init    hold every rank inside PMI init until `fastpmi release`
+                    (or a debugger continues from MPIR_Breakpoint)
+  --fence-timeout SECS
+                    fail the job, with a report of the missing ranks, when a
+                    fence or node-attribute wait stays incomplete that long
+                    (also FASTPMI_FENCE_TIMEOUT)
+  -v, --verbose     on failure, also print every rank's state, last PMI
+                    operation and fence count
   --nameserver HOST:PORT
                     publish and look up names (MPI_Publish_name,
                     MPI_Lookup_name) in a `fastpmi nameserver` shared with
@@ -57,6 +67,13 @@ Options (per section, before its program):
 
 Environment:
   FASTPMI_LOG=debug log every PMI command and reply with its rank (stderr)
+  FASTPMI_FENCE_TIMEOUT=SECS  as --fence-timeout
+
+`fastpmi ps` lists this user's running launchers; `fastpmi ps PID|JOBID`
+prints one row per rank (pid, PMI transport, state and for how long, last
+PMI operation, fences) and what each job waits for; --json for tools.
+SIGUSR1 to a launcher prints the same report on its stderr.
+`fastpmi release PID|JOBID` lets ranks held by --stop-in-init go on.
 
 Ranks may spawn new jobs (MPI_Comm_spawn); the launcher exits when every
 job has ended. A failing rank ends its job and every job connected to it.
@@ -100,6 +117,12 @@ pub struct LaunchConfig {
     pub nameserver: Option<String>,
     /// A group member's death fails its groups, not its job.
     pub tolerate_group_failures: bool,
+    /// Hold every rank inside PMI init until released.
+    pub stop_in_init: bool,
+    /// Fail a job whose fence stays incomplete this long.
+    pub fence_timeout: Option<std::time::Duration>,
+    /// Failure details: every rank's state, last operation, fences.
+    pub verbose: bool,
 }
 
 impl Default for LaunchConfig {
@@ -115,6 +138,9 @@ impl Default for LaunchConfig {
             stats: false,
             nameserver: None,
             tolerate_group_failures: false,
+            stop_in_init: false,
+            fence_timeout: None,
+            verbose: false,
         }
     }
 }
@@ -138,6 +164,17 @@ pub enum Command {
     NameServer {
         bind: String,
         port: u16,
+    },
+    /// `fastpmi ps [PID|JOBID] [--json] [--socket PATH]`.
+    Ps {
+        target: Option<String>,
+        json: bool,
+        socket: Option<PathBuf>,
+    },
+    /// `fastpmi release PID|JOBID [--socket PATH]`.
+    Release {
+        target: String,
+        socket: Option<PathBuf>,
     },
     Help,
     Version,
@@ -192,6 +229,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
         Some("nameserver") => {
             it.next();
             return parse_nameserver(it);
+        }
+        Some(cmd @ ("ps" | "release")) => {
+            let release = cmd == "release";
+            it.next();
+            return parse_tool(release, it);
         }
         _ => {}
     }
@@ -279,6 +321,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
     if cfg.apps.is_empty() {
         return Err(CliError("no program to run (see fastpmi --help)".into()));
     }
+    if cfg.fence_timeout.is_none() {
+        if let Some(v) = std::env::var_os("FASTPMI_FENCE_TIMEOUT").filter(|v| !v.is_empty()) {
+            cfg.fence_timeout = Some(parse_secs("FASTPMI_FENCE_TIMEOUT", &v.to_string_lossy())?);
+        }
+    }
     let total: u64 = cfg.apps.iter().map(|a| a.nranks as u64).sum();
     if total > MAX_RANKS as u64 {
         return Err(CliError(format!(
@@ -312,6 +359,14 @@ fn global_option(
         }
         "--stats" => cfg.stats = true,
         "--tolerate-group-failures" => cfg.tolerate_group_failures = true,
+        "--stop-in-init" => cfg.stop_in_init = true,
+        "-v" | "--verbose" => cfg.verbose = true,
+        "--fence-timeout" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError("--fence-timeout needs a number of seconds".into()))?;
+            cfg.fence_timeout = Some(parse_secs(s, &v.to_string_lossy())?);
+        }
         "--nameserver" | "-nameserver" => {
             let v = it
                 .next()
@@ -354,6 +409,50 @@ fn global_option(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// A positive number of seconds (fractions allowed), at most a day.
+fn parse_secs(what: &str, v: &str) -> Result<std::time::Duration, CliError> {
+    match v.trim().parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 86400.0 => Ok(std::time::Duration::from_secs_f64(s)),
+        _ => Err(CliError(format!(
+            "{what} {v}: expected a number of seconds (more than 0, at most 86400)"
+        ))),
+    }
+}
+
+/// `ps [PID|JOBID] [--json] [--socket PATH]`, `release PID|JOBID [--socket PATH]`.
+fn parse_tool(release: bool, mut it: impl Iterator<Item = OsString>) -> Result<Command, CliError> {
+    let name = if release { "release" } else { "ps" };
+    let (mut target, mut json, mut socket) = (None, false, None);
+    while let Some(arg) = it.next() {
+        let s = arg.to_string_lossy().into_owned();
+        match s.as_str() {
+            "--json" if !release => json = true,
+            "--socket" => {
+                socket = Some(PathBuf::from(
+                    it.next()
+                        .ok_or_else(|| CliError("--socket needs a path".into()))?,
+                ))
+            }
+            "-h" | "--help" => return Ok(Command::Help),
+            _ if s.starts_with('-') => {
+                return Err(CliError(format!("{name}: unknown option {s}")));
+            }
+            _ if target.is_none() => target = Some(s),
+            _ => return Err(CliError(format!("{name}: unexpected argument {s}"))),
+        }
+    }
+    if release {
+        let target =
+            target.ok_or_else(|| CliError("release needs a launcher pid or a job id".into()))?;
+        return Ok(Command::Release { target, socket });
+    }
+    Ok(Command::Ps {
+        target,
+        json,
+        socket,
+    })
 }
 
 /// Default port of `fastpmi nameserver` (Hydra's name server uses the same).

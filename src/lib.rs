@@ -9,6 +9,7 @@ pub mod nameserver;
 pub mod server;
 pub mod shm;
 pub mod store;
+pub mod tools;
 pub mod wire;
 
 /// `println!` that ignores a closed stdout: `fastpmi ... | head` must not

@@ -1,9 +1,12 @@
+mod mpir_symbols;
+
 use std::process::ExitCode;
 
 use fastpmi::cli::{self, Command};
 
 fn main() -> ExitCode {
     init_logging();
+    mpir_symbols::install();
     let code = match cli::parse(std::env::args_os().skip(1)) {
         Ok(Command::Help) => {
             fastpmi::outln!("{}", cli::USAGE);
@@ -17,6 +20,14 @@ fn main() -> ExitCode {
         Ok(Command::Demo { nranks, cfg }) => fastpmi::demo::launch(nranks, cfg),
         Ok(Command::DemoRank) => fastpmi::demo::rank_main(),
         Ok(Command::NameServer { bind, port }) => fastpmi::nameserver::run(&bind, port),
+        Ok(Command::Ps {
+            target,
+            json,
+            socket,
+        }) => fastpmi::tools::ps::ps(target.as_deref(), json, socket.as_deref()),
+        Ok(Command::Release { target, socket }) => {
+            fastpmi::tools::ps::release(&target, socket.as_deref())
+        }
         Err(e) => {
             fastpmi::errln!("fastpmi: {e}");
             2

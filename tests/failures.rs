@@ -17,8 +17,8 @@
 mod common;
 
 use common::{
-    assert_no_process_left, assert_pids_gone, heavy, launch, prog, scratch_dir, signal,
-    unique_copy, wait_for_pid_files, Prog,
+    assert_no_process_left, assert_pids_gone, capi_lib_dir, heavy, launch, prog, scratch_dir,
+    signal, unique_copy, wait_for_pid_files, Prog,
 };
 use std::time::{Duration, Instant};
 
@@ -48,32 +48,37 @@ fn mpi_abort_exit_code_n64() {
     mpi_abort(64);
 }
 
-/// 64 ranks of Slurm's libpmi2 (socket fence): rank 37 sleeps before the
-/// fence, the other 63 block in PMI2_KVS_Fence. SIGKILL rank 37: the launcher
-/// must exit within 2 s with status 137 (128 + SIGKILL, the first failure),
-/// name `rank 37` on stderr, and leave no rank process behind.
+/// 64 ranks of Slurm's libpmi2 (socket fence): rank 37 sleeps before the fence, the other
+/// 63 block in PMI2_KVS_Fence. SIGKILL rank 37: the launcher must exit
+/// within 2 s with status 137 (128 + SIGKILL, the first failure), name
+/// `rank 37` on stderr, and leave no rank process behind.
 #[test]
 fn kill9_rank_during_fence_n64() {
-    kill9_rank_during_fence(Prog::Pmi2FenceSleep, 64, 37);
+    kill9_rank_during_fence(64, 37, false);
 }
 
-/// The same with 1024 ranks of fastpmi's own libpmi2: the shared-memory
-/// fence, released by tree at this size (>= 512 ranks), so the 1023 others sleep on their
-/// own wake words and only the launcher's abort (which wakes each word)
-/// ends their fences.
+/// The same at 1024 ranks on fastpmi's libpmi2.so.0 (the fence in shared
+/// memory, released by tree at this size): rank 700 is killed while 1023
+/// ranks sleep on their own wake words, which only the launcher's abort
+/// (it bumps every wake word) can end; the launcher still exits within 2 s
+/// and leaves nothing behind.
 #[test]
-fn kill9_rank_during_shm_tree_fence_n1024() {
-    kill9_rank_during_fence(Prog::Pmi2FenceSleepOwnLib, 1024, 700);
+fn kill9_rank_during_shared_memory_fence_n1024() {
+    kill9_rank_during_fence(1024, 700, true);
 }
 
-fn kill9_rank_during_fence(prog_kind: Prog, n: usize, victim: usize) {
+fn kill9_rank_during_fence(n: usize, victim: usize, fastpmi_lib: bool) {
     let _g = heavy();
     let dir = scratch_dir("fence-kill");
     let pid_dir = dir.path().join("pids");
     std::fs::create_dir(&pid_dir).unwrap();
-    let exe = unique_copy(prog(prog_kind), dir.path(), &format!("kill9-{n}"));
+    let exe = unique_copy(
+        prog(Prog::Pmi2FenceSleep),
+        dir.path(),
+        &format!("kill9-{n}"),
+    );
 
-    let job = launch([
+    let mut cmd = launch([
         "-n",
         &n.to_string(),
         "-genv",
@@ -84,13 +89,16 @@ fn kill9_rank_during_fence(prog_kind: Prog, n: usize, victim: usize) {
         &victim.to_string(),
         exe.to_str().unwrap(),
     ])
-    .timeout(Duration::from_secs(60))
-    .spawn();
-    let (mut job, pids) = wait_for_pid_files(job, &pid_dir, n, Duration::from_secs(60));
+    .timeout(Duration::from_secs(120));
+    if fastpmi_lib {
+        cmd = cmd.env("LD_LIBRARY_PATH", capi_lib_dir());
+    }
+    let job = cmd.spawn();
+    let (mut job, pids) = wait_for_pid_files(job, &pid_dir, n, Duration::from_secs(120));
 
     // Every rank wrote its pid file just before its fence: give the others
     // a moment to be blocked in it.
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(if n > 256 { 1500 } else { 500 }));
     if job.try_wait().is_some() {
         let out = job.wait_or_kill(Duration::from_secs(5));
         panic!(

@@ -196,6 +196,47 @@ fn ranks_die_with_a_killed_launcher() {
     assert!(left.is_empty(), "ranks outlived the launcher: {left:?}");
 }
 
+/// The launcher SIGKILLed while it is still starting 1024 ranks: every rank
+/// already started dies with it (PDEATHSIG, set in the vfork child before
+/// exec, with the getppid check for a launcher that died first) and none is
+/// left behind.
+#[test]
+fn ranks_die_with_a_launcher_killed_during_the_launch_of_1024() {
+    const N: usize = 1024;
+    const KILL_AFTER: usize = 50;
+    let dir = tempfile::tempdir().unwrap();
+    // The program's path is the marker: ranks get it as argv[0].
+    let marker = format!("fastpmi-launch-kill-{}", std::process::id());
+    let exe = dir.path().join(&marker);
+    std::fs::copy("/bin/sleep", &exe).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["-n", &N.to_string(), exe.to_str().unwrap(), "3600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let mut seen = 0;
+    while t.elapsed() < Duration::from_secs(60) {
+        seen = procs_with(&marker).len();
+        if seen >= KILL_AFTER {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL, mid-launch
+    child.wait().unwrap();
+    let left = wait_gone(&marker, Duration::from_secs(5));
+    assert!(
+        (KILL_AFTER..N).contains(&seen),
+        "the launcher was not killed during the launch: {seen} of {N} ranks running"
+    );
+    assert!(left.is_empty(), "ranks outlived the launcher: {left:?}");
+    // Nothing started late either.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(procs_with(&marker).is_empty());
+}
+
 #[test]
 fn port_mode_runs_the_rust_client() {
     let out = run(&["--pmi-port", "-n", "5", BIN, "__demo-rank"]);

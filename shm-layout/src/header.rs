@@ -30,7 +30,7 @@ use crate::layout::{
     SegmentLayout, SegmentParams, TableRegion, HEADER_SIZE, JOB_ID_MAX, LAYOUT_MAJOR, LAYOUT_MINOR,
     RANK_STATE_SIZE, SLOT_SIZE, SYNC_SIZE, WAKE_SLOT_SIZE,
 };
-use crate::rank::RankState;
+use crate::rank::{RankOp, RankPhase, RankState};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake_tree::{WakeSlot, MAX_FANOUT, SLEEPING as WAKE_SLEEPING};
 
@@ -240,7 +240,9 @@ pub const LAYOUT_HASH: u64 = {
         puts,
         gets,
         fences,
-        node_attr_ops
+        node_attr_ops,
+        since_ns,
+        last_op
     );
     let h = shape!(h, AbortWord);
     let h = shape!(h, GroupSlot, count, line);
@@ -265,6 +267,8 @@ pub const LAYOUT_HASH: u64 = {
         .push(ABORT_FLAG)
         .push(RANK_MASK as u64)
         .push(INIT_DONE as u64)
+        .push(RankPhase::WaitingNodeAttr as u64)
+        .push(RankOp::Other as u64)
         .push(key_hash(b"fastpmi key hash probe"));
     h.finish()
 };

@@ -18,6 +18,8 @@ pub enum RankPhase {
     Finalized = 3,
     /// Exited (set by the launcher when it reaps the process).
     Exited = 4,
+    /// Waiting for a node attribute to appear.
+    WaitingNodeAttr = 5,
 }
 
 impl RankPhase {
@@ -29,6 +31,7 @@ impl RankPhase {
             2 => Self::InFence,
             3 => Self::Finalized,
             4 => Self::Exited,
+            5 => Self::WaitingNodeAttr,
             _ => return None,
         })
     }
@@ -54,6 +57,60 @@ pub struct RankState {
     pub(crate) gets: AtomicU64,
     pub(crate) fences: AtomicU64,
     pub(crate) node_attr_ops: AtomicU64,
+    /// CLOCK_MONOTONIC nanoseconds of the last phase change (0 = never).
+    pub(crate) since_ns: AtomicU64,
+    /// The last PMI operation the rank started ([`RankOp`] as u32).
+    pub(crate) last_op: AtomicU32,
+    pub(crate) _reserved: u32,
+}
+
+/// The last PMI operation a rank started, as kept in its state word (for
+/// diagnostics: `fastpmi ps`, failure reports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum RankOp {
+    None = 0,
+    Init = 1,
+    Put = 2,
+    Get = 3,
+    Fence = 4,
+    PutNodeAttr = 5,
+    GetNodeAttr = 6,
+    Finalize = 7,
+    Other = 8,
+}
+
+impl RankOp {
+    /// The operation stored as `raw`, if it is one.
+    pub const fn from_raw(raw: u32) -> Option<Self> {
+        Some(match raw {
+            0 => Self::None,
+            1 => Self::Init,
+            2 => Self::Put,
+            3 => Self::Get,
+            4 => Self::Fence,
+            5 => Self::PutNodeAttr,
+            6 => Self::GetNodeAttr,
+            7 => Self::Finalize,
+            8 => Self::Other,
+            _ => return None,
+        })
+    }
+
+    /// The PMI-2 wire name of the operation ("kvs-fence", ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Init => "fullinit",
+            Self::Put => "kvs-put",
+            Self::Get => "kvs-get",
+            Self::Fence => "kvs-fence",
+            Self::PutNodeAttr => "info-putnodeattr",
+            Self::GetNodeAttr => "info-getnodeattr",
+            Self::Finalize => "finalize",
+            Self::Other => "other",
+        }
+    }
 }
 
 impl RankState {
@@ -87,6 +144,32 @@ impl RankState {
     pub fn set_phase(&self, phase: RankPhase) {
         // SYNC POINT (rank state): Release pairs with `phase_raw`.
         self.state.store(phase as u32, Ordering::Release)
+    }
+
+    /// Records the rank's phase and when it entered it (`now_ns`:
+    /// CLOCK_MONOTONIC nanoseconds, read by the caller: this crate makes no
+    /// syscalls).
+    pub fn set_phase_at(&self, phase: RankPhase, now_ns: u64) {
+        // Diagnostics only: Relaxed, published by the Release in `set_phase`.
+        self.since_ns.store(now_ns, Ordering::Relaxed);
+        self.set_phase(phase)
+    }
+
+    /// CLOCK_MONOTONIC nanoseconds of the last [`RankState::set_phase_at`]
+    /// (0 = none).
+    pub fn since_ns(&self) -> u64 {
+        self.since_ns.load(Ordering::Relaxed)
+    }
+
+    /// Records the PMI operation the rank is starting.
+    pub fn set_last_op(&self, op: RankOp) {
+        // Diagnostics only.
+        self.last_op.store(op as u32, Ordering::Relaxed)
+    }
+
+    /// The last operation recorded (`None` for a value no build writes).
+    pub fn last_op(&self) -> Option<RankOp> {
+        RankOp::from_raw(self.last_op.load(Ordering::Relaxed))
     }
 
     /// The fence epoch the rank last entered.

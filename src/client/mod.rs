@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use shm_layout::{KvsError, RankPhase, WaitError};
+use shm_layout::{KvsError, RankOp, RankPhase, WaitError};
 
 use crate::shm::{JobSegment, SharedFutex};
 
@@ -191,15 +191,34 @@ impl Pmi {
                 .ok_or_else(|| PmiError::Protocol(format!("fullinit-response lacks {k}")))
         };
         let (r, size, appnum) = (num("rank")?, num("size")?, num("appnum").unwrap_or(0));
-        let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
-        let jobid = jm.get_str("jobid").unwrap_or_default().to_string();
+        // fastpmi's launcher sends the job id and the segment description
+        // with fullinit; other servers are asked.
+        use crate::server::auth::{FULLINIT_JOBID, FULLINIT_PREFIX};
+        let told = m.get_str(FULLINIT_JOBID).is_some().then_some(&m);
+        let jobid = match told.and_then(|m| m.get_str(FULLINIT_JOBID)) {
+            Some(j) => j.to_string(),
+            None => {
+                let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
+                jm.get_str("jobid").unwrap_or_default().to_string()
+            }
+        };
+        let mut attr = |k: &str| -> Result<Option<String>, String> {
+            if let Some(m) = told {
+                let k = k.strip_prefix(FULLINIT_PREFIX).unwrap_or(k);
+                return Ok(m
+                    .get(&format!("{FULLINIT_PREFIX}{k}"))
+                    .map(|v| String::from_utf8_lossy(v).into_owned()));
+            }
+            node_attr(&mut conn, k)
+        };
         // Slurm sets PMI_SPAWNED and names the spawner in fullinit-response.
         let spawned = env.spawned || m.get("spawner-jobid").is_some();
         let mut fallback = None;
-        let shm = match attach_segment(&mut conn, env.server, &jobid, size as u32) {
+        let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
             Ok(seg) => {
                 if let Some(st) = seg.seg().rank(r as u32) {
-                    st.set_phase(RankPhase::Running);
+                    st.set_last_op(RankOp::Init);
+                    st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
                 }
                 Some(seg)
             }
@@ -210,7 +229,7 @@ impl Pmi {
             }
         };
         let parent = match (&shm, m.get_str("spawner-jobid")) {
-            (Some(_), Some(pj)) => match attach_parent(&mut conn, pj) {
+            (Some(_), Some(pj)) => match attach_parent(&mut attr, pj) {
                 Ok(p) => p.map(|seg| (pj.to_string(), seg)),
                 Err(why) => {
                     tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
@@ -376,6 +395,7 @@ impl Pmi {
                 Ok(_) => {
                     if let Some(st) = self.state() {
                         st.count_put();
+                        st.set_last_op(RankOp::Put);
                     }
                     return Ok(());
                 }
@@ -460,6 +480,7 @@ impl Pmi {
         if let (Some(seg), true) = (&self.shm, own) {
             if let Some(st) = self.state() {
                 st.count_get();
+                st.set_last_op(RankOp::Get);
             }
             if let Some(v) = seg.seg().kvs().get(key) {
                 return Ok(f(Some(v)));
@@ -495,7 +516,8 @@ impl Pmi {
             let st = self.state();
             if let Some(st) = st {
                 st.count_fence();
-                st.set_phase(RankPhase::InFence);
+                st.set_last_op(RankOp::Fence);
+                st.set_phase_at(RankPhase::InFence, crate::tools::mono_ns());
             }
             let r = seg
                 .seg()
@@ -504,7 +526,7 @@ impl Pmi {
                 .with_spin_limit(self.fence_spins)
                 .fence(&SharedFutex);
             if let Some(st) = st {
-                st.set_phase(RankPhase::Running);
+                st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
             }
             return r.map(|_| ()).map_err(aborted);
         }
@@ -528,6 +550,7 @@ impl Pmi {
         if let Some(seg) = &self.shm {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
+                st.set_last_op(RankOp::PutNodeAttr);
             }
             match seg.seg().node_attrs().put(key, value, &SharedFutex) {
                 Ok(_) => return Ok(()),
@@ -589,6 +612,7 @@ impl Pmi {
         if let Some(seg) = &self.shm {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
+                st.set_last_op(RankOp::GetNodeAttr);
             }
             let attrs = seg.seg().node_attrs();
             if let Some(v) = attrs.get(key) {
@@ -598,7 +622,15 @@ impl Pmi {
                 if !wait {
                     return Ok(None);
                 }
-                return match attrs.get_wait(key, &SharedFutex, None) {
+                let st = self.state();
+                if let Some(st) = st {
+                    st.set_phase_at(RankPhase::WaitingNodeAttr, crate::tools::mono_ns());
+                }
+                let r = attrs.get_wait(key, &SharedFutex, None);
+                if let Some(st) = st {
+                    st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
+                }
+                return match r {
                     Ok(v) => Ok(Some(v.to_vec())),
                     Err(WaitError::Aborted(a)) => Err(aborted(a)),
                     Err(e) => Err(PmiError::InvalidArg(e.to_string())),
@@ -760,7 +792,8 @@ impl Pmi {
             return Ok(());
         }
         if let Some(st) = self.state() {
-            st.set_phase(RankPhase::Finalized);
+            st.set_last_op(RankOp::Finalize);
+            st.set_phase_at(RankPhase::Finalized, crate::tools::mono_ns());
         }
         self.with(|t| {
             let r = match t {
@@ -792,8 +825,26 @@ fn fence_spins(ranks: u32) -> u32 {
 
 /// Map the segment the launcher advertises, unless told not to or the
 /// stamp is unknown: the reason goes to the caller's debug log.
+/// A node attribute from the server, `None` if it has none.
+fn node_attr(conn: &mut WireConn, k: &str) -> Result<Option<String>, String> {
+    let m = conn
+        .call(
+            Protocol::Pmi2,
+            &Request::GetNodeAttr {
+                key: k.as_bytes().to_vec(),
+                wait: false,
+            },
+            "info-getnodeattr-response",
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(found_value(&m).map(|v| String::from_utf8_lossy(&v).into_owned()))
+}
+
+/// What init needs of the node attributes (from fullinit or asked).
+type AttrFn<'a> = dyn FnMut(&str) -> Result<Option<String>, String> + 'a;
+
 fn attach_segment(
-    conn: &mut WireConn,
+    attr: &mut AttrFn<'_>,
     server: ServerKind,
     jobid: &str,
     size: u32,
@@ -804,19 +855,6 @@ fn attach_segment(
     if server == ServerKind::SlurmStepd {
         return Err("slurmstepd has no job segment".into());
     }
-    let mut attr = |k: &str| -> Result<Option<String>, String> {
-        let m = conn
-            .call(
-                Protocol::Pmi2,
-                &Request::GetNodeAttr {
-                    key: k.as_bytes().to_vec(),
-                    wait: false,
-                },
-                "info-getnodeattr-response",
-            )
-            .map_err(|e| e.to_string())?;
-        Ok(found_value(&m).map(|v| String::from_utf8_lossy(&v).into_owned()))
-    };
     let seg = match attr("memPoolType")?.as_deref() {
         None => return Err("the launcher advertises no segment (memPoolType)".into()),
         Some("anonmmap") => {
@@ -849,21 +887,10 @@ fn attach_segment(
 pub const PARENT_SEGMENT_ATTR: &str = "fastpmi-parentSegment";
 
 /// Map the parent's segment, when the launcher passed one.
-fn attach_parent(conn: &mut WireConn, parent: &str) -> Result<Option<JobSegment>, String> {
-    let m = conn
-        .call(
-            Protocol::Pmi2,
-            &Request::GetNodeAttr {
-                key: PARENT_SEGMENT_ATTR.as_bytes().to_vec(),
-                wait: false,
-            },
-            "info-getnodeattr-response",
-        )
-        .map_err(|e| e.to_string())?;
-    let Some(v) = found_value(&m) else {
+fn attach_parent(attr: &mut AttrFn<'_>, parent: &str) -> Result<Option<JobSegment>, String> {
+    let Some(v) = attr(PARENT_SEGMENT_ATTR)? else {
         return Ok(None);
     };
-    let v = String::from_utf8_lossy(&v).into_owned();
     let num = |s: &str| {
         s.trim()
             .parse::<i32>()

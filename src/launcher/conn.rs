@@ -10,7 +10,8 @@ use super::{peer, Launcher, READ_BUDGET};
 use crate::server::auth::Trust;
 
 /// Most port-mode connections that have not identified themselves yet
-/// (a flood of connections must not grow the launcher without bound).
+/// (a flood of connections must not grow the launcher without bound); past
+/// it the oldest of them is closed for each new one.
 const UNIDENTIFIED_MAX: usize = 4096;
 
 /// What the launcher vouches for a port-mode peer: loopback and the
@@ -69,6 +70,8 @@ pub(super) struct ConnIo {
     sock: Sock,
     /// Port mode: inode of the peer's socket when it is local and ours.
     pub(super) peer_inode: Option<u32>,
+    /// Port mode: the peer's address (for messages).
+    pub(super) peer: Option<std::net::SocketAddr>,
     /// Port mode: not bound to a rank yet (counted in `unidentified`).
     pub(super) unidentified: bool,
     pub(super) out: Vec<u8>,
@@ -106,6 +109,7 @@ impl Launcher {
             ConnIo {
                 sock,
                 peer_inode: None,
+                peer: None,
                 unidentified: false,
                 out: Vec::new(),
                 sent: 0,
@@ -126,11 +130,7 @@ impl Launcher {
             match l.accept() {
                 Ok((s, peer)) => {
                     if self.unidentified >= UNIDENTIFIED_MAX {
-                        crate::errln!(
-                            "fastpmi: refused PMI connection from {peer}: \
-                             {UNIDENTIFIED_MAX} connections have not identified themselves yet"
-                        );
-                        continue;
+                        self.evict_oldest_unidentified();
                     }
                     let _ = s.set_nodelay(true);
                     let (trust, inode) = classify(&s, peer);
@@ -140,8 +140,15 @@ impl Launcher {
                         continue;
                     }
                     self.unidentified += 1;
+                    self.unidentified_order.push_back(ctok);
+                    if self.unidentified_order.len() > 2 * UNIDENTIFIED_MAX {
+                        let conns = &self.conns;
+                        self.unidentified_order
+                            .retain(|t| conns.get(t).is_some_and(|c| c.unidentified));
+                    }
                     if let Some(c) = self.conns.get_mut(&ctok) {
                         c.peer_inode = inode;
+                        c.peer = Some(peer);
                         c.unidentified = true;
                     }
                     self.server.set_peer(ctok.0, trust, peer.to_string());
@@ -191,6 +198,30 @@ impl Launcher {
                     return;
                 }
             }
+        }
+    }
+
+    /// Make room for a new port-mode connection: close the oldest one that
+    /// has not identified itself. Refusing the newcomer instead would let a
+    /// flood of idle connections keep the real ranks out for good; a rank
+    /// identifies itself with its first messages, so the oldest idle
+    /// connection is the least likely to be one.
+    fn evict_oldest_unidentified(&mut self) {
+        while let Some(tok) = self.unidentified_order.pop_front() {
+            let Some(c) = self.conns.get(&tok).filter(|c| c.unidentified) else {
+                continue;
+            };
+            let peer = c
+                .peer
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "an unknown peer".into());
+            crate::errln!(
+                "fastpmi: refused PMI connection {} from {peer}: closed unidentified to make \
+                 room ({UNIDENTIFIED_MAX} connections had not identified themselves)",
+                tok.0
+            );
+            self.close(tok);
+            return;
         }
     }
 

@@ -7,13 +7,13 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use mio::net::{TcpListener, UnixStream};
 use mio::Interest;
 
 use super::conn::{stream_nonblocking, Sock};
-use super::output::{Forwarder, Stream};
+use super::output::Forwarder;
 use super::supervise::RankProc;
 use super::{os, JobRt, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
 use crate::server::{JobIdx, JobSpec};
@@ -33,6 +33,8 @@ pub(super) struct AppPlan {
     /// Environment of every rank of this application (before PMI's own).
     pub env: Vec<(OsString, OsString)>,
     pub wdir: Option<PathBuf>,
+    /// argv and environment of its ranks, built when the first one starts.
+    pub image: OnceLock<os::ExecImage>,
 }
 
 /// A rank not started yet.
@@ -45,6 +47,13 @@ pub(super) struct PendingRank {
     socketpair: bool,
     /// Output label: `rank` in the first job, `job,rank` in spawned ones.
     tag: String,
+}
+
+impl PendingRank {
+    /// The program it will run.
+    pub fn program(&self) -> &std::path::Path {
+        &self.app.program
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +91,7 @@ impl Launcher {
                 args: app.args.clone(),
                 env,
                 wdir: app.wdir.clone(),
+                image: OnceLock::new(),
             });
         }
         self.forwarder = Some(Forwarder::start(cfg.label)?);
@@ -115,6 +125,7 @@ impl Launcher {
             store,
         });
         debug_assert_eq!(job, self.jobs.len());
+        self.tools_job_created(job);
         let stop = Arc::new(AtomicBool::new(false));
         let fence_watcher = segment.as_ref().and_then(|s| self.watch(s, &stop));
         self.jobs.push(JobRt {
@@ -302,6 +313,7 @@ impl Launcher {
         } else if self.pending.is_empty() {
             tracing::debug!("all ranks started");
         }
+        self.tools_all_started();
     }
 
     fn spawn_rank(&mut self, p: &PendingRank) -> io::Result<()> {
@@ -327,15 +339,27 @@ impl Launcher {
             self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)), None)?;
             child_end = Some(theirs);
         }
-        let mut env = Vec::with_capacity(p.app.env.len() + p.pmi_env.len());
-        env.extend(p.app.env.iter().cloned());
-        env.extend(p.pmi_env.iter().cloned());
-        let spawned = os::spawn_rank(&os::RankCommand {
-            program: &p.app.program,
-            args: &p.app.args,
-            env: &env,
-            env_remove: ENV_REMOVE,
-            wdir: p.app.wdir.as_deref(),
+        let image = match p.app.image.get() {
+            Some(i) => i,
+            None => {
+                // Every rank of an application sets the same PMI names.
+                let per_rank: Vec<&std::ffi::OsStr> =
+                    p.pmi_env.iter().map(|(k, _)| k.as_os_str()).collect();
+                let i = os::ExecImage::new(
+                    &p.app.program,
+                    &p.app.args,
+                    std::env::vars_os(),
+                    ENV_REMOVE,
+                    &p.app.env,
+                    &per_rank,
+                    p.app.wdir.as_deref(),
+                )?;
+                p.app.image.get_or_init(|| i)
+            }
+        };
+        let spawned = self.spawner.spawn(&os::RankCommand {
+            image,
+            env: &p.pmi_env,
             pass_fds: &pass,
             stdin_inherit: p.rank == 0 && p.job == 0,
         });
@@ -343,8 +367,7 @@ impl Launcher {
         drop(child_end);
         let s = spawned?;
         if let Some(f) = &self.forwarder {
-            f.add(&p.tag, Stream::Out, s.stdout);
-            f.add(&p.tag, Stream::Err, s.stderr);
+            f.add_rank(&p.tag, s.stdout, s.stderr);
         }
         if let Some(state) = segment.as_ref().and_then(|seg| seg.seg().rank(p.rank)) {
             state.set_pid(s.pid);
@@ -356,6 +379,9 @@ impl Launcher {
             rank: p.rank,
             status: None,
             signaled: None,
+            exe: p.app.program.clone(),
+            started: std::time::Instant::now(),
+            ended: None,
         });
         Ok(())
     }

@@ -10,6 +10,7 @@
 
 mod conn;
 mod jobs;
+pub mod mpir;
 mod names;
 pub mod os;
 pub mod output;
@@ -17,6 +18,7 @@ mod peer;
 pub mod psets;
 mod spawn;
 mod supervise;
+mod tools;
 mod topology;
 mod watch;
 
@@ -29,7 +31,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use rustix::process::Signal;
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::cli::LaunchConfig;
@@ -96,9 +98,13 @@ pub struct Launcher {
     listeners: HashMap<Token, (TcpListener, JobIdx)>,
     /// Port-mode connections not identified yet.
     unidentified: usize,
+    /// Their tokens, oldest first (may hold tokens of connections that have
+    /// identified themselves or closed since; skipped and pruned lazily).
+    unidentified_order: VecDeque<Token>,
     next_token: usize,
     events: Vec<Event>,
     forwarder: Option<Forwarder>,
+    spawner: os::Spawner,
     pending: VecDeque<PendingRank>,
     jobs: Vec<JobRt>,
     waker: Arc<mio::Waker>,
@@ -110,6 +116,8 @@ pub struct Launcher {
     foreign: Option<crate::shm::Mapping>,
     /// The node's topology as XML, for `PMI_hwloc_xmlfile`.
     _topology: Option<topology::TopologyXml>,
+    /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
+    tools: tools::ToolsRt,
 }
 
 /// Run a job to the end; returns the launcher's exit status.
@@ -141,7 +149,7 @@ impl Launcher {
         os::cloexec_inherited_fds();
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
-        let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP])?;
+        let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut server = Server::new();
@@ -164,6 +172,7 @@ impl Launcher {
             }
             None => None,
         };
+        let tools = tools::ToolsRt::start(waker.clone(), cfg.stop_in_init);
         Ok(Launcher {
             cfg: cfg.clone(),
             poll,
@@ -178,9 +187,11 @@ impl Launcher {
             signals,
             listeners: HashMap::new(),
             unidentified: 0,
+            unidentified_order: VecDeque::new(),
             next_token: FIRST_CONN,
             events: Vec::new(),
             forwarder: None,
+            spawner: os::Spawner::new()?,
             pending: VecDeque::new(),
             jobs: Vec::new(),
             waker,
@@ -188,6 +199,7 @@ impl Launcher {
             names,
             foreign: None,
             _topology: topology,
+            tools,
         })
     }
 
@@ -215,7 +227,11 @@ impl Launcher {
                     .server
                     .next_group_deadline()
                     .map(|t| t.saturating_duration_since(Instant::now()));
-                kill.into_iter().chain(stuck).chain(groups).min()
+                kill.into_iter()
+                    .chain(stuck)
+                    .chain(groups)
+                    .chain(self.tools_tick())
+                    .min()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -229,6 +245,7 @@ impl Launcher {
                     WAKER => {
                         self.server.poll_store(&mut self.events);
                         self.name_replies();
+                        self.serve_tool_queries();
                     }
                     tok if self.listeners.contains_key(&tok) => self.accept(tok),
                     tok => {
@@ -252,6 +269,7 @@ impl Launcher {
             self.server.group_timers(Instant::now(), &mut self.events);
             self.apply_events();
             self.update_fence_watchers();
+            self.check_fence_timeouts();
             if self.server.needs_stuck_check() {
                 self.server.check_stuck_all(&mut self.events);
                 self.apply_events();
@@ -278,6 +296,8 @@ impl Launcher {
         if self.cfg.stats {
             eprint!("{}", self.stats_report());
         }
+        let failed = self.failure_message();
+        self.tools_exit(failed.as_deref());
         self.exit_code()
     }
 

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -60,17 +61,22 @@ impl Forwarder {
         })
     }
 
-    /// Forward `pipe` (a rank's stdout or stderr read end).
-    pub fn add(&self, tag: &str, stream: Stream, pipe: impl Into<std::os::fd::OwnedFd>) {
-        let pipe = Receiver::from(pipe.into());
-        // std hands out blocking pipes; a blocking read would stall every
-        // other rank's output behind this one.
-        if let Err(e) = pipe.set_nonblocking(true) {
-            tracing::warn!("rank {tag}: cannot make its output pipe non-blocking: {e}");
-            return;
+    /// Forward a rank's stdout and stderr (read ends of its pipes).
+    pub fn add_rank(&self, tag: &str, stdout: OwnedFd, stderr: OwnedFd) {
+        let mut sent = false;
+        for (stream, fd) in [(Stream::Out, stdout), (Stream::Err, stderr)] {
+            let pipe = Receiver::from(fd);
+            // A blocking read would stall every other rank's output behind
+            // this one.
+            if let Err(e) = pipe.set_nonblocking(true) {
+                tracing::warn!("rank {tag}: cannot make its output pipe non-blocking: {e}");
+                continue;
+            }
+            let tag = tag.to_string();
+            sent |= self.tx.send(Msg::Add { tag, stream, pipe }).is_ok();
         }
-        let tag = tag.to_string();
-        if self.tx.send(Msg::Add { tag, stream, pipe }).is_ok() {
+        // One wake for both.
+        if sent {
             let _ = self.waker.wake();
         }
     }

@@ -72,6 +72,7 @@ impl Launcher {
                         args: Vec::new(),
                         env: Vec::new(),
                         wdir: None,
+                        image: Default::default(),
                     });
                 }
             }
@@ -155,6 +156,7 @@ impl Launcher {
             args: cmd.args.iter().map(OsString::from).collect(),
             env,
             wdir,
+            image: Default::default(),
         })
     }
 }

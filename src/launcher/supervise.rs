@@ -2,12 +2,13 @@
 //! every job connected to it), signals to the launcher, teardown and the
 //! exit status.
 
+use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use rustix::process::Signal;
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
 use super::{os, Launcher, KILL_GRACE};
 use crate::server::JobIdx;
@@ -19,6 +20,10 @@ pub(super) struct RankProc {
     pub status: Option<ExitStatus>,
     /// The signal the launcher itself sent, if any.
     pub signaled: Option<i32>,
+    /// The program it runs, when it started and when it was reaped.
+    pub exe: PathBuf,
+    pub started: Instant,
+    pub ended: Option<Instant>,
 }
 
 /// Why the job ended badly, first cause wins.
@@ -32,6 +37,8 @@ pub(super) struct Failure {
     /// Replace code and message by the rank's own exit status when it ends
     /// badly by itself (e.g. a lost connection that was really a SIGKILL).
     prefer_status: bool,
+    /// `--verbose`: every rank of the job at the moment it failed.
+    detail: Option<String>,
 }
 
 impl Launcher {
@@ -61,9 +68,17 @@ impl Launcher {
         out
     }
 
+    /// The failure message, if the launcher will exit with one.
+    pub(super) fn failure_message(&self) -> Option<String> {
+        self.failure.as_ref().map(|f| f.message.clone())
+    }
+
     pub(super) fn exit_code(&self) -> i32 {
         if let Some(f) = &self.failure {
             crate::errln!("fastpmi: {}", f.message);
+            if let Some(d) = &f.detail {
+                eprint!("{d}");
+            }
             return f.code;
         }
         if let Some(sig) = self.interrupted {
@@ -81,6 +96,7 @@ impl Launcher {
         for sig in pending {
             match sig {
                 SIGCHLD => self.reap(),
+                SIGUSR1 => self.print_report(),
                 SIGINT | SIGTERM | SIGHUP => {
                     let again = self.interrupted.is_some();
                     self.interrupted.get_or_insert(sig);
@@ -114,6 +130,7 @@ impl Launcher {
                 continue;
             }
             p.status = Some(status);
+            p.ended = Some(Instant::now());
             let (job, rank, ours) = (p.job, p.rank, p.signaled);
             let clean = status.success();
             tracing::debug!(job, rank, "rank {}", os::describe_status(status));
@@ -177,6 +194,7 @@ impl Launcher {
         prefer_status: bool,
     ) {
         if self.failure.is_none() {
+            let detail = self.failure_detail(job);
             self.failure = Some(Failure {
                 job,
                 rank,
@@ -184,6 +202,7 @@ impl Launcher {
                 code,
                 activity,
                 prefer_status,
+                detail,
             });
         }
     }

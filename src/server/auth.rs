@@ -92,7 +92,10 @@ impl Server {
                 return;
             }
         };
-        super::reply(out, &to, &resp, None);
+        // --stop-in-init may hold the reply that completes init.
+        if let Some(resp) = self.deliver_init(conn, &to, resp) {
+            super::reply(out, &to, &resp, None);
+        }
     }
 
     fn peer_name(&self, conn: ConnId) -> String {
@@ -105,7 +108,7 @@ impl Server {
 
 /// Close `conn` with an error reply (when there is a request to answer)
 /// and tell the launcher why, for its log.
-fn refuse(
+pub(super) fn refuse(
     s: &mut Server,
     conn: ConnId,
     to: Option<&ReplyTo>,
@@ -159,8 +162,30 @@ fn bind(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), String
     Ok(b)
 }
 
+/// Marker key of a fullinit-response that carries the job id and the
+/// segment description (`FULLINIT_PREFIX` + node attribute name).
+pub const FULLINIT_JOBID: &str = "fastpmi-jobid";
+pub const FULLINIT_PREFIX: &str = "fastpmi-";
+/// Node attributes a fastpmi client needs at init, sent with fullinit.
+const FULLINIT_ATTRS: &[&str] = &[
+    "memPoolType",
+    "memAnonMMAPfd",
+    "memSYSVid",
+    crate::client::PARENT_SEGMENT_ATTR,
+];
+
 fn fullinit_response(s: &Server, job: JobIdx, rank: u32) -> Response {
     let j = &s.jobs[job];
+    let mut extra = vec![(FULLINIT_JOBID.to_string(), j.id.clone())];
+    for a in FULLINIT_ATTRS {
+        if let Some(v) = j.store.get_node_attr(a.as_bytes()) {
+            let k = a.strip_prefix(FULLINIT_PREFIX).unwrap_or(a);
+            extra.push((
+                format!("{FULLINIT_PREFIX}{k}"),
+                String::from_utf8_lossy(&v).into_owned(),
+            ));
+        }
+    }
     Response::FullInit {
         rank,
         size: j.size,
@@ -168,6 +193,7 @@ fn fullinit_response(s: &Server, job: JobIdx, rank: u32) -> Response {
         spawner_jobid: j.spawner.clone(),
         debugged: false,
         verbose: false,
+        extra,
     }
 }
 
@@ -351,7 +377,9 @@ pub(super) fn complete(
     match bind(s, conn, rank) {
         Ok((job, r)) => {
             let resp = fullinit_response(s, job, r);
-            super::reply(out, &init, &resp, None);
+            if let Some(resp) = s.deliver_init(conn, &init, resp) {
+                super::reply(out, &init, &resp, None);
+            }
         }
         Err(msg) => refuse(s, conn, Some(&init), msg, out),
     }

@@ -37,13 +37,19 @@ pub(super) fn handle(
         }),
         other => {
             let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) else {
-                return Some(Response::Error {
-                    rc: -1,
-                    msg: format!(
-                        "{} before the rank identified itself (initack or fullinit)",
-                        crate::wire::command::request_name(&other)
-                    ),
-                });
+                let msg = format!(
+                    "{} before the rank identified itself (initack or fullinit)",
+                    crate::wire::command::request_name(&other)
+                );
+                // A port-mode peer that asks for job data before proving
+                // it is a rank is not one: close and log it like any other
+                // refused claim (it would otherwise hold an unidentified
+                // slot and probe at will).
+                if s.conns.get(&conn).is_some_and(|c| c.port_job.is_some()) {
+                    super::auth::refuse(s, conn, Some(to), msg, out);
+                    return None;
+                }
+                return Some(Response::Error { rc: -1, msg });
             };
             if let Some(why) = &s.jobs[job].failed {
                 if !matches!(other, Request::Finalize | Request::Abort { .. }) {
@@ -99,7 +105,7 @@ fn bound(
                     value: Some(v),
                 }),
                 None if wait => {
-                    j.ranks[rank as usize].activity = Activity::WaitingAttr(key.clone());
+                    j.ranks[rank as usize].set_activity(Activity::WaitingAttr(key.clone()));
                     j.attr_waiters.push((rank, key, to.clone()));
                     None
                 }
@@ -114,8 +120,8 @@ fn bound(
         }
         Request::Finalize => {
             let slot = &mut j.ranks[rank as usize];
-            slot.phase = Phase::Finalized;
-            slot.activity = Activity::Running;
+            slot.set_phase(Phase::Finalized);
+            slot.set_activity(Activity::Running);
             s.groups_member_finalized(job, rank, out);
             // Reply first, then close once it is written.
             super::reply(out, to, &Response::Ok, Some(&format!("rank {rank}")));
@@ -200,7 +206,7 @@ fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response
 pub(super) fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: ConnId) {
     let slot = &mut s.jobs[job].ranks[rank as usize];
     if slot.phase == Phase::Idle {
-        slot.phase = Phase::Initialized;
+        slot.set_phase(Phase::Initialized);
     }
     slot.conn = Some(conn);
 }
@@ -273,7 +279,7 @@ fn fence(
     };
     let slot = &mut j.ranks[rank as usize];
     slot.fences += 1;
-    slot.activity = Activity::InFence(j.store.fences_completed() + 1);
+    slot.set_activity(Activity::InFence(j.store.fences_completed() + 1));
     j.fence_waiters.push((rank, ticket, to.clone()));
     s.release_fence(job, out);
     // A fence that a finalized or PMI-less exited rank can never join fails

@@ -9,9 +9,11 @@ pub mod auth;
 mod connect;
 mod groups;
 mod handlers;
+mod hold;
 pub mod nameserv;
 pub mod psets;
 pub mod spawn;
+pub mod status;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -131,6 +133,10 @@ pub(crate) struct RankSlot {
     conn: Option<ConnId>,
     exited: bool,
     fences: u64,
+    /// When phase or activity last changed (for `fastpmi ps`).
+    since: std::time::Instant,
+    /// The last request the rank sent (its wire command).
+    last_op: String,
 }
 
 pub(crate) struct Job {
@@ -148,6 +154,8 @@ pub(crate) struct Job {
     connected: BTreeSet<JobIdx>,
     /// Port mode: the secret its ranks authenticate with.
     secret: Option<String>,
+    /// What each rank was doing when the job failed (for reports).
+    at_failure: Option<Vec<Activity>>,
 }
 
 struct Conn {
@@ -175,6 +183,8 @@ pub struct Server {
     /// Path of the node topology's XML (`PMI_hwloc_xmlfile`), if any.
     hwloc_xmlfile: Option<String>,
     groups: groups::Groups,
+    /// `--stop-in-init`: init replies held until release.
+    held: hold::Held,
     pub stats: SocketStats,
 }
 
@@ -193,6 +203,7 @@ impl Server {
             spawns: Default::default(),
             hwloc_xmlfile: None,
             groups: Default::default(),
+            held: Default::default(),
             stats: SocketStats::default(),
         }
     }
@@ -211,6 +222,8 @@ impl Server {
                 conn: None,
                 exited: false,
                 fences: 0,
+                since: std::time::Instant::now(),
+                last_op: String::new(),
             })
             .collect();
         self.jobs.push(Job {
@@ -226,6 +239,7 @@ impl Server {
             failed: None,
             connected: BTreeSet::new(),
             secret: None,
+            at_failure: None,
         });
         let job = self.jobs.len() - 1;
         // A spawned job can read its parent's KVS and fails with it.
@@ -358,6 +372,7 @@ impl Server {
         };
         self.forget_spawns_of(conn);
         self.forget_names_of(conn);
+        self.forget_held(conn);
         let Some((job, rank)) = c.bound else { return };
         let j = &mut self.jobs[job];
         j.fence_waiters.retain(|(_, _, r)| r.conn != conn);
@@ -508,6 +523,7 @@ impl Server {
         j.store.abort(code, rank.unwrap_or(u32::MAX));
         tracing::debug!(job = %j.id, "job failed: {message}");
         j.failed = Some(message.to_string());
+        j.at_failure = Some(j.ranks.iter().map(|s| s.activity.clone()).collect());
         let msg = format!("job aborted: {message}");
         let waiters: Vec<ReplyTo> = j
             .fence_waiters
@@ -516,7 +532,7 @@ impl Server {
             .chain(j.attr_waiters.drain(..).map(|(_, _, r)| r))
             .collect();
         for slot in &mut j.ranks {
-            slot.activity = Activity::Running;
+            slot.set_activity(Activity::Running);
         }
         for r in waiters {
             reply(
@@ -530,6 +546,7 @@ impl Server {
             );
         }
         self.groups_job_failed(job, &msg, out);
+        self.fail_held(job, &msg, out);
     }
 
     /// The fence generation socket ranks of `job` wait in (the oldest), if any.
@@ -574,6 +591,7 @@ impl Server {
             cmd: d.cmd.clone(),
             thrid: d.thrid.clone(),
         };
+        self.note_op(conn, &d.cmd);
         let request = match d.request {
             Ok(r) => r,
             Err(e) => {
@@ -592,6 +610,10 @@ impl Server {
             }
         };
         if let Some(resp) = handlers::handle(self, conn, &to, request, out) {
+            // --stop-in-init may hold the reply that completes init.
+            let Some(resp) = self.deliver_init(conn, &to, resp) else {
+                return;
+            };
             if matches!(resp, Response::Error { .. }) {
                 self.stats.errors += 1;
             }
@@ -617,7 +639,7 @@ impl Server {
             .partition(|(_, t, _)| store.fence_done(*t));
         j.fence_waiters = waiting;
         for (rank, _, to) in ready {
-            j.ranks[rank as usize].activity = Activity::Running;
+            j.ranks[rank as usize].set_activity(Activity::Running);
             reply(out, &to, &Response::Ok, None);
         }
     }
@@ -634,7 +656,7 @@ impl Server {
             }
             if let Some(v) = j.store.get_node_attr(k) {
                 let (_, k, to) = j.attr_waiters.swap_remove(i);
-                j.ranks[rank as usize].activity = Activity::Running;
+                j.ranks[rank as usize].set_activity(Activity::Running);
                 reply(
                     out,
                     &to,

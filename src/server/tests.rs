@@ -144,6 +144,10 @@ fn process_mapping_and_fullinit_keys() {
     ] {
         assert!(m.get(k).is_some(), "fullinit-response lacks {k}");
     }
+    // fastpmi's clients take the job id from here instead of a job-getid;
+    // this store has no segment, so no segment description either.
+    assert_eq!(m.get_str("fastpmi-jobid"), Some("fastpmi_test_0"));
+    assert!(m.get("fastpmi-memPoolType").is_none());
     let m = pmi2_body(
         &sent(
             &send2(&mut s, 2, "cmd=info-getjobattr;key=PMI_process_mapping;"),
@@ -364,13 +368,21 @@ fn port_mode_challenge_response_with_the_job_secret() {
     assert_eq!(m.cmd, "fullinit-response");
     assert_eq!(m.thrid.as_deref(), Some(&b"t20"[..]));
     assert_eq!((m.get_str("rc"), m.get_str("rank")), (Some("0"), Some("1")));
-    // An answer without a challenge, and unidentified requests, get nothing.
+    // An answer without a challenge, and unidentified requests, get nothing
+    // but an error, and the connection is closed and logged.
     s.connect(22, None, Some(job));
     send1(&mut s, 22, "cmd=init pmi_version=2 pmi_subversion=0");
-    let r = pmi2_body(&sent(&send2(&mut s, 22, "cmd=kvs-get;jobid=;key=k;"), 22)[0]);
+    let out = send2(&mut s, 22, "cmd=kvs-get;jobid=;key=k;");
+    let r = pmi2_body(&sent(&out, 22)[0]);
     assert!(r.get_str("errmsg").unwrap().contains("identified"));
-    let out = send2(&mut s, 22, "cmd=auth-response-complete;authinfo=00;");
-    assert!(refused(&out, 22).unwrap().contains("without a challenge"));
+    assert!(r.get("value").is_none());
+    assert!(refused(&out, 22)
+        .unwrap()
+        .contains("get before the rank identified"));
+    s.connect(23, None, Some(job));
+    send1(&mut s, 23, "cmd=init pmi_version=2 pmi_subversion=0");
+    let out = send2(&mut s, 23, "cmd=auth-response-complete;authinfo=00;");
+    assert!(refused(&out, 23).unwrap().contains("without a challenge"));
 }
 
 #[test]

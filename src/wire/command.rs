@@ -106,6 +106,10 @@ pub enum Response {
         spawner_jobid: Option<String>,
         debugged: bool,
         verbose: bool,
+        /// Keys for fastpmi's own clients (job id, segment description),
+        /// so that they need no further round trip; other clients look up
+        /// the keys they know and ignore these.
+        extra: Vec<(String, String)>,
     },
     /// Port mode: the challenge (`auth-response;authinfo=N;`).
     AuthChallenge {
@@ -366,7 +370,15 @@ pub fn pmi1_reply_name(cmd: &str) -> String {
             let base = cmd.strip_suffix("_name").unwrap_or(cmd);
             format!("{base}_result")
         }
-        other => format!("{other}_result"),
+        // Only unknown commands get here: a long name would push the reply
+        // past MPICH 4.0's 1024-byte line.
+        other => {
+            let cut = (0..=other.len().min(KEYLEN_MAX))
+                .rev()
+                .find(|&i| other.is_char_boundary(i))
+                .unwrap_or(0);
+            format!("{}_result", &other[..cut])
+        }
     }
 }
 
@@ -457,8 +469,9 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
             value: Some(v),
         } => {
             // MPICH 4.0 reads 1024-byte lines: a longer reply would desync it.
+            // An empty value (a legal `put ... value=`) is never sent.
             let len = "cmd=get_result rc=0 value=\n".len() + v.len();
-            if !pmi1::value_is_safe(v) || len > super::PMI1_REPLY_MAX {
+            if v.is_empty() || !pmi1::value_is_safe(v) || len > super::PMI1_REPLY_MAX {
                 m.push("rc", "1");
                 m.push(
                     "msg",
@@ -481,9 +494,25 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
             );
         }
         Response::Lookup(Some(port)) => {
-            m.push("rc", "0");
-            m.push("info", "ok");
-            m.push("port", port);
+            let len = "cmd=lookup_result rc=0 info=ok port=\n".len() + port.len();
+            if port.is_empty()
+                || !pmi1::value_is_safe(port.as_bytes())
+                || len > super::PMI1_REPLY_MAX
+            {
+                m.push("rc", "1");
+                m.push("info", "fail");
+                m.push(
+                    "msg",
+                    pmi1::message_token(&format!(
+                        "port of {} bytes cannot be sent over PMI-1 (empty, over a line, or with blanks)",
+                        port.len()
+                    )),
+                );
+            } else {
+                m.push("rc", "0");
+                m.push("info", "ok");
+                m.push("port", port);
+            }
         }
         Response::Lookup(None) => {
             m.push("rc", "1");
@@ -541,6 +570,7 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
             spawner_jobid,
             debugged,
             verbose,
+            extra,
         } => {
             m.push("rc", "0");
             m.push("pmi-version", "2");
@@ -553,26 +583,30 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
             }
             m.push("debugged", bool_str(*debugged));
             m.push("pmiverbose", bool_str(*verbose));
+            for (k, v) in extra {
+                m.push(k, v);
+            }
         }
         Response::JobId(j) => {
             m.push("rc", "0");
             m.push("jobid", j);
         }
         Response::Value { value: Some(v), .. } => {
+            // The value is not last: see `pmi2_request`.
             m.push("rc", "0");
-            m.push("found", "TRUE");
             m.push("value", v);
+            m.push("found", "TRUE");
         }
         Response::Value { value: None, .. } => {
             m.push("rc", "0");
             m.push("found", "FALSE");
         }
         Response::Lookup(Some(port)) => {
-            // MPICH reads `port`, Slurm's client reads `value`.
+            // MPICH reads `port`, Slurm's client reads `value`; not last.
             m.push("rc", "0");
-            m.push("found", "TRUE");
             m.push("port", port);
             m.push("value", port);
+            m.push("found", "TRUE");
         }
         Response::Lookup(None) => {
             // A miss is not an error (as for kvs-get): the client tells it
@@ -605,8 +639,14 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
         }
         Response::Error { rc, msg } => {
             m.push("rc", rc.to_string());
-            // Never produce a ';' in a value.
-            m.push("errmsg", msg.replace(';', ","));
+            // Never produce a ';' in a value. Messages quote client bytes
+            // (escaped, up to 4x longer): keep them under PMI2_MAX_VALLEN.
+            let mut text = msg.replace(';', ",");
+            if text.len() > 900 {
+                let cut = (0..=900).rev().find(|&i| text.is_char_boundary(i));
+                text.truncate(cut.unwrap_or(0));
+            }
+            m.push("errmsg", text);
         }
         Response::InitAck { .. }
         | Response::Maxes { .. }
@@ -705,17 +745,22 @@ fn pmi2_request(r: &Request) -> Message {
             Message::new("auth-response-complete").with("authinfo", authinfo)
         }
         Request::GetJobId => Message::new("job-getid"),
+        // A client value goes before the key: a `;` in a value is written
+        // `;;`, and one that ends up 7 bytes before the end of the body is
+        // where MPICH 3.3-4.0's 6 bytes of garbage start, so a decoder must
+        // take it as the end of the message ("x;abcd" would arrive as "x").
+        // A last pair of 6 or more bytes without `;` (the key) rules it out.
         Request::Put { key, value } => Message::new("kvs-put")
-            .with("key", key)
-            .with("value", value),
+            .with("value", value)
+            .with("key", key),
         Request::Get { jobid, src, key } => Message::new("kvs-get")
             .with("jobid", jobid.as_deref().unwrap_or(""))
             .with("srcid", src.unwrap_or(-1).to_string())
             .with("key", key),
         Request::Barrier => Message::new("kvs-fence"),
         Request::PutNodeAttr { key, value } => Message::new("info-putnodeattr")
-            .with("key", key)
-            .with("value", value),
+            .with("value", value)
+            .with("key", key),
         Request::GetNodeAttr { key, wait } => Message::new("info-getnodeattr")
             .with("key", key)
             .with("wait", bool_str(*wait)),

@@ -31,6 +31,23 @@ pub struct Deframer {
     discarding: bool,
     /// The stream lost sync (bad PMI-2 header); no further frames.
     broken: bool,
+    /// How far the incomplete message at `start` has been read, so that a
+    /// message arriving in many small reads is scanned once and not once
+    /// per read (quadratic: a 1 MiB spawn block in 1-byte reads would stall
+    /// the event loop for minutes).
+    scan: Scan,
+}
+
+/// Progress through the incomplete message at `start` (offsets from `start`).
+#[derive(Debug, Default)]
+struct Scan {
+    /// Bytes searched for a newline without finding one.
+    searched: usize,
+    /// Spawn blocks: the first line not yet read, and what the lines before
+    /// it said.
+    line: usize,
+    endcmds: usize,
+    totspawns: Option<usize>,
 }
 
 impl Deframer {
@@ -56,6 +73,17 @@ impl Deframer {
         self.buf.extend_from_slice(bytes);
     }
 
+    /// The message at `start` is done with: move past `n` bytes.
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        self.scan = Scan::default();
+    }
+
+    /// Drop every pending byte.
+    fn consume_all(&mut self) {
+        self.consume(self.buf.len() - self.start);
+    }
+
     /// True once the stream can no longer be framed (see [`WireError::BadLength`]).
     pub fn is_broken(&self) -> bool {
         self.broken
@@ -79,19 +107,19 @@ impl Deframer {
             if self.discarding {
                 match memchr(b'\n', data) {
                     Some(i) => {
-                        self.start += i + 1;
+                        self.consume(i + 1);
                         self.discarding = false;
                         return Err(WireError::LineTooLong { max: PMI1_LINE_MAX });
                     }
                     None => {
-                        self.start = self.buf.len();
+                        self.consume_all();
                         return Ok(None);
                     }
                 }
             }
             // Blank lines between messages carry nothing; skip them.
             if data[0] == b'\n' || data[0] == b'\r' {
-                self.start += 1;
+                self.consume(1);
                 continue;
             }
             return match classify(data) {
@@ -105,53 +133,61 @@ impl Deframer {
 
     fn take_line(&mut self) -> Result<Option<Frame>, WireError> {
         let data = &self.buf[self.start..];
-        match memchr(b'\n', data) {
+        let from = self.scan.searched;
+        match memchr(b'\n', &data[from..]).map(|i| from + i) {
             Some(i) if i <= PMI1_LINE_MAX => {
                 let mut line = &data[..i];
                 if line.last() == Some(&b'\r') {
                     line = &line[..line.len() - 1];
                 }
                 let frame = Frame::Pmi1(line.to_vec());
-                self.start += i + 1;
+                self.consume(i + 1);
                 Ok(Some(frame))
             }
             Some(i) => {
-                self.start += i + 1;
+                self.consume(i + 1);
                 Err(WireError::LineTooLong { max: PMI1_LINE_MAX })
             }
             None if data.len() > PMI1_LINE_MAX => {
-                self.start = self.buf.len();
+                self.consume_all();
                 self.discarding = true;
                 Ok(None)
             }
-            None => Ok(None),
+            None => {
+                self.scan.searched = data.len();
+                Ok(None)
+            }
         }
     }
 
     /// `mcmd=spawn` is complete when the number of `endcmd` lines reaches
     /// `totspawns` (1 when the key is absent). Older clients write it in
-    /// several `write()` calls, so count over the whole buffer each time.
+    /// several `write()` calls: lines read so far are counted in `scan`.
     fn take_spawn(&mut self) -> Result<Option<Frame>, WireError> {
         let data = &self.buf[self.start..];
-        let mut endcmds = 0usize;
-        let mut totspawns: Option<usize> = None;
-        let mut pos = 0;
-        while let Some(i) = memchr(b'\n', &data[pos..]) {
-            let line = trim_cr(&data[pos..pos + i]);
-            pos += i + 1;
+        let s = &mut self.scan;
+        loop {
+            let from = s.searched.max(s.line);
+            let Some(i) = memchr(b'\n', &data[from..]) else {
+                s.searched = data.len();
+                break;
+            };
+            let line = trim_cr(&data[s.line..from + i]);
+            s.line = from + i + 1;
             if line == b"endcmd" {
-                endcmds += 1;
-                if endcmds >= totspawns.unwrap_or(1) {
-                    if pos > SPAWN_BLOCK_MAX {
+                s.endcmds += 1;
+                if s.endcmds >= s.totspawns.unwrap_or(1) {
+                    if s.line > SPAWN_BLOCK_MAX {
                         break;
                     }
+                    let pos = s.line;
                     let frame = Frame::Pmi1Spawn(data[..pos].to_vec());
-                    self.start += pos;
+                    self.consume(pos);
                     return Ok(Some(frame));
                 }
             } else if let Some(v) = line.strip_prefix(b"totspawns=") {
-                if totspawns.is_none() {
-                    totspawns = std::str::from_utf8(v)
+                if s.totspawns.is_none() {
+                    s.totspawns = std::str::from_utf8(v)
                         .ok()
                         .and_then(|s| s.trim().parse().ok())
                         .map(|n: usize| n.max(1));
@@ -164,6 +200,7 @@ impl Deframer {
             self.broken = true;
             self.buf = Vec::new();
             self.start = 0;
+            self.scan = Scan::default();
             return Err(WireError::SpawnTooLong {
                 max: SPAWN_BLOCK_MAX,
             });
@@ -188,7 +225,7 @@ impl Deframer {
             return Ok(None);
         }
         let body = data[PMI2_HEADER..PMI2_HEADER + len].to_vec();
-        self.start += PMI2_HEADER + len;
+        self.consume(PMI2_HEADER + len);
         Ok(Some(Frame::Pmi2(body)))
     }
 }
@@ -277,7 +314,7 @@ mod tests {
     #[test]
     fn spawn_block_waits_for_all_endcmds() {
         let input = b"mcmd=spawn\nnprocs=1\nexecname=a\ntotspawns=2\nspawnssofar=1\nendcmd\nmcmd=spawn\nnprocs=1\nexecname=b\ntotspawns=2\nspawnssofar=2\nendcmd\ncmd=finalize\n";
-        for chunk in [1, 7, input.len()] {
+        for chunk in 1..=input.len() {
             let got = frames(input, chunk);
             assert_eq!(got.len(), 2);
             match &got[0] {
@@ -285,6 +322,49 @@ mod tests {
                 other => panic!("{other:?}"),
             }
             assert_eq!(got[1], Ok(Frame::Pmi1(b"cmd=finalize".to_vec())));
+        }
+    }
+
+    #[test]
+    fn spawn_block_read_in_pieces_keeps_its_count() {
+        // totspawns and endcmd split across reads, CRLF lines, a totspawns
+        // line that does not parse before one that does.
+        let input = b"mcmd=spawn\r\ntotspawns=x\r\ntotspawns=3\r\nendcmd\r\nmcmd=spawn\nendcmd\nmcmd=spawn\nendcmd\r\n38    cmd=fullinit;pmirank=0;threaded=FALSE;";
+        for chunk in 1..=input.len() {
+            let got = frames(input, chunk);
+            assert_eq!(got.len(), 2, "chunk size {chunk}: {got:?}");
+            match &got[0] {
+                Ok(Frame::Pmi1Spawn(b)) => assert_eq!(b.len(), 83, "chunk size {chunk}"),
+                other => panic!("chunk size {chunk}: {other:?}"),
+            }
+            assert!(matches!(got[1], Ok(Frame::Pmi2(_))), "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn spawn_block_limit_whatever_the_reads() {
+        // A block that completes exactly at the limit is a frame; one byte
+        // more is an error and the stream is broken, read at once or not.
+        let head = b"mcmd=spawn\nexecname=a\n";
+        let tail = b"\nendcmd\n";
+        let fill = SPAWN_BLOCK_MAX - head.len() - tail.len() - "x=".len();
+        for extra in [0, 1] {
+            let mut block = head.to_vec();
+            block.extend_from_slice(b"x=");
+            block.extend(std::iter::repeat_n(b'A', fill + extra));
+            block.extend_from_slice(tail);
+            for chunk in [1000, 65536, block.len()] {
+                let got = frames(&block, chunk);
+                assert_eq!(got.len(), 1, "extra {extra}, chunk {chunk}");
+                if extra == 0 {
+                    assert!(
+                        matches!(&got[0], Ok(Frame::Pmi1Spawn(b)) if b.len() == SPAWN_BLOCK_MAX)
+                    );
+                } else {
+                    let max = SPAWN_BLOCK_MAX;
+                    assert_eq!(got[0], Err(WireError::SpawnTooLong { max }));
+                }
+            }
         }
     }
 

@@ -16,9 +16,11 @@ pub fn decode(body: &[u8]) -> Result<Message, WireError> {
     if k != b"cmd" {
         return Err(WireError::NoCommand);
     }
+    // A `;` (written `;;`) cannot be in a command name: the reply names
+    // the command, and it would end the reply's first pair early.
     let cmd = std::str::from_utf8(&v)
         .ok()
-        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic()))
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() && b != b';'))
         .ok_or(WireError::BadCommandName)?
         .to_string();
     let mut msg = Message::new(cmd);
@@ -174,5 +176,9 @@ mod tests {
         assert_eq!(decode(b"key=x;cmd=foo;"), Err(WireError::NoCommand));
         assert_eq!(decode(b""), Err(WireError::NoCommand));
         assert_eq!(decode(b"cmd=;"), Err(WireError::BadCommandName));
+        assert_eq!(
+            decode(b"cmd=kvs;;put;key=k;"),
+            Err(WireError::BadCommandName)
+        );
     }
 }

@@ -31,6 +31,7 @@
 #![allow(dead_code)]
 
 pub mod nameserver;
+pub mod port;
 pub mod stacks;
 
 use std::collections::{HashMap, HashSet};
@@ -102,9 +103,16 @@ pub enum Prog {
     FpmiGroups,
     /// `pset_slurm.c` (Slurm libpmi2): process-set job attributes.
     PsetSlurm,
-    /// `pmi2_fence_sleep.c` against fastpmi's `include/pmi2.h` and
-    /// `libpmi2.so`: the same job on the shared-memory fence.
-    Pmi2FenceSleepOwnLib,
+    /// `pmi2_trivial.c` (Slurm libpmi2): init, put, fence, one get,
+    /// finalize; `pmi2 trivial ok size=N`.
+    Pmi2Trivial,
+    /// `pmi2_late.c` (Slurm libpmi2): one rank late to init while the others
+    /// fence; `late ok rank R size N`.
+    Pmi2LateSlurm,
+    /// `pmi2_late.c` (fastpmi's `include/pmi2.h` and `libpmi2.so`).
+    Pmi2LateFastpmi,
+    /// `mpi_init_mark.c` (MPICH): a file per rank once `MPI_Init` returned.
+    MpiInitMark,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -134,7 +142,10 @@ impl Prog {
             Prog::Pmi1Spawn => "pmi1_spawn",
             Prog::FpmiGroups => "fpmi_groups",
             Prog::PsetSlurm => "pset_slurm",
-            Prog::Pmi2FenceSleepOwnLib => "pmi2_fence_sleep_fastpmi",
+            Prog::Pmi2Trivial => "pmi2_trivial",
+            Prog::Pmi2LateSlurm => "pmi2_late_slurm",
+            Prog::Pmi2LateFastpmi => "pmi2_late_fastpmi",
+            Prog::MpiInitMark => "mpi_init_mark",
         }
     }
 
@@ -142,46 +153,34 @@ impl Prog {
     pub fn source(self) -> &'static str {
         match self {
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm",
-            Prog::Pmi2FenceSleepOwnLib => "pmi2_fence_sleep",
+            Prog::Pmi2LateSlurm | Prog::Pmi2LateFastpmi => "pmi2_late",
             p => p.name(),
         }
     }
 
     fn toolchain(self) -> Toolchain {
         match self {
-            Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum => Toolchain::Mpich,
+            Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum | Prog::MpiInitMark => {
+                Toolchain::Mpich
+            }
             Prog::Pmi2Slurm
             | Prog::Pmi2FenceSleep
             | Prog::SegmentStamp
             | Prog::Pmi2Spawn
-            | Prog::PsetSlurm => Toolchain::SlurmPmi2,
+            | Prog::PsetSlurm
+            | Prog::Pmi2Trivial
+            | Prog::Pmi2LateSlurm => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi
             | Prog::Pmi2SlurmOwnHeader
             | Prog::Pmi2SlurmCalls
             | Prog::FpmiGroups
-            | Prog::Pmi2FenceSleepOwnLib => Toolchain::FastpmiPmi2,
+            | Prog::Pmi2LateFastpmi => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 15] = [
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-            OnceLock::new(),
-        ];
+        static CELLS: [OnceLock<PathBuf>; 18] = [const { OnceLock::new() }; 18];
         &CELLS[self as usize]
     }
 }

@@ -107,10 +107,13 @@ impl Stack {
 
     /// Environment every run of this stack's programs needs, under any
     /// launcher. Intel MPI can spawn only over the shm:ofi fabric with the
-    /// tcp provider (even under its own mpiexec.hydra).
+    /// tcp provider (even under its own mpiexec.hydra). The MPICH wheel's
+    /// default UCX netmod fails spawns now and then under its own Hydra too
+    /// (`MPIDI_UCX_insert_upid`: endpoint timeout, shared-memory segments of
+    /// peers that already exited); its ofi netmod does not.
     pub fn env(self) -> &'static [(&'static str, &'static str)] {
         match self {
-            Stack::Mpich5 => &[],
+            Stack::Mpich5 => &[("MPIR_CVAR_CH4_NETMOD", "ofi"), ("FI_PROVIDER", "tcp")],
             Stack::Impi => &[("I_MPI_FABRICS", "shm:ofi"), ("FI_PROVIDER", "tcp")],
         }
     }

@@ -113,3 +113,28 @@ pub fn poll<T>(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A Rust-client rank: waits for its gate, then init, put, fence, get of
+/// every rank's value, finalize.
+pub fn role_gated() -> Result<(), String> {
+    crate::common::port::wait_gate(Duration::from_secs(60))?;
+    let pmi = Pmi::init().map_err(|e| format!("Pmi::init: {e}"))?;
+    let (me, n) = (pmi.rank(), pmi.size());
+    pmi.put(format!("k{me}"), format!("v{me}"))
+        .map_err(|e| format!("put: {e}"))?;
+    pmi.fence().map_err(|e| format!("fence: {e}"))?;
+    for r in 0..n {
+        let v = pmi
+            .get(format!("k{r}"), Some(r))
+            .map_err(|e| format!("get k{r}: {e}"))?;
+        ensure(v.as_deref() == Some(format!("v{r}").as_bytes()), || {
+            format!("rank {me}: k{r} is {v:?}")
+        })?;
+    }
+    pmi.finalize().map_err(|e| format!("finalize: {e}"))?;
+    println!(
+        "gated rank {me} ok size={n} transport={:?}",
+        pmi.transport()
+    );
+    Ok(())
+}

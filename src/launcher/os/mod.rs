@@ -1,12 +1,16 @@
 //! OS glue of the launcher: socketpairs, process spawning, signals, reaping.
 //! The only `unsafe` of the launcher lives here.
 
+mod spawn;
+
+pub use spawn::{ExecImage, RankCommand, Spawned, Spawner};
+
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::fd::{OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 
 use rustix::process::{Pid, Signal};
 
@@ -53,98 +57,6 @@ pub fn cloexec_inherited_fds() {
             let _ = rustix::io::fcntl_setfd(bfd, flags | rustix::io::FdFlags::CLOEXEC);
         }
     }
-}
-
-/// What one rank process gets.
-pub struct RankCommand<'a> {
-    pub program: &'a Path,
-    pub args: &'a [OsString],
-    pub env: &'a [(OsString, OsString)],
-    pub env_remove: &'a [&'a str],
-    pub wdir: Option<&'a Path>,
-    /// Descriptors the rank inherits: `(launcher's fd, number in the rank)`.
-    /// Targets must be 3 and up, distinct.
-    pub pass_fds: &'a [(RawFd, RawFd)],
-    pub stdin_inherit: bool,
-}
-
-/// A started rank: its pid and the read ends of its output pipes.
-pub struct Spawned {
-    pub pid: u32,
-    pub stdout: std::process::ChildStdout,
-    pub stderr: std::process::ChildStderr,
-}
-
-/// Start one rank. It dies with the launcher (`PR_SET_PDEATHSIG`) and
-/// inherits nothing but stdio and `keep_fds`: every other descriptor of the
-/// launcher is close-on-exec.
-pub fn spawn_rank(rc: &RankCommand<'_>) -> io::Result<Spawned> {
-    let mut cmd = Command::new(rc.program);
-    cmd.args(rc.args);
-    for k in rc.env_remove {
-        cmd.env_remove(k);
-    }
-    for (k, v) in rc.env {
-        cmd.env(k, v);
-    }
-    if let Some(d) = rc.wdir {
-        cmd.current_dir(d);
-    }
-    cmd.stdin(if rc.stdin_inherit {
-        Stdio::inherit()
-    } else {
-        Stdio::null()
-    });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let pass: Vec<(RawFd, RawFd)> = rc.pass_fds.to_vec();
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the child between fork and exec, where only
-    // async-signal-safe operations are allowed. It makes raw syscalls only
-    // (prctl, getppid, fcntl, dup2 through rustix), allocates nothing and
-    // takes no locks; `pass` was allocated before the fork and is only read.
-    // The descriptors it borrows are open in the launcher, hence in the child.
-    unsafe {
-        cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            // The launcher may have died before prctl took effect.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(io::Error::other("launcher exited"));
-            }
-            // Two steps so a source number that is another's target is not
-            // clobbered: park every source above the targets (close-on-exec
-            // copies), then dup2 onto the small numbers (dup2 clears CLOEXEC).
-            let mut parked = [-1 as RawFd; 8];
-            for (i, &(src, _)) in pass.iter().enumerate().take(parked.len()) {
-                let b = rustix::fd::BorrowedFd::borrow_raw(src);
-                let tmp = rustix::io::fcntl_dupfd_cloexec(b, 64)?;
-                parked[i] = std::os::fd::IntoRawFd::into_raw_fd(tmp);
-            }
-            for (i, &(_, dst)) in pass.iter().enumerate().take(parked.len()) {
-                let tmp = rustix::fd::BorrowedFd::borrow_raw(parked[i]);
-                let raw = libc::dup2(tmp.as_raw_fd(), dst);
-                if raw < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn()?;
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| io::Error::other("no stdout pipe"))?;
-    let stderr = child
-        .stderr
-        .take()
-        .ok_or_else(|| io::Error::other("no stderr pipe"))?;
-    // The child is reaped with waitpid(-1) by the event loop; dropping the
-    // handle neither waits nor kills.
-    Ok(Spawned {
-        pid: child.id(),
-        stdout,
-        stderr,
-    })
 }
 
 /// Resolve `program` the way execvp would, to report a missing program once

@@ -1,0 +1,360 @@
+//! Starting rank processes with vfork semantics.
+//!
+//! `std::process::Command` with a `pre_exec` step forks the launcher (page
+//! tables of a multi-threaded process with large mappings) for every rank.
+//! Here a rank is created with `clone(CLONE_VM | CLONE_VFORK)`, as glibc's
+//! `posix_spawn` does: the child borrows the launcher's memory until it
+//! execs, so creating it costs about as much as `posix_spawn`, while the
+//! child can still do what `posix_spawn` cannot: `PR_SET_PDEATHSIG`. The
+//! child function makes raw, async-signal-safe libc calls only (sigaction,
+//! prctl, getppid, fcntl, dup2, chdir, sigprocmask, execve, _exit), reads
+//! data the parent prepared, and writes nothing but its error slot.
+//!
+//! What one rank needs is prepared once per application ([`ExecImage`]:
+//! program, argv, the environment shared by all its ranks) so that a rank
+//! costs the launcher only its own few PMI variables, two pipes and the
+//! clone.
+
+use std::ffi::{c_char, c_int, c_void, CString, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+/// Stack of the vfork child: it runs a handful of libc calls, then execs.
+const CHILD_STACK: usize = 64 * 1024;
+/// Most descriptors a rank gets placed (stdio, PMI socket, segments).
+const MAX_MOVES: usize = 8;
+/// Parked copies of the descriptors go at or above this number, clear of
+/// every target.
+const PARK_FLOOR: RawFd = 64;
+
+/// Program, arguments and environment shared by every rank of one
+/// application, built once.
+pub struct ExecImage {
+    program: CString,
+    /// `argv` (argv[0] is the program as resolved) then the same behind
+    /// `/bin/sh` for a script without `#!` (what execvp does on ENOEXEC).
+    argv: Vec<CString>,
+    sh_argv: Vec<CString>,
+    /// `KEY=value` of every variable except the per-rank ones.
+    env: Vec<CString>,
+    wdir: Option<CString>,
+}
+
+fn cstr(b: &[u8], what: &str) -> io::Result<CString> {
+    CString::new(b).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        )
+    })
+}
+
+fn env_entry(k: &OsStr, v: &OsStr) -> io::Result<CString> {
+    let mut b = Vec::with_capacity(k.len() + v.len() + 1);
+    b.extend_from_slice(k.as_bytes());
+    b.push(b'=');
+    b.extend_from_slice(v.as_bytes());
+    cstr(&b, "an environment variable")
+}
+
+impl ExecImage {
+    /// `inherited` is the launcher's environment, `remove` the names a rank
+    /// must not inherit, `set` the application's variables (later wins) and
+    /// `per_rank` the names each rank sets itself (they win over all).
+    pub fn new(
+        program: &Path,
+        args: &[OsString],
+        inherited: impl IntoIterator<Item = (OsString, OsString)>,
+        remove: &[&str],
+        set: &[(OsString, OsString)],
+        per_rank: &[&OsStr],
+        wdir: Option<&Path>,
+    ) -> io::Result<ExecImage> {
+        let program_c = cstr(program.as_os_str().as_bytes(), "the program path")?;
+        let mut argv = Vec::with_capacity(args.len() + 1);
+        argv.push(program_c.clone());
+        for a in args {
+            argv.push(cstr(a.as_bytes(), "an argument")?);
+        }
+        let mut sh_argv = Vec::with_capacity(argv.len() + 1);
+        sh_argv.push(c"/bin/sh".to_owned());
+        sh_argv.extend(argv.iter().cloned());
+        // Order of the inherited environment kept; a variable set again
+        // replaces the inherited one in place, as Command::env did.
+        let mut vars: Vec<(OsString, OsString)> = inherited
+            .into_iter()
+            .filter(|(k, _)| !remove.iter().any(|r| OsStr::new(r) == k))
+            .collect();
+        for (k, v) in set {
+            match vars.iter_mut().find(|(have, _)| have == k) {
+                Some(slot) => slot.1 = v.clone(),
+                None => vars.push((k.clone(), v.clone())),
+            }
+        }
+        let env = vars
+            .iter()
+            .filter(|(k, _)| !per_rank.contains(&k.as_os_str()))
+            .map(|(k, v)| env_entry(k, v))
+            .collect::<io::Result<Vec<_>>>()?;
+        let wdir = wdir
+            .map(|d| cstr(d.as_os_str().as_bytes(), "the working directory"))
+            .transpose()?;
+        Ok(ExecImage {
+            program: program_c,
+            argv,
+            sh_argv,
+            env,
+            wdir,
+        })
+    }
+}
+
+/// What one rank gets besides its application's image.
+pub struct RankCommand<'a> {
+    pub image: &'a ExecImage,
+    /// This rank's own variables (`PMI_RANK`, ...).
+    pub env: &'a [(OsString, OsString)],
+    /// Descriptors the rank inherits: `(launcher's fd, number in the rank)`.
+    /// Targets must be 3 and up, distinct.
+    pub pass_fds: &'a [(RawFd, RawFd)],
+    pub stdin_inherit: bool,
+}
+
+/// A started rank: its pid and the read ends of its output pipes
+/// (close-on-exec, blocking).
+pub struct Spawned {
+    pub pid: u32,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+/// Creates ranks: the vfork child's stack and `/dev/null`, kept for every
+/// spawn of the launcher.
+pub struct Spawner {
+    stack: Vec<u128>,
+    devnull: OwnedFd,
+}
+
+/// Everything the child reads, prepared by the parent; `err` is the one
+/// thing it writes (the errno of the step that failed).
+struct ChildArgs {
+    path: *const c_char,
+    argv: *const *const c_char,
+    sh_argv: *const *const c_char,
+    envp: *const *const c_char,
+    wdir: *const c_char,
+    moves: [(RawFd, RawFd); MAX_MOVES],
+    nmoves: usize,
+    parent: libc::pid_t,
+    err: AtomicI32,
+    stage: AtomicI32,
+}
+
+/// Steps of the child, to say which one failed.
+const STAGE_PDEATHSIG: i32 = 1;
+const STAGE_PARENT_GONE: i32 = 2;
+const STAGE_FDS: i32 = 3;
+const STAGE_CHDIR: i32 = 4;
+const STAGE_EXEC: i32 = 5;
+
+impl Spawner {
+    pub fn new() -> io::Result<Spawner> {
+        let devnull = rustix::fs::open(
+            "/dev/null",
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(Spawner {
+            stack: vec![0u128; CHILD_STACK / 16],
+            devnull,
+        })
+    }
+
+    /// Start one rank. It dies with the launcher (`PR_SET_PDEATHSIG`),
+    /// gets default signal dispositions and an empty signal mask, and
+    /// inherits nothing but stdio and `pass_fds`: every other descriptor of
+    /// the launcher is close-on-exec.
+    pub fn spawn(&mut self, rc: &RankCommand<'_>) -> io::Result<Spawned> {
+        if rc.pass_fds.len() + 3 > MAX_MOVES {
+            return Err(io::Error::other("too many descriptors for a rank"));
+        }
+        let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
+        let (out_r, out_w) = pipe()?;
+        let (err_r, err_w) = pipe()?;
+        let mut moves = [(-1, -1); MAX_MOVES];
+        let mut n = 0;
+        let mut add = |m: (RawFd, RawFd)| {
+            moves[n] = m;
+            n += 1;
+        };
+        if !rc.stdin_inherit {
+            add((self.devnull.as_raw_fd(), 0));
+        }
+        add((out_w.as_raw_fd(), 1));
+        add((err_w.as_raw_fd(), 2));
+        for &m in rc.pass_fds {
+            add(m);
+        }
+        let rank_env = rc
+            .env
+            .iter()
+            .map(|(k, v)| env_entry(k, v))
+            .collect::<io::Result<Vec<_>>>()?;
+        let img = rc.image;
+        let ptrs = |v: &mut dyn Iterator<Item = &CString>| -> Vec<*const c_char> {
+            v.map(|c| c.as_ptr()).chain([std::ptr::null()]).collect()
+        };
+        let argv = ptrs(&mut img.argv.iter());
+        let sh_argv = ptrs(&mut img.sh_argv.iter());
+        let envp = ptrs(&mut img.env.iter().chain(rank_env.iter()));
+        let args = ChildArgs {
+            path: img.program.as_ptr(),
+            argv: argv.as_ptr(),
+            sh_argv: sh_argv.as_ptr(),
+            envp: envp.as_ptr(),
+            wdir: img.wdir.as_ref().map_or(std::ptr::null(), |d| d.as_ptr()),
+            moves,
+            nmoves: n,
+            parent: rustix::process::getpid().as_raw_nonzero().get(),
+            err: AtomicI32::new(0),
+            stage: AtomicI32::new(0),
+        };
+        let top = self.stack.as_mut_ptr_range().end.cast::<c_void>();
+        // SAFETY: sigset_t is plain data; sigfillset/pthread_sigmask get
+        // valid pointers to locals.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            // No handler of the launcher may run in the child, which shares
+            // its memory: signals stay blocked until the child has reset
+            // every handler to the default.
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        }
+        // SAFETY: CLONE_VM | CLONE_VFORK: the parent is suspended until the
+        // child execs or exits, so `args`, the argv/envp arrays and the
+        // stack (64 KiB, 16-byte aligned top, used by no one else) stay
+        // valid and untouched for the child's whole life. The child runs
+        // `child_main`, which only makes async-signal-safe calls and never
+        // returns. SIGCHLD as exit signal: the event loop reaps it with
+        // waitpid(-1) like any child.
+        let pid = unsafe {
+            libc::clone(
+                child_main,
+                top,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                (&args as *const ChildArgs).cast_mut().cast::<c_void>(),
+            )
+        };
+        let clone_err = io::Error::last_os_error();
+        // SAFETY: restores the mask saved above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        drop((out_w, err_w));
+        if pid < 0 {
+            return Err(clone_err);
+        }
+        let err = args.err.load(Ordering::Acquire);
+        if err != 0 || args.stage.load(Ordering::Acquire) != STAGE_EXEC {
+            // The child exited without exec: reap it here, report why.
+            let mut status = 0;
+            // SAFETY: waitpid on our own child with a pointer to a local.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            let e = io::Error::from_raw_os_error(err);
+            return Err(match args.stage.load(Ordering::Acquire) {
+                STAGE_PARENT_GONE => io::Error::other("launcher exited"),
+                STAGE_PDEATHSIG => io::Error::new(e.kind(), format!("prctl: {e}")),
+                STAGE_FDS => io::Error::new(e.kind(), format!("descriptors: {e}")),
+                STAGE_CHDIR => io::Error::new(e.kind(), format!("chdir: {e}")),
+                _ => e,
+            });
+        }
+        Ok(Spawned {
+            pid: pid as u32,
+            stdout: out_r,
+            stderr: err_r,
+        })
+    }
+}
+
+/// Record the failing step's errno and exit as a program that cannot run.
+fn child_fail(a: &ChildArgs, stage: i32) -> ! {
+    let e = io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO);
+    a.stage.store(stage, Ordering::Release);
+    a.err
+        .store(if e == 0 { libc::EIO } else { e }, Ordering::Release);
+    // SAFETY: _exit is async-signal-safe and ends the child at once.
+    unsafe { libc::_exit(127) }
+}
+
+/// The vfork child: signal dispositions, PDEATHSIG, descriptors, working
+/// directory, mask, exec. Nothing here allocates or takes a lock.
+extern "C" fn child_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the parent's `ChildArgs`, alive while the parent is
+    // suspended (CLONE_VFORK); shared access only (atomics for writes).
+    let a = unsafe { &*arg.cast::<ChildArgs>() };
+    // SAFETY: every call below is an async-signal-safe libc wrapper of one
+    // syscall, on locals or on the parent's prepared, NUL-terminated data.
+    unsafe {
+        // Handlers would run the launcher's code in the shared memory; an
+        // ignored SIGPIPE (the Rust runtime's) must not reach the program.
+        for sig in 1..libc::SIGRTMAX() + 1 {
+            if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+                continue;
+            }
+            let mut cur: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, std::ptr::null(), &mut cur) != 0 {
+                continue;
+            }
+            let h = cur.sa_sigaction;
+            if h != libc::SIG_DFL && (h != libc::SIG_IGN || sig == libc::SIGPIPE) {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(sig, &dfl, std::ptr::null_mut());
+            }
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+            child_fail(a, STAGE_PDEATHSIG);
+        }
+        // The launcher may have died before prctl took effect.
+        if libc::getppid() != a.parent {
+            a.stage.store(STAGE_PARENT_GONE, Ordering::Release);
+            a.err.store(libc::ESRCH, Ordering::Release);
+            libc::_exit(127);
+        }
+        // Two steps so a source number that is another's target is not
+        // clobbered: park every source above the targets (close-on-exec
+        // copies), then dup2 onto the small numbers (dup2 clears CLOEXEC).
+        let mut parked = [-1 as RawFd; MAX_MOVES];
+        let moves = &a.moves[..a.nmoves];
+        for (slot, &(src, _)) in parked.iter_mut().zip(moves) {
+            *slot = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, PARK_FLOOR);
+            if *slot < 0 {
+                child_fail(a, STAGE_FDS);
+            }
+        }
+        for (&tmp, &(_, dst)) in parked.iter().zip(moves) {
+            if libc::dup2(tmp, dst) < 0 {
+                child_fail(a, STAGE_FDS);
+            }
+        }
+        if !a.wdir.is_null() && libc::chdir(a.wdir) != 0 {
+            child_fail(a, STAGE_CHDIR);
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        a.stage.store(STAGE_EXEC, Ordering::Release);
+        libc::execve(a.path, a.argv, a.envp);
+        if *libc::__errno_location() == libc::ENOEXEC {
+            // A script without `#!`: the shell runs it, as execvp would.
+            libc::execve(c"/bin/sh".as_ptr(), a.sh_argv, a.envp);
+        }
+        child_fail(a, STAGE_EXEC)
+    }
+}

@@ -1,0 +1,420 @@
+//! The launcher's side of the tools: the rendezvous (answered from a
+//! snapshot the event loop hands out on request, so the connection threads
+//! never touch the loop's state), `--stop-in-init` and release, the MPIR
+//! proc table, `--fence-timeout`, SIGUSR1 reports and `--verbose` failure
+//! details.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{mpir, os, Launcher};
+use crate::server::JobIdx;
+use crate::tools::proto::{JobBrief, LauncherInfo, Op, Reply, Request};
+use crate::tools::rendezvous::{self, Rendezvous};
+use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
+use crate::tools::{instant_ns, ranges};
+
+/// How long a connection thread waits for the event loop.
+const LOOP_DEADLINE: Duration = Duration::from_secs(2);
+
+/// What a connection thread asks of the event loop.
+pub(super) enum Query {
+    Info(Sender<LauncherInfo>),
+    Snapshot(Sender<Snapshot>),
+    Release(Option<String>, Sender<Result<usize, String>>),
+}
+
+pub(super) struct ToolsRt {
+    rendezvous: Option<Rendezvous>,
+    queries: Receiver<Query>,
+    started: Instant,
+    command: String,
+    /// `--stop-in-init` and not released yet: new jobs are held.
+    hold_new_jobs: bool,
+    mpir_published: bool,
+    /// When each job was created (index = job).
+    created: Vec<Instant>,
+    next_check: Instant,
+    /// Jobs seen waiting: (fences completed then, first seen).
+    waiting: HashMap<JobIdx, (u64, Instant)>,
+}
+
+impl ToolsRt {
+    /// Start the rendezvous (a failure to create it is logged, not fatal:
+    /// the job runs without `fastpmi ps`).
+    pub(super) fn start(waker: Arc<mio::Waker>, stop_in_init: bool) -> ToolsRt {
+        let (tx, rx) = mpsc::channel();
+        let dir = rendezvous::dir();
+        let rendezvous = match Rendezvous::start(&dir, handler(tx, waker)) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                crate::errln!("fastpmi: no rendezvous for `fastpmi ps`: {e}");
+                None
+            }
+        };
+        let command = std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        ToolsRt {
+            rendezvous,
+            queries: rx,
+            started: Instant::now(),
+            command,
+            hold_new_jobs: stop_in_init,
+            mpir_published: false,
+            created: Vec::new(),
+            next_check: Instant::now(),
+            waiting: HashMap::new(),
+        }
+    }
+
+    /// Remove the rendezvous now (also done on drop).
+    pub(super) fn close(&mut self) {
+        self.rendezvous = None;
+    }
+}
+
+/// The rendezvous handler: runs on a connection thread.
+fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>) -> rendezvous::Handler {
+    Arc::new(move |req: Request| {
+        let ask = |q: Query| -> bool { tx.send(q).is_ok() && waker.wake().is_ok() };
+        let gone = || Reply::error("the launcher is shutting down or busy");
+        match req.op {
+            Op::Info => {
+                let (s, r) = mpsc::channel();
+                if !ask(Query::Info(s)) {
+                    return gone();
+                }
+                match r.recv_timeout(LOOP_DEADLINE) {
+                    Ok(info) => Reply {
+                        launcher: Some(info),
+                        ..Reply::ok()
+                    },
+                    Err(_) => gone(),
+                }
+            }
+            Op::Ps => {
+                let (s, r) = mpsc::channel();
+                if !ask(Query::Snapshot(s)) {
+                    return gone();
+                }
+                let Ok(snap) = r.recv_timeout(LOOP_DEADLINE) else {
+                    return gone();
+                };
+                let jobs: Vec<&JobSnap> = snap
+                    .jobs
+                    .iter()
+                    .filter(|j| req.job.as_ref().is_none_or(|id| *id == j.status.id))
+                    .collect();
+                if jobs.is_empty() {
+                    if let Some(id) = &req.job {
+                        return Reply::error(format!("no job {id} in this launcher"));
+                    }
+                }
+                // Read the segments here, off the event loop.
+                Reply {
+                    jobs: Some(jobs.into_iter().map(view::job_table).collect()),
+                    ..Reply::ok()
+                }
+            }
+            Op::Release => {
+                let (s, r) = mpsc::channel();
+                if !ask(Query::Release(req.job.clone(), s)) {
+                    return gone();
+                }
+                match r.recv_timeout(LOOP_DEADLINE) {
+                    Ok(Ok(n)) => Reply {
+                        released: Some(n),
+                        ..Reply::ok()
+                    },
+                    Ok(Err(e)) => Reply::error(e),
+                    Err(_) => gone(),
+                }
+            }
+        }
+    })
+}
+
+impl Launcher {
+    /// A job was created: note when, and hold it under `--stop-in-init`.
+    pub(super) fn tools_job_created(&mut self, job: JobIdx) {
+        while self.tools.created.len() <= job {
+            self.tools.created.push(Instant::now());
+        }
+        if self.tools.hold_new_jobs {
+            self.server.hold_init(job);
+        }
+    }
+
+    /// Poll timeout the tools need (the fence-timeout check).
+    pub(super) fn tools_tick(&self) -> Option<Duration> {
+        let limit = self.cfg.fence_timeout?;
+        let tick = (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
+        Some(
+            self.tools
+                .next_check
+                .saturating_duration_since(Instant::now())
+                .min(tick),
+        )
+    }
+
+    /// Answer what the connection threads asked.
+    pub(super) fn serve_tool_queries(&mut self) {
+        while let Ok(q) = self.tools.queries.try_recv() {
+            match q {
+                Query::Info(tx) => {
+                    let _ = tx.send(self.launcher_info());
+                }
+                Query::Snapshot(tx) => {
+                    let _ = tx.send(self.snapshot());
+                }
+                Query::Release(job, tx) => {
+                    let _ = tx.send(self.release(job.as_deref()));
+                }
+            }
+        }
+        self.apply_events();
+    }
+
+    fn launcher_info(&self) -> LauncherInfo {
+        LauncherInfo {
+            pid: std::process::id(),
+            command: self.tools.command.clone(),
+            age_seconds: self.tools.started.elapsed().as_secs_f64(),
+            jobs: (0..self.jobs.len())
+                .filter(|&j| self.jobs[j].live > 0)
+                .map(|j| {
+                    let st = self.server.job_status(j);
+                    JobBrief {
+                        id: st.id,
+                        size: st.size,
+                        live: self.jobs[j].live,
+                        held: st.holding,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Every job whose ranks are not all reaped.
+    pub(super) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            launcher_pid: std::process::id(),
+            command: self.tools.command.clone(),
+            age_seconds: self.tools.started.elapsed().as_secs_f64(),
+            jobs: (0..self.jobs.len())
+                .filter(|&j| self.jobs[j].live > 0)
+                .map(|j| self.job_snap(j))
+                .collect(),
+        }
+    }
+
+    pub(super) fn job_snap(&self, job: JobIdx) -> JobSnap {
+        let status = self.server.job_status(job);
+        let created = self.tools.created.get(job).map_or(0, |&t| instant_ns(t));
+        let mut procs: Vec<ProcSnap> = (0..status.size)
+            .map(|_| ProcSnap {
+                pid: None,
+                executable: String::new(),
+                since_ns: created,
+                ended: None,
+            })
+            .collect();
+        for p in self.pending.iter().filter(|p| p.job == job) {
+            if let Some(slot) = procs.get_mut(p.rank as usize) {
+                slot.executable = p.program().display().to_string();
+            }
+        }
+        for p in self.procs.iter().filter(|p| p.job == job) {
+            if let Some(slot) = procs.get_mut(p.rank as usize) {
+                *slot = ProcSnap {
+                    pid: Some(p.pid),
+                    executable: p.exe.display().to_string(),
+                    since_ns: instant_ns(p.started),
+                    ended: p.status.map(|s| {
+                        let how = os::describe_status(s);
+                        (
+                            how.trim_start_matches("was ").to_string(),
+                            p.ended.map_or(0, instant_ns),
+                        )
+                    }),
+                };
+            }
+        }
+        let sock_since_ns = status.ranks.iter().map(|r| instant_ns(r.since)).collect();
+        JobSnap {
+            segment: self.jobs[job].segment.clone(),
+            status,
+            procs,
+            sock_since_ns,
+        }
+    }
+
+    /// Release held ranks: of `job` (an id), or of every job (then later
+    /// jobs are not held either).
+    fn release(&mut self, job: Option<&str>) -> Result<usize, String> {
+        let targets: Vec<JobIdx> = match job {
+            None => {
+                self.tools.hold_new_jobs = false;
+                (0..self.jobs.len()).collect()
+            }
+            Some(id) => {
+                let j = (0..self.jobs.len())
+                    .find(|&j| self.server.job_id(j) == id)
+                    .ok_or_else(|| format!("no job {id} in this launcher"))?;
+                vec![j]
+            }
+        };
+        let mut n = 0;
+        for j in targets {
+            n += self.server.release_init(j, &mut self.events);
+        }
+        tracing::debug!("released {n} ranks held in init");
+        Ok(n)
+    }
+
+    /// Once every rank of the first job has started: the MPIR proc table
+    /// and `MPIR_Breakpoint`. A debugger that set `MPIR_being_debugged` has
+    /// continued when it returns: ranks held in init go on.
+    pub(super) fn tools_all_started(&mut self) {
+        if self.tools.mpir_published || self.jobs.is_empty() {
+            return;
+        }
+        // Pending ranks start in order, the first job's first.
+        if self.pending.front().is_some_and(|p| p.job == 0) {
+            return;
+        }
+        self.tools.mpir_published = true;
+        let host = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        let mut first: Vec<&super::supervise::RankProc> =
+            self.procs.iter().filter(|p| p.job == 0).collect();
+        first.sort_by_key(|p| p.rank);
+        let entries = first
+            .iter()
+            .map(|p| mpir::ProcEntry {
+                host: host.clone(),
+                executable: p.exe.display().to_string(),
+                pid: p.pid,
+            })
+            .collect();
+        if mpir::publish(entries) && self.cfg.stop_in_init {
+            let _ = self.release(None);
+            self.apply_events();
+        }
+    }
+
+    /// `--fence-timeout`: fail jobs whose fence or node-attribute wait has
+    /// been incomplete for that long, with the who-is-missing report.
+    pub(super) fn check_fence_timeouts(&mut self) {
+        let Some(limit) = self.cfg.fence_timeout else {
+            return;
+        };
+        let now = Instant::now();
+        if now < self.tools.next_check {
+            return;
+        }
+        self.tools.next_check = now + self.tools_tick().unwrap_or(limit);
+        for job in 0..self.jobs.len() {
+            if self.jobs[job].live == 0 || self.jobs[job].torn_down || self.server.job_failed(job) {
+                self.tools.waiting.remove(&job);
+                continue;
+            }
+            let shm_waits = self.jobs[job].segment.as_ref().is_some_and(|s| {
+                s.seg()
+                    .ranks()
+                    .iter()
+                    .any(|r| r.phase() == Ok(shm_layout::RankPhase::WaitingNodeAttr))
+            });
+            let waiting =
+                self.server.fence_arrivals(job) > 0 || self.server.waits_for_attr(job) || shm_waits;
+            if !waiting {
+                self.tools.waiting.remove(&job);
+                continue;
+            }
+            let gen = self.server.fences_completed(job);
+            let e = self.tools.waiting.entry(job).or_insert((gen, now));
+            if e.0 != gen {
+                *e = (gen, now);
+            }
+            if now.duration_since(e.1) >= limit {
+                self.tools.waiting.remove(&job);
+                self.fence_timed_out(job, limit);
+            }
+        }
+    }
+
+    fn fence_timed_out(&mut self, job: JobIdx, limit: Duration) {
+        let t = view::job_table(&self.job_snap(job));
+        let report = view::report(&t);
+        let what = match view::fence_progress(&t) {
+            Some((k, inside, _)) => format!("fence {k} ({}/{} arrived)", inside.len(), t.size),
+            None => "a node-attribute wait".to_string(),
+        };
+        let missing: Vec<&crate::tools::proto::RankRow> = match view::fence_progress(&t) {
+            Some((_, _, m)) => m,
+            None => view::attr_waiters(&t),
+        };
+        let named: Vec<String> = missing.iter().take(8).map(|r| view::describe(r)).collect();
+        let mut who = named.join(", ");
+        if missing.len() > 8 {
+            let rest: Vec<u32> = missing[8..].iter().map(|r| r.rank).collect();
+            who += &format!(" and {} more (ranks {})", rest.len(), ranges(&rest));
+        }
+        let verb = if view::fence_progress(&t).is_some() {
+            "missing"
+        } else {
+            "waiting"
+        };
+        let message = format!(
+            "{what} of job {} incomplete for {:.1} s (--fence-timeout {}); {verb}: {who}",
+            t.id,
+            limit.as_secs_f64(),
+            limit.as_secs_f64()
+        );
+        crate::errln!("fastpmi: fence timeout:");
+        eprint!("{report}");
+        let rank = missing.first().map_or(0, |r| r.rank);
+        self.server
+            .fail_job(job, Some(rank), 1, &message, &mut self.events);
+        self.record_failure(job, rank, message.clone(), 1, String::new(), false);
+        self.fail_group(job, 1, &message);
+        self.apply_events();
+    }
+
+    /// SIGUSR1: the report of every running job on stderr; nothing changes.
+    pub(super) fn print_report(&self) {
+        let snap = self.snapshot();
+        let mut out = String::new();
+        for js in &snap.jobs {
+            out += &view::report(&view::job_table(js));
+        }
+        if out.is_empty() {
+            out = "fastpmi: no running job\n".into();
+        }
+        eprint!("{out}");
+    }
+
+    /// `--verbose`: the report of `job` at the moment it fails.
+    pub(super) fn failure_detail(&self, job: JobIdx) -> Option<String> {
+        if !self.cfg.verbose || job >= self.jobs.len() {
+            return None;
+        }
+        Some(view::report(&view::job_table(&self.job_snap(job))))
+    }
+
+    /// The launcher is exiting with a failure: tell a debugger.
+    pub(super) fn tools_exit(&mut self, failed: Option<&str>) {
+        if let Some(why) = failed {
+            if self.tools.mpir_published {
+                mpir::aborting(why);
+            }
+        }
+        self.tools.close();
+    }
+}

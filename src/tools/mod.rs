@@ -1,0 +1,82 @@
+//! Tools and diagnosis: what a running launcher shows to people and
+//! debuggers without disturbing its jobs.
+//!
+//! * [`rendezvous`]: the per-launcher Unix socket (per-user directory,
+//!   same-uid peers only) and its server thread.
+//! * [`proto`]: the versioned query protocol spoken on it (JSON lines;
+//!   documented in `docs/tools.md`).
+//! * [`view`]: the per-rank state table and the who-is-missing report, built
+//!   from a snapshot of the server's socket ranks and read-only loads of the
+//!   shared-memory ranks' state words.
+//! * [`ps`]: the client side, `fastpmi ps` and `fastpmi release`.
+
+pub mod proto;
+pub mod ps;
+pub mod rendezvous;
+pub mod view;
+
+use std::time::Instant;
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock shared-memory ranks stamp their
+/// phase changes with, comparable across the processes of this node.
+pub fn mono_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
+
+/// `i` on the [`mono_ns`] clock (std's `Instant` is CLOCK_MONOTONIC on
+/// Linux, but has no accessor).
+pub fn instant_ns(i: Instant) -> u64 {
+    let ago = Instant::now().saturating_duration_since(i);
+    mono_ns().saturating_sub(ago.as_nanos() as u64)
+}
+
+/// Rank numbers as ranges: `0-16,18-255`.
+pub fn ranges(ranks: &[u32]) -> String {
+    let mut v = ranks.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if j == i {
+            out += &v[i].to_string();
+        } else {
+            out += &format!("{}-{}", v[i], v[j]);
+        }
+        i = j + 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rank_ranges() {
+        assert_eq!(ranges(&[]), "");
+        assert_eq!(ranges(&[3]), "3");
+        let mut all: Vec<u32> = (0..256).filter(|&r| r != 17).collect();
+        all.reverse();
+        assert_eq!(ranges(&all), "0-16,18-255");
+        assert_eq!(ranges(&[1, 2, 4, 6, 7, 8]), "1-2,4,6-8");
+    }
+
+    #[test]
+    fn clocks_agree() {
+        let i = Instant::now();
+        let a = mono_ns();
+        let b = instant_ns(i);
+        assert!(a.abs_diff(b) < 50_000_000, "{a} vs {b}");
+    }
+}

@@ -1,0 +1,186 @@
+//! The rendezvous query protocol, version 1 (reference: `docs/tools.md`).
+//!
+//! One request per connection: a single line of JSON (at most
+//! [`MAX_REQUEST`] bytes, `\n`-terminated), answered by a single line of
+//! JSON, after which the launcher closes the connection.
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks.
+pub const VERSION: u32 = 1;
+/// Longest request line accepted.
+pub const MAX_REQUEST: usize = 4096;
+
+/// A request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    pub version: u32,
+    pub op: Op,
+    /// A job id (`ps`, `release`); absent: every job of the launcher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// The launcher and its jobs (one line of `fastpmi ps`).
+    Info,
+    /// The proc table: every rank of every job (or of `job`).
+    Ps,
+    /// Release ranks held in init (`--stop-in-init`).
+    Release,
+}
+
+/// The launcher, as `info` describes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LauncherInfo {
+    pub pid: u32,
+    pub command: String,
+    pub age_seconds: f64,
+    pub jobs: Vec<JobBrief>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobBrief {
+    pub id: String,
+    pub size: u32,
+    /// Ranks not reaped yet.
+    pub live: u32,
+    pub held: bool,
+}
+
+/// One rank's row of the proc table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RankRow {
+    pub rank: u32,
+    pub pid: Option<u32>,
+    pub executable: String,
+    pub appnum: i32,
+    /// `shm`, `socket` or `none` (no PMI yet).
+    pub transport: String,
+    /// Machine-readable state: `launching`, `no_pmi`, `held_in_init`,
+    /// `in_init`, `running`, `in_fence`, `waiting_attr`, `finalized`,
+    /// `exited`.
+    pub kind: String,
+    /// Human-readable state ("in fence 3", "running without PMI", ...).
+    pub state: String,
+    /// The fence it is in (`in_fence`).
+    #[serde(default)]
+    pub fence: Option<u64>,
+    /// The node attribute it waits for (`waiting_attr`; absent when the
+    /// rank waits in shared memory, where the key is not recorded).
+    #[serde(default)]
+    pub attr: Option<String>,
+    /// Seconds in this state.
+    pub seconds: f64,
+    /// The last PMI operation it started.
+    #[serde(default)]
+    pub last_op: Option<String>,
+    /// Fences it entered.
+    pub fences: u64,
+    /// How it ended (`exited`).
+    #[serde(default)]
+    pub exit: Option<String>,
+}
+
+/// One job's proc table and its summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobTable {
+    pub id: String,
+    pub size: u32,
+    #[serde(default)]
+    pub spawner: Option<String>,
+    pub held: bool,
+    #[serde(default)]
+    pub failed: Option<String>,
+    pub fences_completed: u64,
+    /// One line per ongoing wait ("fence 3: 255/256 arrived, missing: ...").
+    pub summary: Vec<String>,
+    pub ranks: Vec<RankRow>,
+}
+
+/// A reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub version: u32,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launcher: Option<LauncherInfo>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jobs: Option<Vec<JobTable>>,
+    /// `release`: ranks released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released: Option<usize>,
+}
+
+impl Reply {
+    pub fn error(msg: impl Into<String>) -> Reply {
+        Reply {
+            version: VERSION,
+            ok: false,
+            error: Some(msg.into()),
+            launcher: None,
+            jobs: None,
+            released: None,
+        }
+    }
+
+    pub fn ok() -> Reply {
+        Reply {
+            version: VERSION,
+            ok: true,
+            error: None,
+            launcher: None,
+            jobs: None,
+            released: None,
+        }
+    }
+}
+
+/// Parse a request line; the error is the message to send back.
+pub fn parse_request(line: &[u8]) -> Result<Request, String> {
+    // Look at the version first, so a newer client hears which one is spoken.
+    let v: serde_json::Value =
+        serde_json::from_slice(line).map_err(|e| format!("not a JSON request: {e}"))?;
+    match v.get("version").and_then(|v| v.as_u64()) {
+        Some(n) if n == VERSION as u64 => {}
+        Some(n) => {
+            return Err(format!(
+                "protocol version {n} not supported (this launcher speaks {VERSION})"
+            ))
+        }
+        None => {
+            return Err(format!(
+                "request without \"version\" (this launcher speaks {VERSION})"
+            ))
+        }
+    }
+    serde_json::from_value(v).map_err(|e| format!("bad request: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests() {
+        let r = parse_request(br#"{"version":1,"op":"ps","job":"j"}"#).unwrap();
+        assert_eq!(r.op, Op::Ps);
+        assert_eq!(r.job.as_deref(), Some("j"));
+        assert!(parse_request(b"garbage")
+            .unwrap_err()
+            .contains("not a JSON"));
+        assert!(parse_request(br#"{"version":2,"op":"ps"}"#)
+            .unwrap_err()
+            .contains("version 2 not supported"));
+        assert!(parse_request(br#"{"op":"ps"}"#)
+            .unwrap_err()
+            .contains("version"));
+        assert!(parse_request(br#"{"version":1,"op":"frob"}"#).is_err());
+        assert!(parse_request(br#"{"version":1,"op":"ps","x":1}"#).is_err());
+    }
+}

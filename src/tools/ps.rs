@@ -1,0 +1,271 @@
+//! `fastpmi ps` and `fastpmi release`: the client side of the rendezvous.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::proto::{JobTable, LauncherInfo, Op, Reply, Request, VERSION};
+use super::rendezvous::{self, socket_path};
+
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A launcher found in the rendezvous directory.
+struct Found {
+    pid: u32,
+    path: PathBuf,
+}
+
+fn request(op: Op, job: Option<String>) -> Request {
+    Request {
+        version: VERSION,
+        op,
+        job,
+    }
+}
+
+/// Whether a process `pid` exists (a zombie counts).
+fn pid_alive(pid: u32) -> bool {
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else {
+        return false;
+    };
+    match rustix::process::test_kill_process(p) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
+    }
+}
+
+/// Every launcher socket in the directory; sockets whose launcher is gone
+/// (killed with SIGKILL) are removed on the way.
+fn launchers(dir: &Path) -> io::Result<Vec<Found>> {
+    match rendezvous::check_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    }
+    let mut out = Vec::new();
+    for ent in std::fs::read_dir(dir)? {
+        let ent = ent?;
+        let name = ent.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".sock"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = ent.path();
+        if is_stale(&path, pid) {
+            match std::fs::remove_file(&path) {
+                Ok(()) => crate::errln!(
+                    "fastpmi: removed the stale rendezvous {} (launcher {pid} is gone)",
+                    path.display()
+                ),
+                Err(e) => crate::errln!(
+                    "fastpmi: cannot remove the stale rendezvous {}: {e}",
+                    path.display()
+                ),
+            }
+            continue;
+        }
+        out.push(Found { pid, path });
+    }
+    out.sort_by_key(|f| f.pid);
+    Ok(out)
+}
+
+/// Nobody listens on the socket and its launcher is gone. A live launcher
+/// listens from the moment the file exists, so a refused connection with
+/// the pid still alive means the pid was reused: also stale.
+fn is_stale(path: &Path, pid: u32) -> bool {
+    match std::os::unix::net::UnixStream::connect(path) {
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            if !pid_alive(pid) {
+                return true;
+            }
+            // Maybe between bind and listen: look once more.
+            std::thread::sleep(Duration::from_millis(50));
+            std::os::unix::net::UnixStream::connect(path)
+                .is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
+        }
+        Err(_) => false,
+    }
+}
+
+fn ask(path: &Path, req: &Request) -> Result<Reply, String> {
+    let r =
+        rendezvous::query(path, req, TIMEOUT).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !r.ok {
+        return Err(format!(
+            "{}: {}",
+            path.display(),
+            r.error.unwrap_or_else(|| "error".into())
+        ));
+    }
+    Ok(r)
+}
+
+/// Which launcher (and job) `target` names: a launcher pid or a job id.
+fn resolve(dir: &Path, target: &str) -> Result<(PathBuf, Option<String>), String> {
+    if let Ok(pid) = target.parse::<u32>() {
+        let path = socket_path(dir, pid);
+        if !path.exists() {
+            return Err(format!(
+                "no fastpmi launcher with pid {pid} (no {})",
+                path.display()
+            ));
+        }
+        return Ok((path, None));
+    }
+    let found = launchers(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for f in found {
+        if let Ok(r) = ask(&f.path, &request(Op::Info, None)) {
+            if r.launcher
+                .is_some_and(|l| l.jobs.iter().any(|j| j.id == target))
+            {
+                return Ok((f.path, Some(target.to_string())));
+            }
+        }
+    }
+    Err(format!("no running fastpmi job {target}"))
+}
+
+/// `fastpmi ps [PID|JOBID] [--json]`; returns the exit status.
+pub fn ps(target: Option<&str>, json: bool, socket: Option<&Path>) -> i32 {
+    let dir = rendezvous::dir();
+    let r = match (target, socket) {
+        (_, Some(path)) => table(
+            path,
+            target
+                .filter(|t| t.parse::<u32>().is_err())
+                .map(String::from),
+            json,
+        ),
+        (Some(t), None) => resolve(&dir, t).and_then(|(path, job)| table(&path, job, json)),
+        (None, None) => list(&dir, json),
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            crate::errln!("fastpmi: {e}");
+            1
+        }
+    }
+}
+
+fn list(dir: &Path, json: bool) -> Result<(), String> {
+    let found = launchers(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut infos: Vec<LauncherInfo> = Vec::new();
+    for f in &found {
+        match ask(&f.path, &request(Op::Info, None)) {
+            Ok(r) => infos.extend(r.launcher),
+            Err(e) => crate::errln!("fastpmi: launcher {}: {e}", f.pid),
+        }
+    }
+    if json {
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(&infos).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    crate::outln!(
+        "{:>8} {:>9}  {:<24} {:>6}  COMMAND",
+        "PID",
+        "AGE",
+        "JOBS",
+        "RANKS"
+    );
+    for l in infos {
+        let jobs: Vec<String> = l
+            .jobs
+            .iter()
+            .map(|j| {
+                if j.held {
+                    format!("{} (held)", j.id)
+                } else {
+                    j.id.clone()
+                }
+            })
+            .collect();
+        let ranks: u32 = l.jobs.iter().map(|j| j.size).sum();
+        crate::outln!(
+            "{:>8} {:>8.1}s  {:<24} {:>6}  {}",
+            l.pid,
+            l.age_seconds,
+            jobs.join(","),
+            ranks,
+            l.command
+        );
+    }
+    Ok(())
+}
+
+fn table(path: &Path, job: Option<String>, json: bool) -> Result<(), String> {
+    let r = ask(path, &request(Op::Ps, job))?;
+    let jobs = r.jobs.unwrap_or_default();
+    if json {
+        crate::outln!(
+            "{}",
+            serde_json::to_string_pretty(&jobs).unwrap_or_default()
+        );
+        return Ok(());
+    }
+    for t in &jobs {
+        print_table(t);
+    }
+    Ok(())
+}
+
+fn print_table(t: &JobTable) {
+    let mut out = format!("job {} ({} ranks", t.id, t.size);
+    if let Some(s) = &t.spawner {
+        out += &format!(", spawned by {s}");
+    }
+    out += ")\n";
+    for line in &t.summary {
+        out += &format!("  {line}\n");
+    }
+    out += &format!(
+        "{:>6} {:>8} {:>6} {:<6} {:<34} {:>8} {:>6} {:<18} EXECUTABLE\n",
+        "RANK", "PID", "APPNUM", "PMI", "STATE", "FOR", "FENCES", "LAST-OP"
+    );
+    for r in &t.ranks {
+        out += &format!(
+            "{:>6} {:>8} {:>6} {:<6} {:<34} {:>7.1}s {:>6} {:<18} {}\n",
+            r.rank,
+            r.pid.map_or("-".into(), |p| p.to_string()),
+            r.appnum,
+            r.transport,
+            r.state,
+            r.seconds,
+            r.fences,
+            r.last_op.as_deref().unwrap_or("-"),
+            r.executable
+        );
+    }
+    crate::outln!("{}", out.trim_end());
+}
+
+/// `fastpmi release PID|JOBID`: let ranks held in init go on.
+pub fn release(target: &str, socket: Option<&Path>) -> i32 {
+    let dir = rendezvous::dir();
+    let r = match socket {
+        Some(p) => Ok((
+            p.to_path_buf(),
+            target.parse::<u32>().is_err().then(|| target.to_string()),
+        )),
+        None => resolve(&dir, target),
+    }
+    .and_then(|(path, job)| ask(&path, &request(Op::Release, job)));
+    match r {
+        Ok(r) => {
+            crate::outln!("fastpmi: released {} ranks", r.released.unwrap_or(0));
+            0
+        }
+        Err(e) => {
+            crate::errln!("fastpmi: {e}");
+            1
+        }
+    }
+}

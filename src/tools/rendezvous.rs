@@ -1,0 +1,240 @@
+//! The launcher's rendezvous: a Unix socket `<dir>/<launcher pid>.sock` in
+//! a per-user directory (`$XDG_RUNTIME_DIR/fastpmi/`, else
+//! `/tmp/fastpmi-<uid>/`), directory 0700 and socket 0600, serving only
+//! peers of the launcher's uid (`SO_PEERCRED`).
+//!
+//! Connections are served on their own threads, never on the event loop;
+//! each has read and write deadlines and at most [`MAX_CLIENTS`] are served
+//! at once, so a client that connects and never reads or writes costs one
+//! sleeping thread for a few seconds and nothing else.
+
+use std::fs;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::proto::{self, Reply, Request};
+
+/// Clients served at once; more are told to retry and closed.
+pub const MAX_CLIENTS: usize = 8;
+/// How long a refused client's unread bytes are drained before closing.
+const LINGER: Duration = Duration::from_millis(200);
+/// How long a client may take to send its request or read the reply.
+pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
+
+/// This user's rendezvous directory (not created).
+pub fn dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if Path::new(&d).is_absolute() => Path::new(&d).join("fastpmi"),
+        _ => PathBuf::from(format!(
+            "/tmp/fastpmi-{}",
+            rustix::process::geteuid().as_raw()
+        )),
+    }
+}
+
+/// The socket of launcher `pid` in `dir`.
+pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
+    dir.join(format!("{pid}.sock"))
+}
+
+/// Check that `dir` is a real directory (not a symlink) of this user that
+/// nobody else can enter.
+pub fn check_dir(dir: &Path) -> io::Result<()> {
+    let m = fs::symlink_metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !m.file_type().is_dir() {
+        return Err(io::Error::other(format!(
+            "{} is not a directory",
+            dir.display()
+        )));
+    }
+    if m.uid() != me {
+        return Err(io::Error::other(format!(
+            "{} belongs to uid {}, not to this user ({me})",
+            dir.display(),
+            m.uid()
+        )));
+    }
+    if m.mode() & 0o077 != 0 {
+        return Err(io::Error::other(format!(
+            "{} has mode {:o}; it must be 0700",
+            dir.display(),
+            m.mode() & 0o777
+        )));
+    }
+    Ok(())
+}
+
+/// Create the directory (0700) if needed and check it.
+pub fn ensure_dir(dir: &Path) -> io::Result<()> {
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+    }
+    check_dir(dir)
+}
+
+/// What answers requests (called on a connection's thread).
+pub type Handler = Arc<dyn Fn(Request) -> Reply + Send + Sync>;
+
+/// A listening rendezvous; dropping it removes the socket file.
+pub struct Rendezvous {
+    path: PathBuf,
+    inode: u64,
+}
+
+impl Rendezvous {
+    /// Listen at `<dir>/<our pid>.sock` and serve `handler` on a thread.
+    pub fn start(dir: &Path, handler: Handler) -> io::Result<Rendezvous> {
+        ensure_dir(dir)?;
+        let path = socket_path(dir, std::process::id());
+        // A file of that name is from a dead process that had our pid.
+        let _ = fs::remove_file(&path);
+        let listener = UnixListener::bind(&path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600))?;
+        let inode = fs::symlink_metadata(&path)?.ino();
+        let active = Arc::new(AtomicUsize::new(0));
+        std::thread::Builder::new()
+            .name("fastpmi-rendezvous".into())
+            .spawn(move || accept_loop(listener, handler, active))?;
+        tracing::debug!(path = %path.display(), "rendezvous listening");
+        Ok(Rendezvous { path, inode })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Rendezvous {
+    fn drop(&mut self) {
+        // Only ours: never a socket a later process with our pid created.
+        if fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn accept_loop(listener: UnixListener, handler: Handler, active: Arc<AtomicUsize>) {
+    for stream in listener.incoming() {
+        let Ok(mut stream) = stream else { continue };
+        if active.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+            active.fetch_sub(1, Ordering::AcqRel);
+            let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+            // Short: this is the accept loop.
+            refuse(
+                &mut stream,
+                &Reply::error("too many clients; try again"),
+                Duration::from_millis(20),
+            );
+            continue;
+        }
+        let (h, a) = (handler.clone(), active.clone());
+        let spawned = std::thread::Builder::new()
+            .name("fastpmi-rendezvous-client".into())
+            .spawn(move || {
+                serve_client(stream, &h);
+                a.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+}
+
+fn send(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
+    let mut line = serde_json::to_vec(reply).map_err(io::Error::other)?;
+    line.push(b'\n');
+    stream.write_all(&line)
+}
+
+/// Send a refusal before the request was read: then discard (a bounded
+/// amount of) what the client sent, so closing does not reset the
+/// connection and lose the reply.
+fn refuse(stream: &mut UnixStream, reply: &Reply, linger: Duration) {
+    if send(stream, reply).is_err() {
+        return;
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(linger));
+    let _ = io::copy(&mut (&*stream).take(64 * 1024), &mut io::sink());
+}
+
+fn serve_client(mut stream: UnixStream, handler: &Handler) {
+    let _ = stream.set_read_timeout(Some(CLIENT_DEADLINE));
+    let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));
+    let me = rustix::process::geteuid().as_raw();
+    match rustix::net::sockopt::socket_peercred(&stream) {
+        Ok(c) if c.uid.as_raw() == me => {}
+        Ok(c) => {
+            tracing::warn!(
+                "rendezvous: refused a connection from uid {} pid {}",
+                c.uid.as_raw(),
+                c.pid.as_raw_nonzero()
+            );
+            refuse(
+                &mut stream,
+                &Reply::error(format!(
+                    "refused: uid {} is not the launcher's user",
+                    c.uid.as_raw()
+                )),
+                LINGER,
+            );
+            return;
+        }
+        Err(e) => {
+            refuse(
+                &mut stream,
+                &Reply::error(format!("refused: no peer credentials: {e}")),
+                LINGER,
+            );
+            return;
+        }
+    }
+    let mut line = Vec::new();
+    let mut reader = BufReader::new((&stream).take(proto::MAX_REQUEST as u64 + 1));
+    match reader.read_until(b'\n', &mut line) {
+        Ok(_) if line.len() > proto::MAX_REQUEST => {
+            refuse(
+                &mut stream,
+                &Reply::error(format!("request longer than {} bytes", proto::MAX_REQUEST)),
+                LINGER,
+            );
+            return;
+        }
+        Ok(0) => return,
+        Ok(_) => {}
+        // Nothing (complete) within the deadline: drop it.
+        Err(_) => return,
+    }
+    let reply = match proto::parse_request(line.trim_ascii()) {
+        Ok(req) => handler(req),
+        Err(msg) => Reply::error(msg),
+    };
+    let _ = send(&mut stream, &reply);
+}
+
+/// Send `req` to the socket at `path` and read the reply.
+pub fn query(path: &Path, req: &Request, timeout: Duration) -> io::Result<Reply> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    let mut line = serde_json::to_vec(req).map_err(io::Error::other)?;
+    line.push(b'\n');
+    s.write_all(&line)?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    serde_json::from_slice(buf.trim_ascii()).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unreadable reply from {}: {e}", path.display()),
+        )
+    })
+}
