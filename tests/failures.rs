@@ -48,7 +48,7 @@ fn mpi_abort_exit_code_n64() {
     mpi_abort(64);
 }
 
-/// 64 ranks of Slurm's libpmi2: rank 37 sleeps before the fence, the other
+/// 64 ranks of Slurm's libpmi2 (socket fence): rank 37 sleeps before the fence, the other
 /// 63 block in PMI2_KVS_Fence. SIGKILL rank 37: the launcher must exit
 /// within 2 s with status 137 (128 + SIGKILL, the first failure), name
 /// `rank 37` on stderr, and leave no rank process behind.
@@ -58,8 +58,10 @@ fn kill9_rank_during_fence_n64() {
 }
 
 /// The same at 1024 ranks on fastpmi's libpmi2.so.0 (the fence in shared
-/// memory): rank 700 is killed while 1023 ranks sleep in the segment's
-/// barrier; the launcher still exits within 2 s and leaves nothing behind.
+/// memory, released by tree at this size): rank 700 is killed while 1023
+/// ranks sleep on their own wake words, which only the launcher's abort
+/// (it bumps every wake word) can end; the launcher still exits within 2 s
+/// and leaves nothing behind.
 #[test]
 fn kill9_rank_during_shared_memory_fence_n1024() {
     kill9_rank_during_fence(1024, 700, true);

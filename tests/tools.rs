@@ -123,9 +123,23 @@ fn args(parts: &[&dyn AsRef<std::ffi::OsStr>]) -> Vec<OsString> {
 /// missing-rank summary in the human output; then rank 17 goes and the job
 /// completes.
 fn late_rank_ps(tag: &str, sections: Vec<OsString>, transport: impl Fn(u32) -> &'static str) {
+    late_rank_ps_env(tag, sections, &[], transport)
+}
+
+/// [`late_rank_ps`] with extra launcher environment.
+fn late_rank_ps_env(
+    tag: &str,
+    sections: Vec<OsString>,
+    env: &[(&str, &str)],
+    transport: impl Fn(u32) -> &'static str,
+) {
     let _g = heavy();
     let late = Late::new(tag);
-    let job = late.launch(sections).spawn();
+    let mut cmd = late.launch(sections);
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let job = cmd.spawn();
     let pid = job.pid();
     let t = wait_late_fence(late.xdg.path(), pid);
     let late_pid = late.late_pid();
@@ -181,6 +195,20 @@ fn ps_late_rank_shared_memory() {
     let mut a = args(&[&"-genv", &"LD_LIBRARY_PATH", &lib, &"-n", &"256", &exe]);
     a.shrink_to_fit();
     late_rank_ps("ps-shm", a, |_| "shm");
+}
+
+/// The same with the fence released by a tree (fan-out 4 forced through the
+/// launcher's `FASTPMI_FENCE_FANOUT`; the default picks it from 512 ranks):
+/// ranks sleep on their own wake words, `ps` still reads fence 1 from each
+/// rank's state, and the late rank, arriving last, releases the tree.
+#[test]
+fn ps_late_rank_shared_memory_tree_release() {
+    let exe = prog(Prog::Pmi2LateFastpmi);
+    let lib = common::capi_lib_dir();
+    let a = args(&[&"-genv", &"LD_LIBRARY_PATH", &lib, &"-n", &"256", &exe]);
+    late_rank_ps_env("ps-shm-tree", a, &[("FASTPMI_FENCE_FANOUT", "4")], |_| {
+        "shm"
+    });
 }
 
 #[test]

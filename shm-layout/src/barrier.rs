@@ -36,6 +36,16 @@
 //! checked the abort word just before it was set cannot then sleep through
 //! the wake).
 //!
+//! # Central or tree release
+//!
+//! The barrier records a fan-out at init ([`crate::wake_tree::fanout_for`]
+//! the rank count). 0 is the central release above. With a fan-out `k >= 1`,
+//! a fence of a known rank ([`Fence::for_rank`]) sleeps on the rank's own
+//! wake word instead, and the release runs down a `k`-ary tree rooted at the
+//! last arriver (see [`crate::wake_tree`]). Either way the last arriver bumps
+//! the generation word and wakes whoever sleeps on it, so anonymous waiters
+//! (the launcher's fence watcher) and [`Fence::is_complete`] work unchanged.
+//!
 //! **Contract**: each of the `parties` arrives once per generation, and
 //! arrives for the next generation only after it has seen the previous one
 //! complete (its `wait` returned, [`Arrival::last`] was true, or
@@ -55,6 +65,7 @@ use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
+use crate::wake_tree::{armed_mark, Tree, WakeSlot, GEN_MASK, SLEEPING};
 
 /// Bit 0 of the generation word: the job was aborted.
 pub(crate) const GEN_ABORTED: u32 = 1;
@@ -81,17 +92,28 @@ pub(crate) struct GenerationLine {
     pub(crate) word: AtomicU32,
     /// Immutable after init.
     pub(crate) parties: u32,
+    /// Tree fan-out, 0 = central release. Set before any party arrives.
+    pub(crate) fanout: AtomicU32,
+    /// Rank of the last arriver of the latest generation (the tree's root),
+    /// written before the bump that publishes it.
+    pub(crate) root: AtomicU32,
 }
 
 impl Barrier {
-    pub(crate) fn new(parties: u32) -> Self {
+    pub(crate) fn new(parties: u32, fanout: u32) -> Self {
         Self {
             arrived: CachePadded::new(AtomicU32::new(0)),
             generation: CachePadded::new(GenerationLine {
                 word: AtomicU32::new(0),
                 parties,
+                fanout: AtomicU32::new(fanout),
+                root: AtomicU32::new(0),
             }),
         }
+    }
+
+    pub(crate) fn fanout(&self) -> u32 {
+        self.generation.fanout.load(Ordering::Relaxed)
     }
 
     /// Marks the job aborted in the generation word (see the module docs).
@@ -120,16 +142,68 @@ pub struct Arrival {
 pub struct Fence<'a> {
     barrier: &'a Barrier,
     abort: &'a AbortWord,
+    /// One per party (empty: no tree possible).
+    slots: &'a [WakeSlot],
+    /// The party this handle fences for, if known (tree mode needs it).
+    rank: Option<u32>,
     spin_limit: u32,
 }
 
 impl<'a> Fence<'a> {
-    pub(crate) fn new(barrier: &'a Barrier, abort: &'a AbortWord) -> Self {
+    pub(crate) fn new(barrier: &'a Barrier, abort: &'a AbortWord, slots: &'a [WakeSlot]) -> Self {
         Self {
             barrier,
             abort,
+            slots,
+            rank: None,
             spin_limit: SPIN_LIMIT,
         }
+    }
+
+    /// This handle arrives and waits as rank `rank`: in tree mode it sleeps
+    /// on the rank's own wake word and, once released, wakes its children.
+    /// At most one fence per rank at a time. Without it (the launcher
+    /// arriving for socket ranks, its watcher) the handle is anonymous and
+    /// sleeps on the generation word. A rank outside the job is ignored.
+    pub fn for_rank(mut self, rank: u32) -> Self {
+        self.rank = (rank < self.parties()).then_some(rank);
+        self
+    }
+
+    /// Tree fan-out of the release (0: central).
+    pub fn fanout(&self) -> u32 {
+        self.barrier.fanout()
+    }
+
+    /// Launcher only, before any party arrives: release by a tree of
+    /// fan-out `k` (0: central; 1: a chain, for models; capped at
+    /// [`crate::wake_tree::MAX_FANOUT`]). For measurements; the default
+    /// comes from the rank count.
+    pub fn set_fanout(&self, k: u32) {
+        let k = if k < 2 {
+            0
+        } else {
+            k.min(crate::wake_tree::MAX_FANOUT)
+        };
+        self.barrier.generation.fanout.store(k, Ordering::Relaxed);
+    }
+
+    /// How many times `rank`'s wake word was bumped (diagnostics, models).
+    pub fn wakes(&self, rank: u32) -> Option<u32> {
+        self.slots.get(rank as usize).map(WakeSlot::wakes)
+    }
+
+    /// The fan-out if this barrier releases by tree (and has every slot).
+    fn tree_fanout(&self) -> Option<u32> {
+        let k = self.barrier.fanout();
+        (k >= 1 && self.slots.len() == self.parties() as usize).then_some(k)
+    }
+
+    /// This handle's slot, if it waits by tree.
+    fn my_slot(&self) -> Option<(u32, &'a WakeSlot)> {
+        self.tree_fanout()?;
+        let r = self.rank?;
+        Some((r, &self.slots[r as usize]))
     }
 
     /// How many times `wait` polls the generation word before it sleeps
@@ -172,6 +246,10 @@ impl<'a> Fence<'a> {
         // generation's completion, so this reads the current one exactly,
         // and it cannot complete before our own arrival below.
         let generation = b.generation.word.load(Ordering::Relaxed) >> 1;
+        if let Some((_, slot)) = self.my_slot() {
+            // Relaxed: published by the arrival's Release below.
+            slot.armed.store(armed_mark(generation), Ordering::Relaxed);
+        }
         // SYNC POINT (fence arrival): Release hands this party's earlier
         // writes (its puts) to the last arriver, whose Acquire side of the
         // same RMW chain collects every party's.
@@ -187,10 +265,32 @@ impl<'a> Fence<'a> {
         // Reset before the bump: the next generation's arrivals come after
         // their Acquire of the bump, so they count from 0.
         b.arrived.store(0, Ordering::Relaxed);
+        let tree = self.tree_fanout();
+        if tree.is_some() {
+            // Relaxed: published by the bump below. An anonymous last
+            // arriver roots the tree at rank 0 and visits it (below).
+            b.generation
+                .root
+                .store(self.rank.unwrap_or(0), Ordering::Relaxed);
+        }
         // SYNC POINT (fence completion): Release publishes every party's
         // puts (collected above) to waiters' Acquire load of the generation.
         // fetch_add keeps the abort bit.
         b.generation.word.fetch_add(GEN_STEP, Ordering::Release);
+        if let Some(fanout) = tree {
+            let t = Tree {
+                slots: self.slots,
+                root: self.rank.unwrap_or(0),
+                fanout,
+                generation,
+            };
+            match self.rank {
+                Some(_) => t.duty(0, futex),
+                None => t.visit(0, futex),
+            }
+        }
+        // Anonymous sleepers (all of them in central mode; the launcher's
+        // watcher in tree mode).
         futex.wake(&b.generation.word, WAKE_ALL);
         Arrival {
             generation,
@@ -233,6 +333,9 @@ impl<'a> Fence<'a> {
     ) -> Result<bool, Aborted> {
         let word = &self.barrier.generation.word;
         let done = |w: u32| w >> 1 != arrival.generation;
+        if let Some((rank, slot)) = self.my_slot() {
+            return self.wait_tree(arrival, rank, slot, futex, deadline);
+        }
         // Short spin: with few ranks per core the last arrival is often
         // microseconds away. Bounded, because with hundreds of ranks on two
         // cores spinning only delays the ranks that still have to arrive.
@@ -265,6 +368,81 @@ impl<'a> Fence<'a> {
             // Sleeps only while the word is still `w`: a completion or an
             // abort after our load changes it, so neither can be slept through.
             futex.wait(word, w, Some(slice));
+        }
+    }
+
+    /// `wait_until` of a rank in tree mode: sleeps on its own wake word;
+    /// once the generation is complete, wakes its children (unless it was
+    /// the last arriver, which already did the root's duty).
+    fn wait_tree<F: Futex + ?Sized>(
+        &self,
+        arrival: Arrival,
+        rank: u32,
+        slot: &WakeSlot,
+        futex: &F,
+        deadline: Option<Instant>,
+    ) -> Result<bool, Aborted> {
+        let gen = &self.barrier.generation;
+        let done = |w: u32| w >> 1 != arrival.generation;
+        let released = || {
+            if !arrival.last {
+                let t = Tree {
+                    slots: self.slots,
+                    // Relaxed: published by the bump our caller acquired;
+                    // not yet overwritten, as the next generation needs our
+                    // own arrival.
+                    root: gen.root.load(Ordering::Relaxed),
+                    fanout: self.barrier.fanout(),
+                    generation: arrival.generation & GEN_MASK,
+                };
+                t.duty(t.position(rank), futex);
+            }
+            Ok(true)
+        };
+        for _ in spins().take(self.spin_limit as usize) {
+            // SYNC POINT (fence completion): Acquire pairs with the last
+            // arriver's Release bump.
+            if done(gen.word.load(Ordering::Acquire)) {
+                return released();
+            }
+            spin_loop();
+        }
+        loop {
+            // SYNC POINT (fence wake): Acquire pairs with the Release bump
+            // of our wake word by a waker that saw the generation complete
+            // (or by an aborter that set the abort word): read before the
+            // generation, so a bump seen here means the completion (or
+            // abort) is seen below.
+            let w = slot.word.load(Ordering::Acquire);
+            // SYNC POINT (fence completion): as in `wait_until`.
+            if done(gen.word.load(Ordering::Acquire)) {
+                return released();
+            }
+            self.abort.check()?;
+            let slice = match deadline {
+                None => SLEEP_SLICE,
+                Some(deadline) => {
+                    let now = Instant::now();
+                    if now >= deadline {
+                        return Ok(false);
+                    }
+                    (deadline - now).min(SLEEP_SLICE)
+                }
+            };
+            // Say we sleep, so the waker calls FUTEX_WAKE. Relaxed: the
+            // waker's bump is an RMW on this word, so it either sees the flag
+            // or makes this CAS (or the futex's compare) fail.
+            if w & SLEEPING == 0
+                && slot
+                    .word
+                    .compare_exchange(w, w | SLEEPING, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                continue;
+            }
+            // Sleeps only while the word is unchanged: a bump after our load
+            // (release or abort) cannot be slept through.
+            futex.wait(&slot.word, w | SLEEPING, Some(slice));
         }
     }
 }

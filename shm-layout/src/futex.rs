@@ -155,17 +155,30 @@ mod loom_impl {
     /// worst case of a real timeout that never fires, so a model that finishes
     /// proves no wake-up is ever lost (a lost one shows up as a loom deadlock)
     /// instead of being papered over by a 100 ms re-check.
+    ///
+    /// **Wakes are per word**, as with a real futex: a sleeper returns only
+    /// after a `wake` of its own word, so an algorithm that wakes the wrong
+    /// word (say, a tree parent's instead of the child's) deadlocks the model
+    /// instead of being rescued by a wake meant for someone else.
     #[derive(Debug)]
     pub struct LoomFutex {
-        lock: Mutex<()>,
+        /// `(word address, wakes so far)` for every word ever woken.
+        wakes: Mutex<Vec<(usize, u64)>>,
         cv: Condvar,
+    }
+
+    fn wakes_of(table: &[(usize, u64)], addr: usize) -> u64 {
+        table
+            .iter()
+            .find(|(a, _)| *a == addr)
+            .map_or(0, |(_, n)| *n)
     }
 
     impl LoomFutex {
         /// A futex with nobody sleeping on it (create it inside `loom::model`).
         pub fn new() -> Self {
             Self {
-                lock: Mutex::new(()),
+                wakes: Mutex::new(Vec::new()),
                 cv: Condvar::new(),
             }
         }
@@ -179,16 +192,26 @@ mod loom_impl {
 
     impl Futex for LoomFutex {
         fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Option<Duration>) {
-            let guard = self.lock.lock().unwrap();
+            let addr = word as *const AtomicU32 as usize;
+            let mut table = self.wakes.lock().unwrap();
             // Compared under the lock `wake` takes: a waker that changed the
             // word before calling `wake` is either seen here or wakes us.
-            if word.load(Ordering::SeqCst) == expected {
-                drop(self.cv.wait(guard).unwrap());
+            if word.load(Ordering::SeqCst) != expected {
+                return;
+            }
+            let seen = wakes_of(&table, addr);
+            while wakes_of(&table, addr) == seen {
+                table = self.cv.wait(table).unwrap();
             }
         }
 
-        fn wake(&self, _word: &AtomicU32, _n: u32) -> usize {
-            let _guard = self.lock.lock().unwrap();
+        fn wake(&self, word: &AtomicU32, _n: u32) -> usize {
+            let addr = word as *const AtomicU32 as usize;
+            let mut table = self.wakes.lock().unwrap();
+            match table.iter_mut().find(|(a, _)| *a == addr) {
+                Some((_, n)) => *n += 1,
+                None => table.push((addr, 1)),
+            }
             self.cv.notify_all();
             0
         }

@@ -28,10 +28,11 @@ use crate::job::SyncBlock;
 use crate::kvs::{Slot, SlotKey, CLAIMED, EMPTY, KEY_MAX, READY, TAG_SHIFT, WAITERS};
 use crate::layout::{
     SegmentLayout, SegmentParams, TableRegion, HEADER_SIZE, JOB_ID_MAX, LAYOUT_MAJOR, LAYOUT_MINOR,
-    RANK_STATE_SIZE, SLOT_SIZE, SYNC_SIZE,
+    RANK_STATE_SIZE, SLOT_SIZE, SYNC_SIZE, WAKE_SLOT_SIZE,
 };
 use crate::rank::{RankOp, RankPhase, RankState};
 use crate::sync::{AtomicU32, AtomicU64};
+use crate::wake_tree::{WakeSlot, MAX_FANOUT, SLEEPING as WAKE_SLEEPING};
 
 /// The segment's first 8 bytes.
 pub const MAGIC: [u8; 8] = *b"FASTPMI\0";
@@ -70,6 +71,7 @@ pub struct Header {
     pub(crate) job_id: [u8; JOB_ID_MAX],
     pub(crate) sync_off: u64,
     pub(crate) ranks_off: u64,
+    pub(crate) wake_off: u64,
     pub(crate) groups_off: u64,
     pub(crate) kvs: TableRegion,
     pub(crate) nodeattr: TableRegion,
@@ -127,6 +129,7 @@ impl Header {
             },
             sync_off: self.sync_off,
             ranks_off: self.ranks_off,
+            wake_off: self.wake_off,
             groups_off: self.groups_off,
             group_slots: self.group_slots,
             kvs: self.kvs,
@@ -165,6 +168,9 @@ const _: () = {
     assert!(offset_of!(Slot, key) + offset_of!(SlotKey, bytes) == 32);
     assert!(size_of::<RankState>() as u64 == RANK_STATE_SIZE);
     assert!(align_of::<RankState>() == 64);
+    // Each rank's wake word alone on its line: distinct futex words.
+    assert!(size_of::<WakeSlot>() as u64 == WAKE_SLOT_SIZE);
+    assert!(align_of::<WakeSlot>() == 64);
     assert!(size_of::<AbortWord>() == 8);
     assert!(size_of::<TableRegion>() == 32);
     assert!(size_of::<GroupSlot>() as u64 == GROUP_SLOT_SIZE);
@@ -205,6 +211,7 @@ pub const LAYOUT_HASH: u64 = {
         job_id,
         sync_off,
         ranks_off,
+        wake_off,
         groups_off,
         kvs,
         nodeattr,
@@ -220,7 +227,8 @@ pub const LAYOUT_HASH: u64 = {
         nodeattr_cursor
     );
     let h = shape!(h, Barrier, arrived, generation);
-    let h = shape!(h, GenerationLine, word, parties);
+    let h = shape!(h, GenerationLine, word, parties, fanout, root);
+    let h = shape!(h, WakeSlot, word, armed);
     let h = shape!(h, Slot, state, value, key);
     let h = shape!(h, SlotKey, hash, len, bytes);
     let h = shape!(
@@ -251,6 +259,8 @@ pub const LAYOUT_HASH: u64 = {
         .push(TAG_SHIFT as u64)
         .push(GEN_ABORTED as u64)
         .push(GEN_STEP as u64)
+        .push(WAKE_SLEEPING as u64)
+        .push(MAX_FANOUT as u64)
         .push(GROUP_FAILED as u64)
         .push(GROUP_PARTY)
         .push(GROUP_FAILED_FLAG)

@@ -21,11 +21,13 @@ use crate::arena::ArenaStorage;
 use crate::job::{JobParts, JobView, SyncBlock};
 use crate::kvs::Slot;
 use crate::layout::SegmentParams;
+use crate::wake_tree::{fanout_for, WakeSlot};
 
 /// A job's shared structures, heap-allocated.
 pub struct HeapJob {
     abort: AbortWord,
     sync: Box<SyncBlock>,
+    wake: Box<[WakeSlot]>,
     kvs_slots: Box<[Slot]>,
     kvs_arena: ArenaStorage,
     nodeattr_slots: Box<[Slot]>,
@@ -45,6 +47,13 @@ impl HeapJob {
     /// A job sized by `params`, taken as given (no minimums: models use
     /// tiny tables); slot counts are rounded up to a power of two.
     pub fn new(params: &SegmentParams) -> Self {
+        Self::with_fence_fanout(params, fanout_for(params.nranks))
+    }
+
+    /// As [`Self::new`], with the fence released by a tree of fan-out
+    /// `fanout` (0: central), whatever the rank count: models and tests
+    /// check both releases on a few parties.
+    pub fn with_fence_fanout(params: &SegmentParams, fanout: u32) -> Self {
         let slots = |n: u32| -> Box<[Slot]> {
             (0..n.max(1).next_power_of_two())
                 .map(|_| Slot::new())
@@ -52,7 +61,8 @@ impl HeapJob {
         };
         Self {
             abort: AbortWord::new(),
-            sync: Box::new(SyncBlock::new(params.nranks)),
+            sync: Box::new(SyncBlock::new(params.nranks, fanout)),
+            wake: (0..params.nranks).map(|_| WakeSlot::new()).collect(),
             kvs_slots: slots(params.kvs_slots),
             kvs_arena: ArenaStorage::new(params.kvs_arena_bytes as usize),
             nodeattr_slots: slots(params.nodeattr_slots),
@@ -66,6 +76,7 @@ impl HeapJob {
         JobView::new(JobParts {
             abort: &self.abort,
             sync: &self.sync,
+            wake: &self.wake,
             kvs_slots: &self.kvs_slots,
             kvs_arena: self.kvs_arena.region(),
             nodeattr_slots: &self.nodeattr_slots,

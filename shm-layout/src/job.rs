@@ -10,6 +10,7 @@ use crate::futex::{Futex, WAKE_ALL};
 use crate::kvs::{Kvs, Slot};
 use crate::nodeattr::NodeAttrs;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::wake_tree::WakeSlot;
 
 /// Runtime words of a job, each written hot by different processes and so
 /// each on its own cache line. All zero except the barrier's party count.
@@ -26,9 +27,11 @@ pub struct SyncBlock {
 }
 
 impl SyncBlock {
-    pub(crate) fn new(parties: u32) -> Self {
+    /// A block for `parties` ranks whose fence releases with `fanout`
+    /// ([`crate::wake_tree::fanout_for`] the parties by default).
+    pub(crate) fn new(parties: u32, fanout: u32) -> Self {
         Self {
-            barrier: Barrier::new(parties),
+            barrier: Barrier::new(parties, fanout),
             node_changes: CachePadded::new(AtomicU32::new(0)),
             kvs_cursor: CachePadded::new(AtomicU64::new(0)),
             nodeattr_cursor: CachePadded::new(AtomicU64::new(0)),
@@ -42,6 +45,7 @@ impl SyncBlock {
 pub struct JobView<'a> {
     abort: &'a AbortWord,
     sync: &'a SyncBlock,
+    wake: &'a [WakeSlot],
     kvs: Kvs<'a>,
     node_attrs: NodeAttrs<'a>,
 }
@@ -50,6 +54,8 @@ pub struct JobView<'a> {
 pub(crate) struct JobParts<'a> {
     pub(crate) abort: &'a AbortWord,
     pub(crate) sync: &'a SyncBlock,
+    /// The fence's per-rank wake slots (one per party).
+    pub(crate) wake: &'a [WakeSlot],
     pub(crate) kvs_slots: &'a [Slot],
     pub(crate) kvs_arena: crate::arena::ByteRegion<'a>,
     pub(crate) nodeattr_slots: &'a [Slot],
@@ -80,6 +86,7 @@ impl<'a> JobView<'a> {
         Self {
             abort: p.abort,
             sync: p.sync,
+            wake: p.wake,
             kvs,
             node_attrs: NodeAttrs::new(node_table, &p.sync.node_changes),
         }
@@ -97,7 +104,7 @@ impl<'a> JobView<'a> {
 
     /// The fence barrier.
     pub fn fence(&self) -> Fence<'a> {
-        Fence::new(&self.sync.barrier, self.abort)
+        Fence::new(&self.sync.barrier, self.abort, self.wake)
     }
 
     /// The abort in effect, if the job was aborted.
@@ -109,6 +116,8 @@ impl<'a> JobView<'a> {
     /// recorded (the first wins), then changes and wakes every futex word
     /// anyone may sleep on (fence generation, node-attribute counter), so
     /// every blocked fence and node-attribute wait returns the abort error.
+    /// Every rank's fence wake word is bumped and woken directly, not
+    /// through the release tree, whose inner ranks may be dead.
     /// Returns the abort in effect. Safe to call repeatedly, from any
     /// process; later calls just wake everybody again.
     pub fn abort<F: Futex + ?Sized>(&self, code: i32, rank: u32, futex: &F) -> Aborted {
@@ -119,6 +128,9 @@ impl<'a> JobView<'a> {
         self.sync.node_changes.fetch_add(1, Ordering::Release);
         futex.wake(generation, WAKE_ALL);
         futex.wake(&self.sync.node_changes, WAKE_ALL);
+        for slot in self.wake {
+            slot.bump(futex);
+        }
         effective
     }
 }

@@ -38,7 +38,7 @@
 //! Every Release has a `// SYNC POINT (<name>):` comment saying what it makes
 //! visible, and the Acquire that reads it carries the same name:
 //! *segment init*, *slot publish*, *value swap*, *fence arrival*, *fence
-//! completion*, *node-attr change*, *abort*, *rank state*.
+//! completion*, *fence wake*, *node-attr change*, *abort*, *rank state*.
 //!
 //! # Loom
 //!
@@ -65,6 +65,7 @@ mod rank;
 #[cfg(not(loom))]
 mod segment;
 pub mod sync;
+pub mod wake_tree;
 
 pub use abort::{AbortWord, Aborted};
 pub use arena::{record_size, RECORD_ALIGN, RECORD_HEADER};
@@ -89,3 +90,4 @@ pub use nodeattr::NodeAttrs;
 pub use rank::{RankOp, RankPhase, RankState, RankStats};
 #[cfg(not(loom))]
 pub use segment::{AttachError, Segment, SegmentRef};
+pub use wake_tree::{fanout_for, WakeSlot};

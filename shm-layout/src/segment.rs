@@ -19,11 +19,12 @@ use crate::kvs::{Kvs, Slot};
 use crate::layout::{
     LayoutError, SegmentLayout, SegmentParams, TableRegion, HEADER_SIZE, JOB_ID_MAX, LAYOUT_MAJOR,
     LAYOUT_MINOR, MAX_MAX_VALUE_LEN, MIN_MAX_VALUE_LEN, RANK_STATE_SIZE, SEGMENT_ALIGN, SLOT_SIZE,
-    SYNC_SIZE,
+    SYNC_SIZE, WAKE_SLOT_SIZE,
 };
 use crate::nodeattr::NodeAttrs;
 use crate::rank::RankState;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::wake_tree::WakeSlot;
 use crate::LAYOUT_HASH;
 
 /// Why a process did not attach to a segment (it then uses the socket).
@@ -138,6 +139,7 @@ impl Segment {
             job_id: id,
             sync_off: layout.sync_off,
             ranks_off: layout.ranks_off,
+            wake_off: layout.wake_off,
             groups_off: layout.groups_off,
             kvs: layout.kvs,
             nodeattr: layout.nodeattr,
@@ -154,7 +156,7 @@ impl Segment {
             core::ptr::write(base.cast::<Header>(), header);
             core::ptr::write(
                 base.add(layout.sync_off as usize).cast::<SyncBlock>(),
-                SyncBlock::new(p.nranks),
+                SyncBlock::new(p.nranks, crate::wake_tree::fanout_for(p.nranks)),
             );
             &*base.cast::<Header>()
         };
@@ -245,6 +247,9 @@ impl Segment {
         if seg.fence().parties() != header.nranks {
             return Err(AttachError::Corrupt("barrier party count"));
         }
+        if seg.fence().fanout() > crate::wake_tree::MAX_FANOUT {
+            return Err(AttachError::Corrupt("fence fan-out"));
+        }
         Ok(seg)
     }
 
@@ -283,6 +288,7 @@ fn check_header(h: &Header) -> Result<SegmentLayout, AttachError> {
         (0, Some(HEADER_SIZE)),
         (h.sync_off, Some(SYNC_SIZE)),
         (h.ranks_off, (h.nranks as u64).checked_mul(RANK_STATE_SIZE)),
+        (h.wake_off, (h.nranks as u64).checked_mul(WAKE_SLOT_SIZE)),
         (
             h.groups_off,
             (h.group_slots as u64).checked_mul(crate::group::GROUP_SLOT_SIZE),
@@ -355,9 +361,14 @@ impl<'a> SegmentRef<'a> {
             let arena =
                 |t: &TableRegion| ByteRegion::from_raw(at(t.arena_off), t.arena_len as usize);
             let sync = &*at(layout.sync_off).cast::<SyncBlock>();
+            let wake = slice::from_raw_parts(
+                at(layout.wake_off).cast::<WakeSlot>().cast_const(),
+                layout.params.nranks as usize,
+            );
             let job = JobView::new(JobParts {
                 abort: &header.abort,
                 sync,
+                wake,
                 kvs_slots: slots(&layout.kvs),
                 kvs_arena: arena(&layout.kvs),
                 nodeattr_slots: slots(&layout.nodeattr),

@@ -522,6 +522,7 @@ impl Pmi {
             let r = seg
                 .seg()
                 .fence()
+                .for_rank(self.rank)
                 .with_spin_limit(self.fence_spins)
                 .fence(&SharedFutex);
             if let Some(st) = st {

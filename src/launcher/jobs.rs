@@ -230,7 +230,16 @@ impl Launcher {
                         pool.attr()
                     ))
                 })?);
+                // Measurement knob: force the fence's release (0 central,
+                // k >= 2 a k-ary tree) instead of the rank-count default.
+                if let Some(k) = std::env::var("FASTPMI_FENCE_FANOUT")
+                    .ok()
+                    .and_then(|v| v.parse::<u32>().ok())
+                {
+                    seg.seg().fence().set_fanout(k);
+                }
                 tracing::debug!(
+                    fence_fanout = seg.seg().fence().fanout(),
                     bytes = seg.mapping().len(),
                     pool = pool.attr(),
                     "job segment created"
