@@ -304,7 +304,7 @@ fn two_jobs_of_one_launcher_never_share_a_context_id() {
 const XJOB_TEST: &str = "cross_job_group_of_parent_and_child_ranks_fences_and_sees_puts";
 const XJOB_SOCKET_TEST: &str = "cross_job_group_with_socket_children_fences_and_sees_puts";
 /// Fence rounds of the cross-job group (each with put/get checks).
-const XJOB_ROUNDS: u32 = 500;
+const XJOB_ROUNDS: u32 = 1000;
 const XJOB_RANKS: u32 = 4;
 
 /// The member list, in group-rank order: parent and child ranks interleaved
@@ -434,7 +434,7 @@ fn xjob(test: &str, child_transport: Option<&str>) {
         None => {}
     }
     let _g = heavy();
-    let mut cmd = rank_role::launch(test, "xjob-parent", XJOB_RANKS, &[])
+    let mut cmd = rank_role::launch(test, "xjob-parent", XJOB_RANKS, &["--stats"])
         .env("FASTPMI_TRANSPORT", "shm")
         .timeout(Duration::from_secs(120));
     if let Some(t) = child_transport {
@@ -502,13 +502,31 @@ fn xjob(test: &str, child_transport: Option<&str>) {
         };
         assert_eq!(field(l, "transport"), want_t, "{l}");
     }
+    // Where the reads went: a parent member reads the child's keys through
+    // the server (3 members x 3 keys per round); a child on shared memory
+    // reads its parent's keys from the parent's segment, a child on the
+    // socket reads all 5 others' keys through the server.
+    let sock = common::stats_row(&out.stderr, "socket").expect("socket stats row");
+    let child_wire = if child_transport == Some("socket") {
+        3 * 5
+    } else {
+        0
+    };
+    assert_eq!(
+        sock[1],
+        u64::from((3 * 3 + child_wire) * XJOB_ROUNDS),
+        "socket gets\n{}",
+        out.report()
+    );
 }
 
 /// A group of three ranks of a job and three of the job it spawned (both on
 /// shared memory, two segments), named `jobid:rank`: each member gets its
 /// position as group rank and the same context id, no segment slot (the
-/// server's barrier), and after each of 500 group fences sees every other
-/// member's put of that round, across the jobs too; destruct; both jobs end 0.
+/// server's barrier), and after each of 1000 group fences sees every other
+/// member's put of that round, across the jobs too (the child ranks read the
+/// parent's segment, the parent ranks ask the server); destruct; both jobs
+/// end 0.
 #[test]
 fn cross_job_group_of_parent_and_child_ranks_fences_and_sees_puts() {
     xjob(XJOB_TEST, None);
