@@ -62,6 +62,8 @@ pub enum Kind {
     Spawn,
     /// Job start-up against the posix_spawn floor: whole-run wall time.
     Launch,
+    /// A 64-member group fence inside a larger job (N = job size).
+    Group,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -81,10 +83,11 @@ pub enum Config {
     LaunchSocket,
     LaunchHydra,
     LaunchHydraPmi,
+    GroupFence,
 }
 
 impl Config {
-    pub const ALL: [Config; 15] = [
+    pub const ALL: [Config; 16] = [
         Config::FastpmiShm,
         Config::FastpmiSocket,
         Config::Hydra,
@@ -100,6 +103,7 @@ impl Config {
         Config::LaunchSocket,
         Config::LaunchHydra,
         Config::LaunchHydraPmi,
+        Config::GroupFence,
     ];
 
     pub fn name(self) -> &'static str {
@@ -119,6 +123,7 @@ impl Config {
             Config::LaunchSocket => "pmi2-min@fastpmi-socket",
             Config::LaunchHydra => "launch@hydra",
             Config::LaunchHydraPmi => "pmi2-min@hydra",
+            Config::GroupFence => "group64@fastpmi-shm",
         }
     }
 
@@ -133,6 +138,7 @@ impl Config {
             | Config::LaunchSocket
             | Config::LaunchHydra
             | Config::LaunchHydraPmi => Kind::Launch,
+            Config::GroupFence => Kind::Group,
             _ => Kind::Exchange,
         }
     }
@@ -180,6 +186,9 @@ impl Config {
             }
             Config::LaunchHydra => "(e) Hydra (mpiexec.hydra) of the trivial program",
             Config::LaunchHydraPmi => "(e) Hydra of bench/c/pmi2_minimal.c on Slurm's libpmi2",
+            Config::GroupFence => {
+                "fastpmi, Rust client, shared memory: a 64-member group fence in an N-rank job"
+            }
         }
     }
 }
@@ -453,6 +462,7 @@ impl Tools {
             Config::MpichHydra => vec![&self.hydra, &self.mpi_hello],
             Config::SpawnFastpmi => vec![&self.fastpmi, &self.mpi_spawn],
             Config::SpawnHydra5 => vec![&self.hydra5, &self.mpi_spawn],
+            Config::GroupFence => super::groups::needs(self, c),
             _ => super::launch::needs(self, c),
         };
         let reasons: Vec<&str> = need
@@ -538,6 +548,7 @@ impl Tools {
             | Config::LaunchSocket
             | Config::LaunchHydra
             | Config::LaunchHydraPmi => return super::launch::spec(self, c, n, p),
+            Config::GroupFence => return super::groups::spec(self, n, p),
             Config::FutexFloor => (
                 path(&self.floor),
                 vec![

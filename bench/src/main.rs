@@ -17,6 +17,7 @@
 //! [`rank`]).
 
 mod configs;
+mod groups;
 mod launch;
 mod plot;
 mod proc;
@@ -75,7 +76,11 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
                         (shared memory; `make install` into --out/.build, or
                         FASTPMI_BENCH_CAPI_LIBDIR) and on Slurm's (socket),
                         Hydra (default 256,1024; `none` to skip;
-                        configuration name `launch` selects them all)";
+                        configuration name `launch` selects them all)
+  --group-sizes LIST    job sizes of the group-fence runs: a 64-member group
+                        fence while the other ranks sleep, and the job's own
+                        fence, against futex-floor at N=64 (default 256;
+                        `none` to skip)";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -87,6 +92,7 @@ pub struct Options {
     pub startup_sizes: Vec<u32>,
     pub spawn_sizes: Vec<u32>,
     pub launch_sizes: Vec<u32>,
+    pub group_sizes: Vec<u32>,
     pub quick: bool,
     pub params: RunParams,
 }
@@ -124,6 +130,7 @@ impl Options {
         let mut startup: Option<Vec<u32>> = None;
         let mut spawn_sizes = vec![1, 16, 64];
         let mut launch_sizes = vec![256, 1024];
+        let mut group_sizes = vec![256];
         let mut quick = false;
         let mut timeout = 120;
         let mut floor_iters: Option<u32> = None;
@@ -140,6 +147,7 @@ impl Options {
                 "--startup-sizes" => startup = Some(parse_list(&flag, &value()?)?),
                 "--spawn-sizes" => spawn_sizes = parse_list(&flag, &value()?)?,
                 "--launch-sizes" => launch_sizes = parse_list(&flag, &value()?)?,
+                "--group-sizes" => group_sizes = parse_list(&flag, &value()?)?,
                 "--quick" => quick = true,
                 "--timeout" => timeout = parse_num(&flag, &value()?)?,
                 "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
@@ -160,6 +168,8 @@ impl Options {
                             vec![Config::SpawnFastpmi, Config::SpawnHydra5]
                         } else if name == "launch" {
                             launch::CONFIGS.to_vec()
+                        } else if name == "group" {
+                            groups::CONFIGS.to_vec()
                         } else {
                             Config::ALL
                                 .into_iter()
@@ -193,6 +203,7 @@ impl Options {
             startup_sizes,
             spawn_sizes,
             launch_sizes,
+            group_sizes,
             quick,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(timeout)),
@@ -209,6 +220,9 @@ fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     if args.first().is_some_and(|a| a == "__rank") {
         return ExitCode::from(rank::main().clamp(0, 255) as u8);
+    }
+    if args.first().is_some_and(|a| a == "__group") {
+        return ExitCode::from(groups::rank_main().clamp(0, 255) as u8);
     }
     match Options::parse(&args) {
         Ok(None) => {
@@ -251,6 +265,7 @@ fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.startup_sizes, &[Kind::Startup]);
     add(&opts.spawn_sizes, &[Kind::Spawn]);
     add(&opts.launch_sizes, &[Kind::Launch]);
+    add(&opts.group_sizes, &[Kind::Group]);
     cases
 }
 
@@ -294,6 +309,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not run (--spawn-sizes none)")
             } else if c.kind() == Kind::Launch && opts.launch_sizes.is_empty() {
                 Availability::NotSelected("not run (--launch-sizes none)")
+            } else if c.kind() == Kind::Group && opts.group_sizes.is_empty() {
+                Availability::NotSelected("not run (--group-sizes none)")
             } else if let Some(why) = tools.missing(c) {
                 Availability::Missing(why)
             } else {

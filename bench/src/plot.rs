@@ -26,6 +26,7 @@ fn color(c: Config) -> RGBColor {
         Config::LaunchSocket => RGBColor(0x2c, 0xa0, 0x2c),
         Config::LaunchHydra => RGBColor(0xd6, 0x27, 0x28),
         Config::LaunchHydraPmi => RGBColor(0xe3, 0x77, 0xc2),
+        Config::GroupFence => RGBColor(0xbc, 0xbd, 0x22),
     }
 }
 

@@ -247,6 +247,11 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
                 format!("no \"mpi_spawn ok children={n} spawn_ms=...\" line on stdout"),
             ),
         },
+        Kind::Group => {
+            if let Err(why) = super::groups::judge(n, o, &mut r) {
+                fail(&mut r, Status::Failed, why);
+            }
+        }
         Kind::Launch => match super::launch::judge(config, n, o) {
             Ok(()) => super::launch::record(&mut r),
             Err(why) => fail(&mut r, Status::Failed, why),

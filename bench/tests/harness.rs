@@ -26,6 +26,8 @@ const LAUNCH: &[&str] = &[
     "launch@hydra",
     "pmi2-min@hydra",
 ];
+/// The group fence (run here in a 4-rank job).
+const GROUP: &[&str] = &["group64@fastpmi-shm"];
 const SIZES: &[u32] = &[2, 4];
 
 /// Split one CSV record (quotes with doubled inner quotes; no newlines in
@@ -100,7 +102,7 @@ fn quick_run_writes_a_well_formed_report() {
         .args(["--sizes", "2,4", "--reps", "1", "--quick"])
         // Keep the MPICH startup table to a toy size too.
         .args(["--startup-sizes", "4", "--spawn-sizes", "1"])
-        .args(["--launch-sizes", "2", "--out"])
+        .args(["--launch-sizes", "2", "--group-sizes", "4", "--out"])
         .arg(&out)
         // Under cargo the harness rebuilds the launcher first (for `cargo
         // run`); cargo test has just built it, so skip that here.
@@ -120,7 +122,13 @@ fn quick_run_writes_a_well_formed_report() {
 
     // bench.md: every configuration listed, present or missing with a reason;
     // a row per (N, configuration) in the exchange and startup tables.
-    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN).chain(LAUNCH) {
+    for name in EXCHANGE
+        .iter()
+        .chain(STARTUP)
+        .chain(SPAWN)
+        .chain(LAUNCH)
+        .chain(GROUP)
+    {
         let cells =
             row(&md, &[name]).unwrap_or_else(|| panic!("no configuration row for {name}:\n{md}"));
         assert_status_cell(cells[1], name);
@@ -130,6 +138,10 @@ fn quick_run_writes_a_well_formed_report() {
             row(&md, &["1", name]).unwrap_or_else(|| panic!("no spawn row for {name}:\n{md}"));
         assert_status_cell(cells[2], name);
     }
+    let group = md.split("## Group fence").nth(1).expect("no group section");
+    let cells = row(group, &["4"]).unwrap_or_else(|| panic!("no group row for N=4:\n{group}"));
+    assert_eq!(cells.len(), 6, "group row: {cells:?}");
+    assert_status_cell(cells[1], GROUP[0]);
     for name in LAUNCH {
         let cells =
             row(&md, &["2", name]).unwrap_or_else(|| panic!("no start-up row for {name}:\n{md}"));
@@ -155,6 +167,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## MPI startup",
         "## Spawn latency",
         "## Job start-up",
+        "## Group fence",
         "## Memory",
         "## Failures",
     ] {
@@ -172,8 +185,9 @@ fn quick_run_writes_a_well_formed_report() {
         .next()
         .unwrap();
     let verdicts = targets.lines().filter(|l| l.starts_with("- ")).count();
-    // Six exchange targets, three start-up targets per start-up N.
-    assert_eq!(verdicts, 6 + 3, "one line per target:\n{targets}");
+    // Six exchange targets, three start-up targets per start-up N, one
+    // group-fence target per group N.
+    assert_eq!(verdicts, 6 + 3 + 1, "one line per target:\n{targets}");
     for l in targets.lines().filter(|l| l.starts_with("- ")) {
         assert!(
             l.contains(": met") || l.contains(": missed"),
@@ -210,7 +224,8 @@ fn quick_run_writes_a_well_formed_report() {
             EXCHANGE.contains(&config.as_str())
                 || STARTUP.contains(&config.as_str())
                 || SPAWN.contains(&config.as_str())
-                || LAUNCH.contains(&config.as_str()),
+                || LAUNCH.contains(&config.as_str())
+                || GROUP.contains(&config.as_str()),
             "unknown config {config}"
         );
         *rows_per_config.entry(config.clone()).or_default() += 1;
@@ -236,10 +251,16 @@ fn quick_run_writes_a_well_formed_report() {
         }
     }
     // Every present configuration ran once per N (reps = 1).
-    for name in EXCHANGE.iter().chain(STARTUP).chain(SPAWN).chain(LAUNCH) {
+    for name in EXCHANGE
+        .iter()
+        .chain(STARTUP)
+        .chain(SPAWN)
+        .chain(LAUNCH)
+        .chain(GROUP)
+    {
         let cells = row(&md, &[name]).unwrap();
         let expected = if cells[1] == "present" {
-            if STARTUP.contains(name) || SPAWN.contains(name) || LAUNCH.contains(name) {
+            if !EXCHANGE.contains(name) {
                 1
             } else {
                 SIZES.len()

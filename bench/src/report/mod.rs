@@ -417,6 +417,7 @@ pub fn markdown(ctx: &Context) -> String {
     mpi::startup_section(ctx, w);
     mpi::spawn_section(ctx, w);
     super::launch::section(ctx, w);
+    super::groups::section(ctx, w);
 
     memory::section(ctx, w);
 
