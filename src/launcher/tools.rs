@@ -33,7 +33,8 @@ pub(super) struct ToolsRt {
     command: String,
     /// `--stop-in-init` and not released yet: new jobs are held.
     hold_new_jobs: bool,
-    mpir_published: bool,
+    /// Jobs (by index, in order) whose ranks are in the MPIR proc table.
+    mpir_jobs: usize,
     /// When each job was created (index = job).
     created: Vec<Instant>,
     next_check: Instant,
@@ -64,7 +65,7 @@ impl ToolsRt {
             started: Instant::now(),
             command,
             hold_new_jobs: stop_in_init,
-            mpir_published: false,
+            mpir_jobs: 0,
             created: Vec::new(),
             next_check: Instant::now(),
             waiting: HashMap::new(),
@@ -277,35 +278,50 @@ impl Launcher {
     }
 
     /// Once every rank of the first job has started: the MPIR proc table
-    /// and `MPIR_Breakpoint`. A debugger that set `MPIR_being_debugged` has
-    /// continued when it returns: ranks held in init go on.
+    /// and `MPIR_Breakpoint`; then once every rank of each spawned job has
+    /// started, its ranks appended and `MPIR_Breakpoint` again. A debugger
+    /// that set `MPIR_being_debugged` has continued when it returns: ranks
+    /// held in init go on.
     pub(super) fn tools_all_started(&mut self) {
-        if self.tools.mpir_published || self.jobs.is_empty() {
-            return;
-        }
-        // Pending ranks start in order, the first job's first.
-        if self.pending.front().is_some_and(|p| p.job == 0) {
-            return;
-        }
-        self.tools.mpir_published = true;
-        let host = rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned();
-        let mut first: Vec<&super::supervise::RankProc> =
-            self.procs.iter().filter(|p| p.job == 0).collect();
-        first.sort_by_key(|p| p.rank);
-        let entries = first
-            .iter()
-            .map(|p| mpir::ProcEntry {
-                host: host.clone(),
-                executable: p.exe.display().to_string(),
-                pid: p.pid,
-            })
-            .collect();
-        if mpir::publish(entries) && self.cfg.stop_in_init {
-            let _ = self.release(None);
-            self.apply_events();
+        while self.tools.mpir_jobs < self.jobs.len() {
+            let job = self.tools.mpir_jobs;
+            // Pending ranks start in order, job by job: none of `job` is
+            // left once the queue is empty or at a later job.
+            if self.pending.front().is_some_and(|p| p.job <= job) {
+                return;
+            }
+            self.tools.mpir_jobs += 1;
+            let host = rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned();
+            let mut ranks: Vec<&super::supervise::RankProc> =
+                self.procs.iter().filter(|p| p.job == job).collect();
+            ranks.sort_by_key(|p| p.rank);
+            // A spawned job none of whose ranks started adds nothing; the
+            // first job is published even then (the debugger expects its
+            // breakpoint).
+            if ranks.is_empty() && job > 0 {
+                continue;
+            }
+            let entries = ranks
+                .iter()
+                .map(|p| mpir::ProcEntry {
+                    host: host.clone(),
+                    executable: p.exe.display().to_string(),
+                    pid: p.pid,
+                })
+                .collect();
+            let debugged = if job == 0 {
+                mpir::publish(entries)
+            } else {
+                mpir::extend(entries)
+            };
+            if debugged && self.cfg.stop_in_init {
+                let id = (job > 0).then(|| self.server.job_id(job).to_string());
+                let _ = self.release(id.as_deref());
+                self.apply_events();
+            }
         }
     }
 
@@ -411,7 +427,7 @@ impl Launcher {
     /// The launcher is exiting with a failure: tell a debugger.
     pub(super) fn tools_exit(&mut self, failed: Option<&str>) {
         if let Some(why) = failed {
-            if self.tools.mpir_published {
+            if self.tools.mpir_jobs > 0 {
                 mpir::aborting(why);
             }
         }
