@@ -1,12 +1,18 @@
-//! The launcher's side of the tools: the rendezvous (answered from a
-//! snapshot the event loop hands out on request, so the connection threads
-//! never touch the loop's state), `--stop-in-init` and release, the MPIR
-//! proc table, `--fence-timeout`, SIGUSR1 reports and `--verbose` failure
-//! details.
+//! The launcher's side of the tools: the rendezvous, `--stop-in-init` and
+//! release, the MPIR proc table, `--fence-timeout`, SIGUSR1 reports and
+//! `--verbose` failure details.
+//!
+//! `ps` is answered on the connection thread without waiting for the event
+//! loop: the first `ps` asks the loop for a snapshot of its state, and from
+//! then on the loop republishes that snapshot (into [`Published`]) after
+//! iterations that handled events, at most every [`REPUBLISH`]; the
+//! connection threads take the latest one and read the shared-memory ranks'
+//! states live from the segments. A job sitting in a shared-memory fence
+//! sends the loop nothing, so `ps` costs it nothing.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{mpir, os, Launcher};
@@ -18,11 +24,17 @@ use crate::tools::{instant_ns, ranges};
 
 /// How long a connection thread waits for the event loop.
 const LOOP_DEADLINE: Duration = Duration::from_secs(2);
+/// Shortest interval between two republished snapshots (how stale the
+/// launcher-side part of a `ps` answer can be while the loop is busy).
+const REPUBLISH: Duration = Duration::from_millis(20);
+
+/// The latest snapshot the loop published (`None` until the first `ps`).
+type Published = Arc<Mutex<Option<Arc<Snapshot>>>>;
 
 /// What a connection thread asks of the event loop.
 pub(super) enum Query {
     Info(Sender<LauncherInfo>),
-    Snapshot(Sender<Snapshot>),
+    Snapshot(Sender<Arc<Snapshot>>),
     Release(Option<String>, Sender<Result<usize, String>>),
 }
 
@@ -40,6 +52,12 @@ pub(super) struct ToolsRt {
     next_check: Instant,
     /// Jobs seen waiting: (fences completed then, first seen).
     waiting: HashMap<JobIdx, (u64, Instant)>,
+    /// Where `ps` finds the loop's latest snapshot; `publishing` once a
+    /// `ps` asked, `dirty` when the loop handled events since the last one.
+    published: Published,
+    publishing: bool,
+    dirty: bool,
+    last_published: Instant,
 }
 
 impl ToolsRt {
@@ -48,7 +66,8 @@ impl ToolsRt {
     pub(super) fn start(waker: Arc<mio::Waker>, stop_in_init: bool) -> ToolsRt {
         let (tx, rx) = mpsc::channel();
         let dir = rendezvous::dir();
-        let rendezvous = match Rendezvous::start(&dir, handler(tx, waker)) {
+        let published: Published = Arc::new(Mutex::new(None));
+        let rendezvous = match Rendezvous::start(&dir, handler(tx, waker, published.clone())) {
             Ok(r) => Some(r),
             Err(e) => {
                 crate::errln!("fastpmi: no rendezvous for `fastpmi ps`: {e}");
@@ -69,6 +88,10 @@ impl ToolsRt {
             created: Vec::new(),
             next_check: Instant::now(),
             waiting: HashMap::new(),
+            published,
+            publishing: false,
+            dirty: false,
+            last_published: Instant::now(),
         }
     }
 
@@ -79,7 +102,7 @@ impl ToolsRt {
 }
 
 /// The rendezvous handler: runs on a connection thread.
-fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>) -> rendezvous::Handler {
+fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>, published: Published) -> rendezvous::Handler {
     Arc::new(move |req: Request| {
         let ask = |q: Query| -> bool { tx.send(q).is_ok() && waker.wake().is_ok() };
         let gone = || Reply::error("the launcher is shutting down or busy");
@@ -98,12 +121,19 @@ fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>) -> rendezvous::Handler {
                 }
             }
             Op::Ps => {
-                let (s, r) = mpsc::channel();
-                if !ask(Query::Snapshot(s)) {
-                    return gone();
-                }
-                let Ok(snap) = r.recv_timeout(LOOP_DEADLINE) else {
-                    return gone();
+                let latest = published.lock().ok().and_then(|p| p.clone());
+                let snap = match latest {
+                    Some(snap) => snap,
+                    None => {
+                        let (s, r) = mpsc::channel();
+                        if !ask(Query::Snapshot(s)) {
+                            return gone();
+                        }
+                        let Ok(snap) = r.recv_timeout(LOOP_DEADLINE) else {
+                            return gone();
+                        };
+                        snap
+                    }
                 };
                 let jobs: Vec<&JobSnap> = snap
                     .jobs
@@ -150,16 +180,49 @@ impl Launcher {
         }
     }
 
-    /// Poll timeout the tools need (the fence-timeout check).
+    /// Build a snapshot and make it the one `ps` answers from.
+    fn publish_snapshot(&mut self) -> Arc<Snapshot> {
+        let snap = Arc::new(self.snapshot());
+        if let Ok(mut p) = self.tools.published.lock() {
+            *p = Some(snap.clone());
+        }
+        self.tools.dirty = false;
+        self.tools.last_published = Instant::now();
+        snap
+    }
+
+    /// The loop handled events (its state may have changed since the
+    /// snapshot `ps` answers from).
+    pub(super) fn tools_touched(&mut self) {
+        self.tools.dirty = true;
+    }
+
+    /// Once `ps` has asked: republish the snapshot if the loop's state may
+    /// have changed, at most every [`REPUBLISH`].
+    pub(super) fn tools_republish(&mut self) {
+        if self.tools.publishing
+            && self.tools.dirty
+            && self.tools.last_published.elapsed() >= REPUBLISH
+        {
+            self.publish_snapshot();
+        }
+    }
+
+    /// Poll timeout the tools need (a pending republish, the fence-timeout
+    /// check).
     pub(super) fn tools_tick(&self) -> Option<Duration> {
-        let limit = self.cfg.fence_timeout?;
+        let republish = (self.tools.publishing && self.tools.dirty)
+            .then(|| REPUBLISH.saturating_sub(self.tools.last_published.elapsed()));
+        let Some(limit) = self.cfg.fence_timeout else {
+            return republish;
+        };
         let tick = (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
-        Some(
-            self.tools
-                .next_check
-                .saturating_duration_since(Instant::now())
-                .min(tick),
-        )
+        let check = self
+            .tools
+            .next_check
+            .saturating_duration_since(Instant::now())
+            .min(tick);
+        Some(republish.map_or(check, |r| r.min(check)))
     }
 
     /// Answer what the connection threads asked.
@@ -170,7 +233,8 @@ impl Launcher {
                     let _ = tx.send(self.launcher_info());
                 }
                 Query::Snapshot(tx) => {
-                    let _ = tx.send(self.snapshot());
+                    self.tools.publishing = true;
+                    let _ = tx.send(self.publish_snapshot());
                 }
                 Query::Release(job, tx) => {
                     let _ = tx.send(self.release(job.as_deref()));
@@ -335,7 +399,8 @@ impl Launcher {
         if now < self.tools.next_check {
             return;
         }
-        self.tools.next_check = now + self.tools_tick().unwrap_or(limit);
+        self.tools.next_check =
+            now + (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
         for job in 0..self.jobs.len() {
             if self.jobs[job].live == 0 || self.jobs[job].torn_down || self.server.job_failed(job) {
                 self.tools.waiting.remove(&job);
