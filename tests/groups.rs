@@ -11,16 +11,16 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::{capi_lib_dir, heavy, launch, prog, Prog};
-use fastpmi::client::{Pmi, PmiError, NOT_SUPPORTED};
+use fastpmi::client::{MemberSpec, Pmi, PmiError, NOT_SUPPORTED};
 use rank_role::{ensure, finish, init, role};
 
-/// Iterations of the 256-rank group fence loop. The issue asks for 1000:
-/// on shared memory that takes about 4 s on 2 cores, so the C shm test runs
-/// 1000; over the socket one iteration is ~35 ms of launcher round trips
-/// for 256 ranks, so socket and mixed jobs run 200 to stay near 10 s.
+/// Iterations of the 256-rank group fence loops: 1000, as the issue asks,
+/// on shared memory, the socket and mixed jobs alike. Over the socket a
+/// round is three launcher round trips per member (put, group fence, get),
+/// about 15 ms for 256 ranks on 2 cores.
 const SHM_ITERS: u32 = 1000;
-const SOCKET_ITERS: u32 = 200;
-const RUST_ITERS: u32 = 200;
+const SOCKET_ITERS: u32 = 1000;
+const RUST_ITERS: u32 = 1000;
 
 fn lib_env(cmd: common::Cmd) -> common::Cmd {
     cmd.env("LD_LIBRARY_PATH", capi_lib_dir())
@@ -231,14 +231,7 @@ fn ten_thousand_constructs_have_distinct_context_ids() {
 fn role_spawn_ctxids() -> Result<(), String> {
     let pmi = init()?;
     let all: Vec<u32> = (0..pmi.size()).collect();
-    for i in 0..20 {
-        let id = format!("{}-g{i}", pmi.job_id());
-        let g = pmi.group_construct(&id, &all).map_err(|e| e.to_string())?;
-        if pmi.rank() == 0 {
-            println!("ctxid {} {}", pmi.job_id(), g.ctxid);
-        }
-        pmi.group_destruct(&id).map_err(|e| e.to_string())?;
-    }
+    // The parent spawns first, so both jobs construct at the same time.
     if !pmi.spawned() && pmi.rank() == 0 {
         let cmd = rank_role::cmd(
             "two_jobs_of_one_launcher_never_share_a_context_id",
@@ -252,11 +245,23 @@ fn role_spawn_ctxids() -> Result<(), String> {
         })
         .map_err(|e| e.to_string())?;
     }
+    for i in 0..CTX_PER_JOB {
+        let id = format!("{}-g{i}", pmi.job_id());
+        let g = pmi.group_construct(&id, &all).map_err(|e| e.to_string())?;
+        if pmi.rank() == 0 {
+            println!("ctxid {} {}", pmi.job_id(), g.ctxid);
+        }
+        pmi.group_destruct(&id).map_err(|e| e.to_string())?;
+    }
     pmi.finalize().map_err(|e| e.to_string())
 }
 
-/// A job and the job it spawns, both building groups at the same time:
-/// no context id is seen in both.
+/// Constructs per job in `two_jobs_of_one_launcher_never_share_a_context_id`.
+const CTX_PER_JOB: usize = 200;
+
+/// A job and the job it spawns each construct and destruct 200 groups (the
+/// parent spawns first, so the two jobs' constructs can interleave): every
+/// context id seen is distinct, 400 in all, from both jobs.
 #[test]
 fn two_jobs_of_one_launcher_never_share_a_context_id() {
     if role().is_some() {
@@ -284,7 +289,253 @@ fn two_jobs_of_one_launcher_never_share_a_context_id() {
             );
         }
     }
-    assert_eq!((jobs.len(), ids.len()), (2, 40), "{}", out.report());
+    assert_eq!(
+        (jobs.len(), ids.len()),
+        (2, 2 * CTX_PER_JOB),
+        "{}",
+        out.report()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Groups across jobs: a parent job and the job it spawned (connected)
+// ---------------------------------------------------------------------------
+
+const XJOB_TEST: &str = "cross_job_group_of_parent_and_child_ranks_fences_and_sees_puts";
+const XJOB_SOCKET_TEST: &str = "cross_job_group_with_socket_children_fences_and_sees_puts";
+/// Fence rounds of the cross-job group (each with put/get checks).
+const XJOB_ROUNDS: u32 = 1000;
+const XJOB_RANKS: u32 = 4;
+
+/// The member list, in group-rank order: parent and child ranks interleaved
+/// (parent 1, 3, 0 and child 0, 2, 3), every one named `jobid:rank`.
+fn xjob_members(parent: &str, child: &str) -> Vec<MemberSpec> {
+    let m = |job: &str, rank| MemberSpec {
+        job: Some(job.to_string()),
+        rank,
+    };
+    vec![
+        m(parent, 1),
+        m(child, 0),
+        m(parent, 3),
+        m(child, 2),
+        m(parent, 0),
+        m(child, 3),
+    ]
+}
+
+/// One member's part: construct, `XJOB_ROUNDS` rounds of put, group fence
+/// and a get of every other member's key (from its own job's KVS: a parent
+/// rank reads a child's over the wire, a child reads its parent's segment),
+/// each the value of this round or the next; destruct.
+fn xjob_member(pmi: &Pmi, members: &[MemberSpec]) -> Result<(), String> {
+    let me = pmi.job_id().to_string();
+    let pos = members
+        .iter()
+        .position(|m| m.job.as_deref() == Some(me.as_str()) && m.rank == pmi.rank())
+        .expect("a member");
+    let g = pmi
+        .group_construct_members("xjob", members)
+        .map_err(|e| format!("construct: {e}"))?;
+    ensure(
+        g.rank == pos as u32 && g.size == members.len() as u32 && g.slot.is_none(),
+        || format!("{g:?}: want group rank {pos}, size 6, no segment slot"),
+    )?;
+    let mut cross = 0u32;
+    for i in 0..XJOB_ROUNDS {
+        pmi.put(format!("xjob-{}", pmi.rank()), i.to_string())
+            .map_err(|e| format!("round {i}: put: {e}"))?;
+        pmi.group_fence("xjob")
+            .map_err(|e| format!("round {i}: group fence: {e}"))?;
+        for (k, m) in members.iter().enumerate() {
+            if k == pos {
+                continue;
+            }
+            let job = m.job.as_deref().expect("named");
+            let v = pmi
+                .get_from(Some(job), format!("xjob-{}", m.rank), Some(m.rank))
+                .map_err(|e| format!("round {i}: get {m}: {e}"))?
+                .ok_or_else(|| format!("round {i}: {m}'s key missing"))?;
+            let v: u32 = String::from_utf8_lossy(&v).parse().unwrap_or(u32::MAX);
+            // The other may already have put its next round's value.
+            ensure(v == i || v == i + 1, || {
+                format!("round {i}: {m}'s value is {v}")
+            })?;
+            cross += u32::from(job != me);
+        }
+    }
+    pmi.group_destruct("xjob")
+        .map_err(|e| format!("destruct: {e}"))?;
+    println!(
+        "xjob member {me}:{} grank={} size={} ctxid={} rounds={XJOB_ROUNDS} cross-reads={cross} transport={:?}",
+        pmi.rank(),
+        g.rank,
+        g.size,
+        g.ctxid,
+        pmi.transport()
+    );
+    Ok(())
+}
+
+fn role_xjob_parent(test: &str) -> Result<(), String> {
+    let pmi = init()?;
+    let parent = pmi.job_id().to_string();
+    if pmi.rank() == 0 {
+        let mut env = vec![format!("XJOB_PARENT={parent}")];
+        if let Ok(t) = std::env::var("XJOB_CHILD_TRANSPORT") {
+            env.push(format!("FASTPMI_TRANSPORT={t}"));
+        }
+        let s = pmi
+            .spawn(&fastpmi::client::SpawnRequest {
+                cmds: vec![rank_role::cmd(test, "xjob-child", XJOB_RANKS, &env)],
+                preput: vec![],
+            })
+            .map_err(|e| format!("spawn: {e}"))?;
+        ensure(s.errcodes.iter().all(|&c| c == 0), || format!("{s:?}"))?;
+        pmi.put("xjob-child", &s.jobid).map_err(|e| e.to_string())?;
+    }
+    pmi.fence().map_err(|e| e.to_string())?;
+    let child = pmi
+        .get("xjob-child", Some(0))
+        .map_err(|e| e.to_string())?
+        .ok_or("no xjob-child key")?;
+    let child = String::from_utf8_lossy(&child).into_owned();
+    let members = xjob_members(&parent, &child);
+    if members
+        .iter()
+        .any(|m| m.job.as_deref() == Some(parent.as_str()) && m.rank == pmi.rank())
+    {
+        xjob_member(&pmi, &members)?;
+    }
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+fn role_xjob_child() -> Result<(), String> {
+    let pmi = init()?;
+    let parent = rank_role::env("XJOB_PARENT")?;
+    let child = pmi.job_id().to_string();
+    ensure(pmi.spawned() && child != parent, || {
+        format!("spawned {} job {child}", pmi.spawned())
+    })?;
+    let members = xjob_members(&parent, &child);
+    if members
+        .iter()
+        .any(|m| m.job.as_deref() == Some(child.as_str()) && m.rank == pmi.rank())
+    {
+        xjob_member(&pmi, &members)?;
+    }
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+fn xjob(test: &str, child_transport: Option<&str>) {
+    match role().as_deref() {
+        Some("xjob-child") => finish(role_xjob_child()),
+        Some(_) => finish(role_xjob_parent(test)),
+        None => {}
+    }
+    let _g = heavy();
+    let mut cmd = rank_role::launch(test, "xjob-parent", XJOB_RANKS, &["--stats"])
+        .env("FASTPMI_TRANSPORT", "shm")
+        .timeout(Duration::from_secs(120));
+    if let Some(t) = child_transport {
+        cmd = cmd.env("XJOB_CHILD_TRANSPORT", t);
+    }
+    let out = cmd.run();
+    out.assert_success();
+    let lines: Vec<&str> = out
+        .stdout_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("xjob member "))
+        .collect();
+    assert_eq!(lines.len(), 6, "six members report\n{}", out.report());
+    // (job:rank, group rank, ctxid, transport) of each member.
+    let field = |l: &str, k: &str| -> String {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("no {k}= in {l}"))
+            .to_string()
+    };
+    let name = |l: &str| l.split_whitespace().nth(2).unwrap().to_string();
+    let ctxids: HashSet<String> = lines.iter().map(|l| field(l, "ctxid")).collect();
+    assert_eq!(ctxids.len(), 1, "one context id\n{}", out.report());
+    // The parent job's id is the prefix of the names of grank 0, 2, 4.
+    let by_grank: Vec<String> = (0..6)
+        .map(|r| {
+            let l = lines
+                .iter()
+                .find(|l| field(l, "grank") == r.to_string())
+                .unwrap_or_else(|| panic!("no group rank {r}\n{}", out.report()));
+            assert_eq!(field(l, "size"), "6", "{l}");
+            assert_eq!(field(l, "rounds"), XJOB_ROUNDS.to_string(), "{l}");
+            // Each member read 5 others per round, 3 of them in the other job.
+            assert_eq!(
+                field(l, "cross-reads"),
+                (3 * XJOB_ROUNDS).to_string(),
+                "{l}"
+            );
+            name(l)
+        })
+        .collect();
+    let job = |n: &str| n.rsplit_once(':').unwrap().0.to_string();
+    let rank = |n: &str| n.rsplit_once(':').unwrap().1.to_string();
+    let (pj, cj) = (job(&by_grank[0]), job(&by_grank[1]));
+    assert_ne!(pj, cj, "{}", out.report());
+    let want: Vec<String> = [(&pj, 1), (&cj, 0), (&pj, 3), (&cj, 2), (&pj, 0), (&cj, 3)]
+        .iter()
+        .map(|(j, r)| format!("{j}:{r}"))
+        .collect();
+    assert_eq!(by_grank, want, "{}", out.report());
+    assert!(by_grank.iter().all(|n| !rank(n).is_empty()));
+    let child_t = format!(
+        "{:?}",
+        if child_transport == Some("socket") {
+            fastpmi::client::TransportKind::Socket
+        } else {
+            fastpmi::client::TransportKind::Shm
+        }
+    );
+    for l in &lines {
+        let want_t = if job(&name(l)) == cj {
+            child_t.clone()
+        } else {
+            format!("{:?}", fastpmi::client::TransportKind::Shm)
+        };
+        assert_eq!(field(l, "transport"), want_t, "{l}");
+    }
+    // Where the reads went: a parent member reads the child's keys through
+    // the server (3 members x 3 keys per round); a child on shared memory
+    // reads its parent's keys from the parent's segment, a child on the
+    // socket reads all 5 others' keys through the server.
+    let sock = common::stats_row(&out.stderr, "socket").expect("socket stats row");
+    let child_wire = if child_transport == Some("socket") {
+        3 * 5
+    } else {
+        0
+    };
+    assert_eq!(
+        sock[1],
+        u64::from((3 * 3 + child_wire) * XJOB_ROUNDS),
+        "socket gets\n{}",
+        out.report()
+    );
+}
+
+/// A group of three ranks of a job and three of the job it spawned (both on
+/// shared memory, two segments), named `jobid:rank`: each member gets its
+/// position as group rank and the same context id, no segment slot (the
+/// server's barrier), and after each of 1000 group fences sees every other
+/// member's put of that round, across the jobs too (the child ranks read the
+/// parent's segment, the parent ranks ask the server); destruct; both jobs
+/// end 0.
+#[test]
+fn cross_job_group_of_parent_and_child_ranks_fences_and_sees_puts() {
+    xjob(XJOB_TEST, None);
+}
+
+/// The same with the spawned job's ranks on the socket.
+#[test]
+fn cross_job_group_with_socket_children_fences_and_sees_puts() {
+    xjob(XJOB_SOCKET_TEST, Some("socket"));
 }
 
 fn role_invite() -> Result<(), String> {
@@ -764,6 +1015,13 @@ fn role_bench() -> Result<(), String> {
             println!("floor64 {:.1} us", mean(t, n));
         }
         return pmi.finalize().map_err(e);
+    }
+    // Every rank is up before anything is timed: without this fence the
+    // group loop of ranks 0-63 ran while the launcher was still starting
+    // ranks 64-255 (exec, loading, PMI init on the same two cores), which
+    // is what made the group fence look 1.6x the floor.
+    if std::env::var("BENCH_NO_START_FENCE").is_err() {
+        pmi.fence().map_err(e)?;
     }
     if pmi.rank() < 64 {
         let members: Vec<u32> = (0..64).collect();

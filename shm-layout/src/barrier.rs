@@ -65,16 +65,13 @@ use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
+use crate::wait::{next_slice, wait_word};
 use crate::wake_tree::{armed_mark, Tree, WakeSlot, GEN_MASK, SLEEPING};
 
 /// Bit 0 of the generation word: the job was aborted.
 pub(crate) const GEN_ABORTED: u32 = 1;
 /// A completed generation adds this to the word.
 pub(crate) const GEN_STEP: u32 = 2;
-
-/// Longest single futex sleep of a waiter: bounds how late an abort that
-/// came without a wake is noticed.
-pub(crate) const SLEEP_SLICE: Duration = Duration::from_millis(100);
 
 /// The barrier's words, in shared memory.
 #[derive(Debug)]
@@ -331,44 +328,21 @@ impl<'a> Fence<'a> {
         futex: &F,
         deadline: Option<Instant>,
     ) -> Result<bool, Aborted> {
-        let word = &self.barrier.generation.word;
-        let done = |w: u32| w >> 1 != arrival.generation;
         if let Some((rank, slot)) = self.my_slot() {
             return self.wait_tree(arrival, rank, slot, futex, deadline);
         }
-        // Short spin: with few ranks per core the last arrival is often
-        // microseconds away. Bounded, because with hundreds of ranks on two
-        // cores spinning only delays the ranks that still have to arrive.
-        for _ in spins().take(self.spin_limit as usize) {
-            // SYNC POINT (fence completion): Acquire pairs with the last
-            // arriver's Release bump.
-            if done(word.load(Ordering::Acquire)) {
-                return Ok(true);
-            }
-            spin_loop();
-        }
-        loop {
-            // SYNC POINT (fence completion): as above. Also (abort): a set
-            // abort bit was released after the abort word, read just below.
-            let w = word.load(Ordering::Acquire);
-            if done(w) {
-                return Ok(true);
-            }
-            self.abort.check()?;
-            let slice = match deadline {
-                None => SLEEP_SLICE,
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Ok(false);
-                    }
-                    (deadline - now).min(SLEEP_SLICE)
-                }
-            };
-            // Sleeps only while the word is still `w`: a completion or an
-            // abort after our load changes it, so neither can be slept through.
-            futex.wait(word, w, Some(slice));
-        }
+        // Short spin (with few ranks per core the last arrival is often
+        // microseconds away), then bounded sleeps on the generation word.
+        // An abort sets its bit 0 (after the abort word), so it always
+        // changes the word slept on.
+        wait_word(
+            &self.barrier.generation.word,
+            futex,
+            self.spin_limit,
+            deadline,
+            |w| w >> 1 != arrival.generation,
+            |_| self.abort.check(),
+        )
     }
 
     /// `wait_until` of a rank in tree mode: sleeps on its own wake word;
@@ -414,20 +388,13 @@ impl<'a> Fence<'a> {
             // generation, so a bump seen here means the completion (or
             // abort) is seen below.
             let w = slot.word.load(Ordering::Acquire);
-            // SYNC POINT (fence completion): as in `wait_until`.
+            // SYNC POINT (fence completion): as in `crate::wait::wait_word`.
             if done(gen.word.load(Ordering::Acquire)) {
                 return released();
             }
             self.abort.check()?;
-            let slice = match deadline {
-                None => SLEEP_SLICE,
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Ok(false);
-                    }
-                    (deadline - now).min(SLEEP_SLICE)
-                }
+            let Some(slice) = next_slice(deadline) else {
+                return Ok(false);
             };
             // Say we sleep, so the waker calls FUTEX_WAKE. Relaxed: the
             // waker's bump is an RMW on this word, so it either sees the flag

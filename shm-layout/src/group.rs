@@ -50,10 +50,11 @@
 use std::time::{Duration, Instant};
 
 use crate::abort::{AbortWord, Aborted};
-use crate::barrier::{Arrival, GEN_STEP, SLEEP_SLICE};
+use crate::barrier::{Arrival, GEN_STEP};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
-use crate::sync::{spin_loop, spins, AtomicU32, AtomicU64, Ordering, SPIN_LIMIT};
+use crate::sync::{AtomicU32, AtomicU64, Ordering, SPIN_LIMIT};
+use crate::wait::wait_word;
 
 /// Bit 0 of a group's generation word: a member failed.
 pub(crate) const GROUP_FAILED: u32 = 1;
@@ -320,42 +321,27 @@ impl<'a> GroupBarrier<'a> {
         futex: &F,
         deadline: Option<Instant>,
     ) -> Result<bool, GroupWaitError> {
-        let word = &self.slot.line.word;
-        let done = |w: u32| w >> 1 != arrival.generation;
-        for _ in spins().take(self.spin_limit as usize) {
-            // SYNC POINT (group completion): Acquire pairs with the bump.
-            if done(word.load(Ordering::Acquire)) {
-                return Ok(true);
-            }
-            spin_loop();
-        }
-        loop {
-            // SYNC POINT (group completion) and (group failure), as above.
-            let w = word.load(Ordering::Acquire);
-            if done(w) {
-                return Ok(true);
-            }
-            if w & GROUP_FAILED != 0 {
-                let f = self.slot.line.failed.load(Ordering::Relaxed);
-                return Err(GroupWaitError::MemberFailed { rank: f as u32 });
-            }
-            self.abort.check()?;
-            let slice = match deadline {
-                None => SLEEP_SLICE,
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Ok(false);
-                    }
-                    (deadline - now).min(SLEEP_SLICE)
+        // The fence's waiter (crate::wait), on the group's word. A failure
+        // sets its bit 0, so it wakes sleepers; a job abort does not touch
+        // this word and is noticed within one slice (the launcher also fails
+        // the job's groups, which does).
+        wait_word(
+            &self.slot.line.word,
+            futex,
+            self.spin_limit,
+            deadline,
+            |w| w >> 1 != arrival.generation,
+            |w| {
+                if w & GROUP_FAILED != 0 {
+                    // Relaxed: ordered before the flag by `fail`'s Release,
+                    // which the waiter's Acquire load of `w` paired with.
+                    let f = self.slot.line.failed.load(Ordering::Relaxed);
+                    return Err(GroupWaitError::MemberFailed { rank: f as u32 });
                 }
-            };
-            // Sleeps only while the word is still `w`: a completion or a
-            // failure after our load changes it. A job abort does not touch
-            // this word; it is noticed within one slice (the launcher also
-            // fails the job's groups, which does).
-            futex.wait(word, w, Some(slice));
-        }
+                self.abort.check()?;
+                Ok(())
+            },
+        )
     }
 }
 

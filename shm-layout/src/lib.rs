@@ -65,6 +65,7 @@ mod rank;
 #[cfg(not(loom))]
 mod segment;
 pub mod sync;
+mod wait;
 pub mod wake_tree;
 
 pub use abort::{AbortWord, Aborted};

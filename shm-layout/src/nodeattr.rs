@@ -23,11 +23,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::barrier::SLEEP_SLICE;
 use crate::error::{KvsError, WaitError};
 use crate::futex::{Futex, WAKE_ALL};
 use crate::kvs::{check_key, Kvs, PutOutcome};
 use crate::sync::{AtomicU32, Ordering};
+use crate::wait::{next_slice, SLEEP_SLICE};
 
 /// The node-attribute table and its change counter.
 #[derive(Debug, Clone, Copy)]
@@ -109,15 +109,8 @@ impl<'a> NodeAttrs<'a> {
                 return Ok(value);
             }
             self.table.abort.check()?;
-            let slice = match deadline {
-                None => SLEEP_SLICE,
-                Some(deadline) => {
-                    let now = Instant::now();
-                    if now >= deadline {
-                        return Err(WaitError::TimedOut(timeout.unwrap_or_default()));
-                    }
-                    (deadline - now).min(SLEEP_SLICE)
-                }
+            let Some(slice) = next_slice(deadline) else {
+                return Err(WaitError::TimedOut(timeout.unwrap_or_default()));
             };
             futex.wait(self.changes, seen, Some(slice));
         }
