@@ -11,8 +11,8 @@
 mod common;
 mod rank_role;
 
-use std::ffi::OsString;
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -524,12 +524,7 @@ const MPIR_CHILDREN: usize = 3;
 fn role_mpir(spawns: bool) -> Result<(), String> {
     let pmi = rank_role::init()?;
     if spawns && pmi.rank() == 0 {
-        let cmd = rank_role::cmd(
-            MPIR_SPAWN_TEST,
-            "mpir-child",
-            MPIR_CHILDREN as u32,
-            &[],
-        );
+        let cmd = rank_role::cmd(MPIR_SPAWN_TEST, "mpir-child", MPIR_CHILDREN as u32, &[]);
         pmi.spawn(&fastpmi::client::SpawnRequest {
             cmds: vec![cmd],
             preput: Vec::new(),
@@ -537,7 +532,9 @@ fn role_mpir(spawns: bool) -> Result<(), String> {
         .map_err(|e| format!("spawn: {e}"))?;
     }
     let go = PathBuf::from(rank_role::env("FASTPMI_TEST_GO")?);
-    rank_role::poll(Duration::from_secs(120), "go file", || Ok(go.exists().then_some(())))?;
+    rank_role::poll(Duration::from_secs(120), "go file", || {
+        Ok(go.exists().then_some(()))
+    })?;
     pmi.finalize().map_err(|e| e.to_string())
 }
 
@@ -656,13 +653,15 @@ fn gdb_sees_spawned_ranks_in_proctable_at_second_breakpoint() {
     out.assert_success();
     assert!(out.stdout.contains("exited normally"), "{}", out.report());
     assert!(
-        out.stdout.contains(&format!("mpir stop1 size={MPIR_PARENTS} state=1")),
+        out.stdout
+            .contains(&format!("mpir stop1 size={MPIR_PARENTS} state=1")),
         "{}",
         out.report()
     );
     let total = MPIR_PARENTS + MPIR_CHILDREN;
     assert!(
-        out.stdout.contains(&format!("mpir stop2 size={total} state=1")),
+        out.stdout
+            .contains(&format!("mpir stop2 size={total} state=1")),
         "{}",
         out.report()
     );
@@ -672,7 +671,12 @@ fn gdb_sees_spawned_ranks_in_proctable_at_second_breakpoint() {
     assert_eq!(second.len(), total, "{}", out.report());
     // The parents' entries are kept as they were.
     for (a, b) in first.iter().zip(&second) {
-        assert_eq!(a.0, b.0, "parent pid changed between stops\n{}", out.report());
+        assert_eq!(
+            a.0,
+            b.0,
+            "parent pid changed between stops\n{}",
+            out.report()
+        );
     }
     for (i, (pid, alive, role, rank, _)) in second.iter().enumerate() {
         let (want_role, want_rank) = if i < MPIR_PARENTS {
@@ -680,7 +684,11 @@ fn gdb_sees_spawned_ranks_in_proctable_at_second_breakpoint() {
         } else {
             ("mpir-child", i - MPIR_PARENTS)
         };
-        assert!(*alive, "entry {i}: pid {pid} is not a live process\n{}", out.report());
+        assert!(
+            *alive,
+            "entry {i}: pid {pid} is not a live process\n{}",
+            out.report()
+        );
         assert_eq!(
             (role.as_str(), rank.as_str()),
             (want_role, want_rank.to_string().as_str()),
@@ -710,7 +718,9 @@ fn role_attr_wait() -> Result<(), String> {
         println!("attr waiter got it transport={:?}", pmi.transport());
     } else {
         let go = PathBuf::from(rank_role::env("FASTPMI_TEST_GO")?);
-        rank_role::poll(Duration::from_secs(120), "go file", || Ok(go.exists().then_some(())))?;
+        rank_role::poll(Duration::from_secs(120), "go file", || {
+            Ok(go.exists().then_some(()))
+        })?;
         pmi.put_node_attr(ATTR_KEY, "here")
             .map_err(|e| format!("put_node_attr: {e}"))?;
     }
@@ -736,11 +746,15 @@ fn ps_shows_the_node_attribute_a_shared_memory_rank_waits_for() {
         .timeout(Duration::from_secs(120))
         .spawn();
     let pid = job.pid();
-    let row = wait_for(Duration::from_secs(60), "rank 0 waiting for the attribute", || {
-        let t = ps_json(xdg.path(), pid).ok()?.into_iter().next()?;
-        let r = t.ranks.into_iter().next()?;
-        (r.kind == "waiting_attr").then_some(r)
-    });
+    let row = wait_for(
+        Duration::from_secs(60),
+        "rank 0 waiting for the attribute",
+        || {
+            let t = ps_json(xdg.path(), pid).ok()?.into_iter().next()?;
+            let r = t.ranks.into_iter().next()?;
+            (r.kind == "waiting_attr").then_some(r)
+        },
+    );
     assert_eq!(row.attr.as_deref(), Some(ATTR_KEY), "{row:?}");
     assert_eq!(row.transport, "shm", "{row:?}");
     assert_eq!(row.state, format!("waiting for node attribute {ATTR_KEY}"));

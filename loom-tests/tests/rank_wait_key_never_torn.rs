@@ -27,8 +27,9 @@ fn wait_key_read_racing_a_rewrite_is_one_whole_key_or_none() {
         let ps = {
             let st = st.clone();
             thread::spawn(move || {
-                st.wait_key()
-                    .map_or("none".into(), |k| String::from_utf8_lossy(k.as_bytes()).into_owned())
+                st.wait_key().map_or("none".into(), |k| {
+                    String::from_utf8_lossy(k.as_bytes()).into_owned()
+                })
             })
         };
         let seen = ps.join().unwrap();
