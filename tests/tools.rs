@@ -9,7 +9,9 @@
 //! sees only the launchers of the test.
 
 mod common;
+mod rank_role;
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
@@ -509,6 +511,268 @@ fn gdb_attach_reads_rank_pids() {
     let mut table_pids = v[1..].to_vec();
     table_pids.sort();
     assert_eq!(printed, table_pids, "the ranks' own pids");
+}
+
+const MPIR_SPAWN_TEST: &str = "gdb_sees_spawned_ranks_in_proctable_at_second_breakpoint";
+const MPIR_PARENTS: usize = 2;
+const MPIR_CHILDREN: usize = 3;
+
+/// A rank of the MPIR spawn test: rank 0 of the parents spawns the
+/// children; every rank stays alive until the go file appears (written by
+/// gdb's script once it has checked the table), so the pids it reads are
+/// live.
+fn role_mpir(spawns: bool) -> Result<(), String> {
+    let pmi = rank_role::init()?;
+    if spawns && pmi.rank() == 0 {
+        let cmd = rank_role::cmd(MPIR_SPAWN_TEST, "mpir-child", MPIR_CHILDREN as u32, &[]);
+        pmi.spawn(&fastpmi::client::SpawnRequest {
+            cmds: vec![cmd],
+            preput: Vec::new(),
+        })
+        .map_err(|e| format!("spawn: {e}"))?;
+    }
+    let go = PathBuf::from(rank_role::env("FASTPMI_TEST_GO")?);
+    rank_role::poll(Duration::from_secs(120), "go file", || {
+        Ok(go.exists().then_some(()))
+    })?;
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+/// gdb's script: `table(label)` prints the proc table with, for each pid,
+/// whether it is a live process and its role, PMI rank and job id (from its
+/// environment); `go()` lets the ranks finish.
+const MPIR_GDB_SCRIPT: &str = r#"
+import gdb, os
+
+def _env(pid):
+    try:
+        raw = open("/proc/%d/environ" % pid, "rb").read()
+    except OSError:
+        return {}
+    kv = [e.split(b"=", 1) for e in raw.split(b"\0") if b"=" in e]
+    return dict((k.decode(), v.decode("utf-8", "replace")) for k, v in kv)
+
+def _alive(pid):
+    try:
+        stat = open("/proc/%d/stat" % pid).read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+def table(label):
+    n = int(gdb.parse_and_eval("(int)MPIR_proctable_size"))
+    st = int(gdb.parse_and_eval("(int)MPIR_debug_state"))
+    base = int(gdb.parse_and_eval("*(long*)&MPIR_proctable"))
+    print("mpir %s size=%d state=%d" % (label, n, st))
+    for i in range(n):
+        pid = int(gdb.parse_and_eval("*(int*)(%d + 24*%d + 16)" % (base, i)))
+        e = _env(pid)
+        print("mpir %s entry=%d pid=%d alive=%d role=%s rank=%s job=%s" % (
+            label, i, pid, _alive(pid), e.get("FASTPMI_SPAWNTEST_ROLE", "-"),
+            e.get("PMI_RANK", "-"), e.get("PMI_JOBID", "-")))
+
+def go():
+    open(os.environ["FASTPMI_TEST_GO"], "w").write("go")
+"#;
+
+/// One `mpir LABEL entry=...` line of the script: (pid, alive, role, rank, job).
+fn mpir_entries(out: &str, label: &str) -> Vec<(u32, bool, String, String, String)> {
+    let head = format!("mpir {label} entry=");
+    out.lines()
+        .filter(|l| l.starts_with(&head))
+        .map(|l| {
+            let f: HashMap<&str, &str> = l
+                .split_whitespace()
+                .filter_map(|w| w.split_once('='))
+                .collect();
+            (
+                f["pid"].parse().unwrap(),
+                f["alive"] == "1",
+                f["role"].to_string(),
+                f["rank"].to_string(),
+                f["job"].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// gdb runs the launcher on a job of 2 ranks whose rank 0 spawns 3
+/// children. First stop in MPIR_Breakpoint: the table holds the 2 parents.
+/// Second stop (once the children have all started): MPIR_debug_state is
+/// MPIR_DEBUG_SPAWNED, MPIR_proctable_size is 2 + 3, entries 0-1 are live
+/// parent ranks 0-1 of one job and entries 2-4 live child ranks 0-2 of
+/// another job; then the job completes.
+#[test]
+fn gdb_sees_spawned_ranks_in_proctable_at_second_breakpoint() {
+    match rank_role::role().as_deref() {
+        Some("mpir-parent") => rank_role::finish(role_mpir(true)),
+        Some("mpir-child") => rank_role::finish(role_mpir(false)),
+        Some(_) => return,
+        None => {}
+    }
+    let _g = heavy();
+    let xdg = runtime_dir("gdb-spawn");
+    let marks = common::scratch_dir("gdb-spawn-marks");
+    let script = marks.path().join("mpir.py");
+    fs::write(&script, MPIR_GDB_SCRIPT).unwrap();
+    let go = marks.path().join("go");
+    let mut a: Vec<String> = ["-batch", "-ex", "set language c", "-ex"]
+        .map(String::from)
+        .to_vec();
+    a.push(format!("source {}", script.display()));
+    a.extend(
+        [
+            "-ex",
+            "break MPIR_Breakpoint",
+            "-ex",
+            "run",
+            "-ex",
+            "python table('stop1')",
+            "-ex",
+            "continue",
+            "-ex",
+            "python table('stop2')",
+            "-ex",
+            "python go()",
+            "-ex",
+            "continue",
+            "--args",
+        ]
+        .map(String::from),
+    );
+    a.push(common::launcher().display().to_string());
+    a.extend(["-n".into(), MPIR_PARENTS.to_string(), rank_role::me()]);
+    a.extend(rank_role::args(MPIR_SPAWN_TEST));
+    let out = launch(&a)
+        .program("gdb")
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .env(rank_role::ROLE, "mpir-parent")
+        .env("FASTPMI_TEST_GO", &go)
+        .timeout(Duration::from_secs(180))
+        .run();
+    out.assert_success();
+    assert!(out.stdout.contains("exited normally"), "{}", out.report());
+    assert!(
+        out.stdout
+            .contains(&format!("mpir stop1 size={MPIR_PARENTS} state=1")),
+        "{}",
+        out.report()
+    );
+    let total = MPIR_PARENTS + MPIR_CHILDREN;
+    assert!(
+        out.stdout
+            .contains(&format!("mpir stop2 size={total} state=1")),
+        "{}",
+        out.report()
+    );
+    let first = mpir_entries(&out.stdout, "stop1");
+    let second = mpir_entries(&out.stdout, "stop2");
+    assert_eq!(first.len(), MPIR_PARENTS, "{}", out.report());
+    assert_eq!(second.len(), total, "{}", out.report());
+    // The parents' entries are kept as they were.
+    for (a, b) in first.iter().zip(&second) {
+        assert_eq!(
+            a.0,
+            b.0,
+            "parent pid changed between stops\n{}",
+            out.report()
+        );
+    }
+    for (i, (pid, alive, role, rank, _)) in second.iter().enumerate() {
+        let (want_role, want_rank) = if i < MPIR_PARENTS {
+            ("mpir-parent", i)
+        } else {
+            ("mpir-child", i - MPIR_PARENTS)
+        };
+        assert!(
+            *alive,
+            "entry {i}: pid {pid} is not a live process\n{}",
+            out.report()
+        );
+        assert_eq!(
+            (role.as_str(), rank.as_str()),
+            (want_role, want_rank.to_string().as_str()),
+            "entry {i} (pid {pid})\n{}",
+            out.report()
+        );
+    }
+    let parent_job = &second[0].4;
+    let child_job = &second[MPIR_PARENTS].4;
+    assert_ne!(parent_job, child_job, "{}", out.report());
+    assert!(second[..MPIR_PARENTS].iter().all(|e| &e.4 == parent_job));
+    assert!(second[MPIR_PARENTS..].iter().all(|e| &e.4 == child_job));
+}
+
+const ATTR_WAIT_TEST: &str = "ps_shows_the_node_attribute_a_shared_memory_rank_waits_for";
+const ATTR_KEY: &str = "fastpmi-test-late-attr";
+
+/// Rank 0 waits for a node attribute that rank 1 puts only once the go
+/// file appears (written by the test after `ps` has shown the wait).
+fn role_attr_wait() -> Result<(), String> {
+    let pmi = rank_role::init()?;
+    if pmi.rank() == 0 {
+        let v = pmi
+            .get_node_attr(ATTR_KEY, true)
+            .map_err(|e| format!("get_node_attr: {e}"))?;
+        rank_role::ensure(v.as_deref() == Some(&b"here"[..]), || format!("got {v:?}"))?;
+        println!("attr waiter got it transport={:?}", pmi.transport());
+    } else {
+        let go = PathBuf::from(rank_role::env("FASTPMI_TEST_GO")?);
+        rank_role::poll(Duration::from_secs(120), "go file", || {
+            Ok(go.exists().then_some(()))
+        })?;
+        pmi.put_node_attr(ATTR_KEY, "here")
+            .map_err(|e| format!("put_node_attr: {e}"))?;
+    }
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+/// A shared-memory rank waiting in `get_node_attr(KEY, wait)` shows the key
+/// in `fastpmi ps --json` (row kind `waiting_attr`, `attr` = KEY, transport
+/// shm) and in the human output; the wait is then satisfied and the job
+/// completes.
+#[test]
+fn ps_shows_the_node_attribute_a_shared_memory_rank_waits_for() {
+    if rank_role::role().is_some() {
+        rank_role::finish(role_attr_wait());
+    }
+    let _g = heavy();
+    let xdg = runtime_dir("attr-wait");
+    let marks = common::scratch_dir("attr-wait-marks");
+    let go = marks.path().join("go");
+    let job = rank_role::launch(ATTR_WAIT_TEST, "attr-wait", 2, &[])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .env("FASTPMI_TEST_GO", &go)
+        .timeout(Duration::from_secs(120))
+        .spawn();
+    let pid = job.pid();
+    let row = wait_for(
+        Duration::from_secs(60),
+        "rank 0 waiting for the attribute",
+        || {
+            let t = ps_json(xdg.path(), pid).ok()?.into_iter().next()?;
+            let r = t.ranks.into_iter().next()?;
+            (r.kind == "waiting_attr").then_some(r)
+        },
+    );
+    assert_eq!(row.attr.as_deref(), Some(ATTR_KEY), "{row:?}");
+    assert_eq!(row.transport, "shm", "{row:?}");
+    assert_eq!(row.state, format!("waiting for node attribute {ATTR_KEY}"));
+    let human = fastpmi(xdg.path(), &["ps", &pid.to_string()]);
+    assert!(
+        text(&human.stdout).contains(&format!("waiting for node attribute {ATTR_KEY}")),
+        "{}{}",
+        text(&human.stdout),
+        text(&human.stderr)
+    );
+    fs::write(&go, "go").unwrap();
+    let out = job.wait_or_kill(Duration::from_secs(60));
+    out.assert_success();
+    assert!(
+        out.stdout.contains("attr waiter got it transport=Shm"),
+        "{}",
+        out.report()
+    );
 }
 
 #[test]

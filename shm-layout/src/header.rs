@@ -168,6 +168,9 @@ const _: () = {
     assert!(offset_of!(Slot, key) + offset_of!(SlotKey, bytes) == 32);
     assert!(size_of::<RankState>() as u64 == RANK_STATE_SIZE);
     assert!(align_of::<RankState>() == 64);
+    // The waited key (written once per wait) off the line of the phase and
+    // counters.
+    assert!(offset_of!(RankState, wait_key) == 64);
     // Each rank's wake word alone on its line: distinct futex words.
     assert!(size_of::<WakeSlot>() as u64 == WAKE_SLOT_SIZE);
     assert!(align_of::<WakeSlot>() == 64);
@@ -242,7 +245,9 @@ pub const LAYOUT_HASH: u64 = {
         fences,
         node_attr_ops,
         since_ns,
-        last_op
+        last_op,
+        wait_seq,
+        wait_key
     );
     let h = shape!(h, AbortWord);
     let h = shape!(h, GroupSlot, count, line);

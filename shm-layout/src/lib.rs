@@ -88,7 +88,7 @@ pub use layout::{
     LAYOUT_MAJOR, LAYOUT_MINOR, MAX_MAX_VALUE_LEN, MIN_MAX_VALUE_LEN, SEGMENT_ALIGN,
 };
 pub use nodeattr::NodeAttrs;
-pub use rank::{RankOp, RankPhase, RankState, RankStats};
+pub use rank::{RankOp, RankPhase, RankState, RankStats, WaitKey};
 #[cfg(not(loom))]
 pub use segment::{AttachError, Segment, SegmentRef};
 pub use wake_tree::{fanout_for, WakeSlot};

@@ -1,8 +1,15 @@
 //! Per-rank state words: what each rank is doing and how much it did
 //! through shared memory, for the launcher's supervision and diagnostics.
-//! Each record has its own cache line, since each rank writes its own.
+//! Each record has its own cache lines, since each rank writes its own.
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::kvs::KEY_MAX;
+use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
+
+/// Words of the node-attribute key a waiting rank records.
+const WAIT_KEY_WORDS: usize = KEY_MAX / 8;
+/// Attempts of a reader of the waited key before it gives up (the rank was
+/// rewriting it each time; it is only being diagnosed, never waited for).
+const WAIT_KEY_READS: u32 = 4;
 
 /// Lifecycle of a rank, as it reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,7 +68,26 @@ pub struct RankState {
     pub(crate) since_ns: AtomicU64,
     /// The last PMI operation the rank started ([`RankOp`] as u32).
     pub(crate) last_op: AtomicU32,
-    pub(crate) _reserved: u32,
+    /// Sequence word of `wait_key` (odd while the rank rewrites it), so a
+    /// reader never takes a half-written key and never makes the rank wait.
+    pub(crate) wait_seq: AtomicU32,
+    /// The node-attribute key the rank last waited for (`fastpmi ps`), up to
+    /// [`KEY_MAX`] bytes, zero-padded, native-endian words. Its own line:
+    /// written once per wait, never on the fence path.
+    pub(crate) wait_key: [AtomicU64; WAIT_KEY_WORDS],
+}
+
+/// A key read back by [`RankState::wait_key`]: `bytes[..len]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitKey {
+    pub bytes: [u8; KEY_MAX],
+    pub len: usize,
+}
+
+impl WaitKey {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
 }
 
 /// The last PMI operation a rank started, as kept in its state word (for
@@ -170,6 +196,58 @@ impl RankState {
     /// The last operation recorded (`None` for a value no build writes).
     pub fn last_op(&self) -> Option<RankOp> {
         RankOp::from_raw(self.last_op.load(Ordering::Relaxed))
+    }
+
+    /// Records the node-attribute key the rank is about to wait for (only
+    /// the rank itself writes its record; keys are cut at [`KEY_MAX`]
+    /// bytes and may not hold NUL, which pads). Call before
+    /// [`RankState::set_phase_at`] with [`RankPhase::WaitingNodeAttr`].
+    pub fn set_wait_key(&self, key: &[u8]) {
+        // Seqlock writer (single writer: the rank). SYNC POINT (wait key):
+        // the odd value and the Release fence order it before the key words;
+        // the final Release store publishes them to `wait_key`'s Acquire.
+        let seq = self.wait_seq.load(Ordering::Relaxed);
+        self.wait_seq.store(seq.wrapping_add(1), Ordering::Relaxed);
+        fence(Ordering::Release);
+        let key = &key[..key.len().min(KEY_MAX)];
+        for (i, w) in self.wait_key.iter().enumerate() {
+            let mut b = [0u8; 8];
+            let from = (i * 8).min(key.len());
+            let to = (i * 8 + 8).min(key.len());
+            b[..to - from].copy_from_slice(&key[from..to]);
+            w.store(u64::from_ne_bytes(b), Ordering::Relaxed);
+        }
+        self.wait_seq.store(seq.wrapping_add(2), Ordering::Release);
+    }
+
+    /// The node-attribute key the rank last recorded with
+    /// [`RankState::set_wait_key`] (`None`: none yet, or the rank was
+    /// rewriting it on every attempt). Read-only: never waits or spins on
+    /// the rank.
+    pub fn wait_key(&self) -> Option<WaitKey> {
+        for _ in 0..WAIT_KEY_READS {
+            // Seqlock reader. SYNC POINT (wait key): Acquire pairs with the
+            // writer's final Release; the Acquire fence orders the word
+            // loads before the re-check of the sequence.
+            let s1 = self.wait_seq.load(Ordering::Acquire);
+            if s1 & 1 == 1 {
+                continue;
+            }
+            let mut bytes = [0u8; KEY_MAX];
+            for (i, w) in self.wait_key.iter().enumerate() {
+                bytes[i * 8..i * 8 + 8].copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+            }
+            fence(Ordering::Acquire);
+            if self.wait_seq.load(Ordering::Relaxed) != s1 {
+                continue;
+            }
+            if s1 == 0 {
+                return None;
+            }
+            let len = bytes.iter().position(|&b| b == 0).unwrap_or(KEY_MAX);
+            return Some(WaitKey { bytes, len });
+        }
+        None
     }
 
     /// The fence epoch the rank last entered.

@@ -6,9 +6,9 @@
 //! crate (the main crate's real futex) get `core::sync::atomic::AtomicU32`.
 
 #[cfg(not(loom))]
-pub use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub use core::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 #[cfg(loom)]
-pub use loom::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+pub use loom::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 /// How many times a waiter spins on a word before it sleeps (or, for a KVS
 /// reader, gives up on a slot being written). Zero under loom: every spin is

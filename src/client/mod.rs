@@ -624,6 +624,7 @@ impl Pmi {
                 }
                 let st = self.state();
                 if let Some(st) = st {
+                    st.set_wait_key(key);
                     st.set_phase_at(RankPhase::WaitingNodeAttr, crate::tools::mono_ns());
                 }
                 let r = attrs.get_wait(key, &SharedFutex, None);

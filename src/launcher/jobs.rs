@@ -295,6 +295,7 @@ impl Launcher {
         let Some(p) = self.pending.pop_front() else {
             return;
         };
+        self.tools_touched();
         if self.jobs[p.job].torn_down || self.interrupted.is_some() {
             self.rank_gone(p.job);
             return;

@@ -239,6 +239,9 @@ impl Launcher {
                     self.begin_teardown(Signal::KILL);
                 }
             }
+            if !events.is_empty() || !self.ready.is_empty() {
+                self.tools_touched();
+            }
             for ev in events.iter() {
                 match ev.token() {
                     SIGNALS => self.on_signals(),
@@ -286,6 +289,7 @@ impl Launcher {
                     os::signal(p.pid, Signal::KILL);
                 }
             }
+            self.tools_republish();
         }
         for j in &self.jobs {
             j.stop.store(true, Ordering::Relaxed);

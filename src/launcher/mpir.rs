@@ -64,10 +64,22 @@ pub struct ProcEntry {
     pub pid: u32,
 }
 
-/// Publish the proc table (once; the memory lives as long as the process),
-/// announce `MPIR_DEBUG_SPAWNED` and call `MPIR_Breakpoint`. Returns whether
-/// a debugger set `MPIR_being_debugged` (it has continued by now).
+/// Publish the proc table of the first job, announce `MPIR_DEBUG_SPAWNED`
+/// and call `MPIR_Breakpoint`. Returns whether a debugger set
+/// `MPIR_being_debugged` (it has continued by now).
 pub fn publish(entries: Vec<ProcEntry>) -> bool {
+    extend(entries)
+}
+
+/// Append a spawned job's ranks to the proc table (as Open MPI and PRRTE do
+/// on comm_spawn), announce `MPIR_DEBUG_SPAWNED` again and call
+/// `MPIR_Breakpoint`, so a debugger attaches to the new processes too.
+/// Returns whether a debugger set `MPIR_being_debugged`.
+///
+/// A debugger may read the table whenever the launcher is stopped: the new
+/// array is built completely first, then the pointer is published, then the
+/// (larger) size, so every (pointer, size) pair it can see is in bounds.
+pub fn extend(entries: Vec<ProcEntry>) -> bool {
     let Some(sym) = SYMBOLS.get() else {
         return false;
     };
@@ -75,25 +87,49 @@ pub fn publish(entries: Vec<ProcEntry>) -> bool {
         let c = CString::new(s.replace('\0', "?")).unwrap_or_default();
         c.into_raw()
     };
-    let table: Vec<MPIR_PROCDESC> = entries
-        .into_iter()
-        .map(|e| MPIR_PROCDESC {
-            host_name: cstr(e.host),
-            executable_name: cstr(e.executable),
-            pid: e.pid as c_int,
-        })
-        .collect();
+    // SAFETY: volatile reads of the statics (see `install`); only this
+    // module writes them outside a ptrace stop, and it runs on one thread.
+    let (old, old_size) = unsafe {
+        (
+            std::ptr::read_volatile(sym.proctable),
+            std::ptr::read_volatile(sym.proctable_size).max(0) as usize,
+        )
+    };
+    let mut table: Vec<MPIR_PROCDESC> = Vec::with_capacity(old_size + entries.len());
+    if !old.is_null() {
+        // SAFETY: `old` is the array this module published with `old_size`
+        // entries (a leaked boxed slice, see below); the strings it points
+        // to are leaked too and stay shared by the new array.
+        let prev = unsafe { std::slice::from_raw_parts(old, old_size) };
+        table.extend(prev.iter().map(|e| MPIR_PROCDESC {
+            host_name: e.host_name,
+            executable_name: e.executable_name,
+            pid: e.pid,
+        }));
+    }
+    table.extend(entries.into_iter().map(|e| MPIR_PROCDESC {
+        host_name: cstr(e.host),
+        executable_name: cstr(e.executable),
+        pid: e.pid as c_int,
+    }));
     let size = table.len() as c_int;
     let table: &'static mut [MPIR_PROCDESC] = Box::leak(table.into_boxed_slice());
-    // SAFETY: single-threaded writes of C statics that only the event loop
-    // and a ptrace-stopped debugger touch; the table is leaked, so the
-    // pointer stays valid for the life of the process.
+    // SAFETY: single-threaded writes of C statics that only this module and
+    // a ptrace-stopped debugger touch. Pointer first: the new array is at
+    // least as long as the old size, so no stop sees a size past its array.
     unsafe {
         std::ptr::write_volatile(sym.proctable, table.as_mut_ptr());
         std::ptr::write_volatile(sym.proctable_size, size);
         std::ptr::write_volatile(sym.debug_state, MPIR_DEBUG_SPAWNED);
     }
     (sym.breakpoint)();
+    if !old.is_null() {
+        // The debugger has continued from the breakpoint, where it read the
+        // new table: the old array (not its strings) can go.
+        // SAFETY: `old` came from `Box::leak` of a boxed slice of exactly
+        // `old_size` entries and nothing refers to it any more.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(old, old_size)) });
+    }
     being_debugged()
 }
 

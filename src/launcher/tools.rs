@@ -1,12 +1,18 @@
-//! The launcher's side of the tools: the rendezvous (answered from a
-//! snapshot the event loop hands out on request, so the connection threads
-//! never touch the loop's state), `--stop-in-init` and release, the MPIR
-//! proc table, `--fence-timeout`, SIGUSR1 reports and `--verbose` failure
-//! details.
+//! The launcher's side of the tools: the rendezvous, `--stop-in-init` and
+//! release, the MPIR proc table, `--fence-timeout`, SIGUSR1 reports and
+//! `--verbose` failure details.
+//!
+//! `ps` is answered on the connection thread without waiting for the event
+//! loop: the first `ps` asks the loop for a snapshot of its state, and from
+//! then on the loop republishes that snapshot (into [`Published`]) after
+//! iterations that handled events, at most every [`REPUBLISH`]; the
+//! connection threads take the latest one and read the shared-memory ranks'
+//! states live from the segments. A job sitting in a shared-memory fence
+//! sends the loop nothing, so `ps` costs it nothing.
 
 use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{mpir, os, Launcher};
@@ -18,11 +24,17 @@ use crate::tools::{instant_ns, ranges};
 
 /// How long a connection thread waits for the event loop.
 const LOOP_DEADLINE: Duration = Duration::from_secs(2);
+/// Shortest interval between two republished snapshots (how stale the
+/// launcher-side part of a `ps` answer can be while the loop is busy).
+const REPUBLISH: Duration = Duration::from_millis(20);
+
+/// The latest snapshot the loop published (`None` until the first `ps`).
+type Published = Arc<Mutex<Option<Arc<Snapshot>>>>;
 
 /// What a connection thread asks of the event loop.
 pub(super) enum Query {
     Info(Sender<LauncherInfo>),
-    Snapshot(Sender<Snapshot>),
+    Snapshot(Sender<Arc<Snapshot>>),
     Release(Option<String>, Sender<Result<usize, String>>),
 }
 
@@ -33,12 +45,19 @@ pub(super) struct ToolsRt {
     command: String,
     /// `--stop-in-init` and not released yet: new jobs are held.
     hold_new_jobs: bool,
-    mpir_published: bool,
+    /// Jobs (by index, in order) whose ranks are in the MPIR proc table.
+    mpir_jobs: usize,
     /// When each job was created (index = job).
     created: Vec<Instant>,
     next_check: Instant,
     /// Jobs seen waiting: (fences completed then, first seen).
     waiting: HashMap<JobIdx, (u64, Instant)>,
+    /// Where `ps` finds the loop's latest snapshot; `publishing` once a
+    /// `ps` asked, `dirty` when the loop handled events since the last one.
+    published: Published,
+    publishing: bool,
+    dirty: bool,
+    last_published: Instant,
 }
 
 impl ToolsRt {
@@ -47,7 +66,8 @@ impl ToolsRt {
     pub(super) fn start(waker: Arc<mio::Waker>, stop_in_init: bool) -> ToolsRt {
         let (tx, rx) = mpsc::channel();
         let dir = rendezvous::dir();
-        let rendezvous = match Rendezvous::start(&dir, handler(tx, waker)) {
+        let published: Published = Arc::new(Mutex::new(None));
+        let rendezvous = match Rendezvous::start(&dir, handler(tx, waker, published.clone())) {
             Ok(r) => Some(r),
             Err(e) => {
                 crate::errln!("fastpmi: no rendezvous for `fastpmi ps`: {e}");
@@ -64,10 +84,14 @@ impl ToolsRt {
             started: Instant::now(),
             command,
             hold_new_jobs: stop_in_init,
-            mpir_published: false,
+            mpir_jobs: 0,
             created: Vec::new(),
             next_check: Instant::now(),
             waiting: HashMap::new(),
+            published,
+            publishing: false,
+            dirty: false,
+            last_published: Instant::now(),
         }
     }
 
@@ -78,7 +102,7 @@ impl ToolsRt {
 }
 
 /// The rendezvous handler: runs on a connection thread.
-fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>) -> rendezvous::Handler {
+fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>, published: Published) -> rendezvous::Handler {
     Arc::new(move |req: Request| {
         let ask = |q: Query| -> bool { tx.send(q).is_ok() && waker.wake().is_ok() };
         let gone = || Reply::error("the launcher is shutting down or busy");
@@ -97,12 +121,19 @@ fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>) -> rendezvous::Handler {
                 }
             }
             Op::Ps => {
-                let (s, r) = mpsc::channel();
-                if !ask(Query::Snapshot(s)) {
-                    return gone();
-                }
-                let Ok(snap) = r.recv_timeout(LOOP_DEADLINE) else {
-                    return gone();
+                let latest = published.lock().ok().and_then(|p| p.clone());
+                let snap = match latest {
+                    Some(snap) => snap,
+                    None => {
+                        let (s, r) = mpsc::channel();
+                        if !ask(Query::Snapshot(s)) {
+                            return gone();
+                        }
+                        let Ok(snap) = r.recv_timeout(LOOP_DEADLINE) else {
+                            return gone();
+                        };
+                        snap
+                    }
                 };
                 let jobs: Vec<&JobSnap> = snap
                     .jobs
@@ -149,16 +180,49 @@ impl Launcher {
         }
     }
 
-    /// Poll timeout the tools need (the fence-timeout check).
+    /// Build a snapshot and make it the one `ps` answers from.
+    fn publish_snapshot(&mut self) -> Arc<Snapshot> {
+        let snap = Arc::new(self.snapshot());
+        if let Ok(mut p) = self.tools.published.lock() {
+            *p = Some(snap.clone());
+        }
+        self.tools.dirty = false;
+        self.tools.last_published = Instant::now();
+        snap
+    }
+
+    /// The loop handled events (its state may have changed since the
+    /// snapshot `ps` answers from).
+    pub(super) fn tools_touched(&mut self) {
+        self.tools.dirty = true;
+    }
+
+    /// Once `ps` has asked: republish the snapshot if the loop's state may
+    /// have changed, at most every [`REPUBLISH`].
+    pub(super) fn tools_republish(&mut self) {
+        if self.tools.publishing
+            && self.tools.dirty
+            && self.tools.last_published.elapsed() >= REPUBLISH
+        {
+            self.publish_snapshot();
+        }
+    }
+
+    /// Poll timeout the tools need (a pending republish, the fence-timeout
+    /// check).
     pub(super) fn tools_tick(&self) -> Option<Duration> {
-        let limit = self.cfg.fence_timeout?;
+        let republish = (self.tools.publishing && self.tools.dirty)
+            .then(|| REPUBLISH.saturating_sub(self.tools.last_published.elapsed()));
+        let Some(limit) = self.cfg.fence_timeout else {
+            return republish;
+        };
         let tick = (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
-        Some(
-            self.tools
-                .next_check
-                .saturating_duration_since(Instant::now())
-                .min(tick),
-        )
+        let check = self
+            .tools
+            .next_check
+            .saturating_duration_since(Instant::now())
+            .min(tick);
+        Some(republish.map_or(check, |r| r.min(check)))
     }
 
     /// Answer what the connection threads asked.
@@ -169,7 +233,8 @@ impl Launcher {
                     let _ = tx.send(self.launcher_info());
                 }
                 Query::Snapshot(tx) => {
-                    let _ = tx.send(self.snapshot());
+                    self.tools.publishing = true;
+                    let _ = tx.send(self.publish_snapshot());
                 }
                 Query::Release(job, tx) => {
                     let _ = tx.send(self.release(job.as_deref()));
@@ -277,35 +342,50 @@ impl Launcher {
     }
 
     /// Once every rank of the first job has started: the MPIR proc table
-    /// and `MPIR_Breakpoint`. A debugger that set `MPIR_being_debugged` has
-    /// continued when it returns: ranks held in init go on.
+    /// and `MPIR_Breakpoint`; then once every rank of each spawned job has
+    /// started, its ranks appended and `MPIR_Breakpoint` again. A debugger
+    /// that set `MPIR_being_debugged` has continued when it returns: ranks
+    /// held in init go on.
     pub(super) fn tools_all_started(&mut self) {
-        if self.tools.mpir_published || self.jobs.is_empty() {
-            return;
-        }
-        // Pending ranks start in order, the first job's first.
-        if self.pending.front().is_some_and(|p| p.job == 0) {
-            return;
-        }
-        self.tools.mpir_published = true;
-        let host = rustix::system::uname()
-            .nodename()
-            .to_string_lossy()
-            .into_owned();
-        let mut first: Vec<&super::supervise::RankProc> =
-            self.procs.iter().filter(|p| p.job == 0).collect();
-        first.sort_by_key(|p| p.rank);
-        let entries = first
-            .iter()
-            .map(|p| mpir::ProcEntry {
-                host: host.clone(),
-                executable: p.exe.display().to_string(),
-                pid: p.pid,
-            })
-            .collect();
-        if mpir::publish(entries) && self.cfg.stop_in_init {
-            let _ = self.release(None);
-            self.apply_events();
+        while self.tools.mpir_jobs < self.jobs.len() {
+            let job = self.tools.mpir_jobs;
+            // Pending ranks start in order, job by job: none of `job` is
+            // left once the queue is empty or at a later job.
+            if self.pending.front().is_some_and(|p| p.job <= job) {
+                return;
+            }
+            self.tools.mpir_jobs += 1;
+            let host = rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned();
+            let mut ranks: Vec<&super::supervise::RankProc> =
+                self.procs.iter().filter(|p| p.job == job).collect();
+            ranks.sort_by_key(|p| p.rank);
+            // A spawned job none of whose ranks started adds nothing; the
+            // first job is published even then (the debugger expects its
+            // breakpoint).
+            if ranks.is_empty() && job > 0 {
+                continue;
+            }
+            let entries = ranks
+                .iter()
+                .map(|p| mpir::ProcEntry {
+                    host: host.clone(),
+                    executable: p.exe.display().to_string(),
+                    pid: p.pid,
+                })
+                .collect();
+            let debugged = if job == 0 {
+                mpir::publish(entries)
+            } else {
+                mpir::extend(entries)
+            };
+            if debugged && self.cfg.stop_in_init {
+                let id = (job > 0).then(|| self.server.job_id(job).to_string());
+                let _ = self.release(id.as_deref());
+                self.apply_events();
+            }
         }
     }
 
@@ -319,7 +399,8 @@ impl Launcher {
         if now < self.tools.next_check {
             return;
         }
-        self.tools.next_check = now + self.tools_tick().unwrap_or(limit);
+        self.tools.next_check =
+            now + (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
         for job in 0..self.jobs.len() {
             if self.jobs[job].live == 0 || self.jobs[job].torn_down || self.server.job_failed(job) {
                 self.tools.waiting.remove(&job);
@@ -411,7 +492,7 @@ impl Launcher {
     /// The launcher is exiting with a failure: tell a debugger.
     pub(super) fn tools_exit(&mut self, failed: Option<&str>) {
         if let Some(why) = failed {
-            if self.tools.mpir_published {
+            if self.tools.mpir_jobs > 0 {
                 mpir::aborting(why);
             }
         }

@@ -201,16 +201,36 @@ fn list(dir: &Path, json: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// A `ps` reply whose `jobs` array is kept as the launcher wrote it.
+#[derive(serde::Deserialize)]
+struct RawPs<'a> {
+    ok: bool,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(borrow)]
+    jobs: Option<&'a serde_json::value::RawValue>,
+}
+
 fn table(path: &Path, job: Option<String>, json: bool) -> Result<(), String> {
-    let r = ask(path, &request(Op::Ps, job))?;
-    let jobs = r.jobs.unwrap_or_default();
     if json {
-        crate::outln!(
-            "{}",
-            serde_json::to_string_pretty(&jobs).unwrap_or_default()
-        );
+        // Printed as the launcher sent it: no parse into rows and no
+        // re-encoding (most of the command's CPU time for 1024 ranks).
+        let buf = rendezvous::query_raw(path, &request(Op::Ps, job), TIMEOUT)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let r: RawPs = serde_json::from_slice(buf.trim_ascii())
+            .map_err(|e| format!("unreadable reply from {}: {e}", path.display()))?;
+        if !r.ok {
+            return Err(format!(
+                "{}: {}",
+                path.display(),
+                r.error.unwrap_or_else(|| "error".into())
+            ));
+        }
+        crate::outln!("{}", r.jobs.map_or("[]", |j| j.get()));
         return Ok(());
     }
+    let r = ask(path, &request(Op::Ps, job))?;
+    let jobs = r.jobs.unwrap_or_default();
     for t in &jobs {
         print_table(t);
     }

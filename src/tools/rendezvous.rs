@@ -136,17 +136,93 @@ fn accept_loop(listener: UnixListener, handler: Handler, active: Arc<AtomicUsize
             );
             continue;
         }
+        let rest = match try_fast(&stream, &handler) {
+            Fast::Done => {
+                active.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            }
+            Fast::Rest(rest) => Some(rest),
+            Fast::Slow => None,
+        };
         let (h, a) = (handler.clone(), active.clone());
         let spawned = std::thread::Builder::new()
             .name("fastpmi-rendezvous-client".into())
             .spawn(move || {
-                serve_client(stream, &h);
+                match rest {
+                    Some(rest) => {
+                        let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));
+                        let _ = stream.write_all(&rest);
+                    }
+                    None => serve_client(stream, &h),
+                }
                 a.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
             active.fetch_sub(1, Ordering::AcqRel);
         }
     }
+}
+
+enum Fast {
+    /// Answered completely.
+    Done,
+    /// Answered, but this much of the reply did not fit the socket buffer.
+    Rest(Vec<u8>),
+    /// Not taken: serve it on a thread of its own.
+    Slow,
+}
+
+/// `fastpmi ps` has sent its whole request by the time the launcher accepts
+/// the connection: a `ps` from this user whose request line is already
+/// there is answered on the accept thread (one thread start and one
+/// scheduling hand-off less, which is what a loaded node makes slow; the
+/// answer needs nothing of the event loop). Anything else (no full line
+/// yet, another operation, another user, bad input) is left unread for the
+/// thread path, which refuses or serves it as always.
+fn try_fast(stream: &UnixStream, handler: &Handler) -> Fast {
+    let me = rustix::process::geteuid().as_raw();
+    if !rustix::net::sockopt::socket_peercred(stream).is_ok_and(|c| c.uid.as_raw() == me) {
+        return Fast::Slow;
+    }
+    let mut buf = [0u8; 256];
+    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    let Ok((n, _)) = rustix::net::recv(stream, &mut buf[..], flags) else {
+        return Fast::Slow;
+    };
+    let Some(end) = buf[..n].iter().position(|&b| b == b'\n') else {
+        return Fast::Slow;
+    };
+    let req = match proto::parse_request(buf[..end].trim_ascii()) {
+        Ok(req) if req.op == proto::Op::Ps => req,
+        _ => return Fast::Slow,
+    };
+    // Consume the line peeked at (it is all there: this does not block).
+    if (&*stream).read_exact(&mut buf[..end + 1]).is_err() {
+        return Fast::Done;
+    }
+    let Ok(mut line) = serde_json::to_vec(&handler(req)) else {
+        return Fast::Done;
+    };
+    line.push(b'\n');
+    if stream.set_nonblocking(true).is_err() {
+        return Fast::Done;
+    }
+    let mut sent = 0;
+    while sent < line.len() {
+        match (&*stream).write(&line[sent..]) {
+            Ok(0) => return Fast::Done,
+            Ok(k) => sent += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if stream.set_nonblocking(false).is_err() {
+                    return Fast::Done;
+                }
+                return Fast::Rest(line.split_off(sent));
+            }
+            Err(_) => return Fast::Done,
+        }
+    }
+    Fast::Done
 }
 
 fn send(stream: &mut UnixStream, reply: &Reply) -> io::Result<()> {
@@ -223,6 +299,17 @@ fn serve_client(mut stream: UnixStream, handler: &Handler) {
 
 /// Send `req` to the socket at `path` and read the reply.
 pub fn query(path: &Path, req: &Request, timeout: Duration) -> io::Result<Reply> {
+    let buf = query_raw(path, req, timeout)?;
+    serde_json::from_slice(buf.trim_ascii()).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("unreadable reply from {}: {e}", path.display()),
+        )
+    })
+}
+
+/// Send `req` to the socket at `path` and return the reply's bytes unparsed.
+pub fn query_raw(path: &Path, req: &Request, timeout: Duration) -> io::Result<Vec<u8>> {
     let mut s = UnixStream::connect(path)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
@@ -231,10 +318,5 @@ pub fn query(path: &Path, req: &Request, timeout: Duration) -> io::Result<Reply>
     s.write_all(&line)?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
-    serde_json::from_slice(buf.trim_ascii()).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("unreadable reply from {}: {e}", path.display()),
-        )
-    })
+    Ok(buf)
 }

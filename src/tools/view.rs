@@ -115,9 +115,15 @@ pub fn job_table(js: &JobSnap) -> JobTable {
                     row.fence = Some(shm_fences);
                     ("in_fence", format!("in fence {shm_fences}"), since)
                 }
-                Some(RankPhase::WaitingNodeAttr) => {
-                    ("waiting_attr", "waiting for a node attribute".into(), since)
-                }
+                Some(RankPhase::WaitingNodeAttr) => match shm.and_then(|s| s.wait_key()) {
+                    Some(k) => {
+                        let k = String::from_utf8_lossy(k.as_bytes()).into_owned();
+                        let state = format!("waiting for node attribute {k}");
+                        row.attr = Some(k);
+                        ("waiting_attr", state, since)
+                    }
+                    None => ("waiting_attr", "waiting for a node attribute".into(), since),
+                },
                 Some(RankPhase::Finalized) => ("finalized", "finalized".into(), since),
                 Some(RankPhase::Exited) => ("exited", "exited".into(), since),
                 _ => ("running", "running".into(), since),
