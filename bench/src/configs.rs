@@ -64,6 +64,8 @@ pub enum Kind {
     Launch,
     /// A 64-member group fence inside a larger job (N = job size).
     Group,
+    /// The steady fence loop with and without `fastpmi ps` polling.
+    Ps,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,10 +86,12 @@ pub enum Config {
     LaunchHydra,
     LaunchHydraPmi,
     GroupFence,
+    PsQuiet,
+    PsPolled,
 }
 
 impl Config {
-    pub const ALL: [Config; 16] = [
+    pub const ALL: [Config; 18] = [
         Config::FastpmiShm,
         Config::FastpmiSocket,
         Config::Hydra,
@@ -104,6 +108,8 @@ impl Config {
         Config::LaunchHydra,
         Config::LaunchHydraPmi,
         Config::GroupFence,
+        Config::PsQuiet,
+        Config::PsPolled,
     ];
 
     pub fn name(self) -> &'static str {
@@ -124,6 +130,8 @@ impl Config {
             Config::LaunchHydra => "launch@hydra",
             Config::LaunchHydraPmi => "pmi2-min@hydra",
             Config::GroupFence => "group64@fastpmi-shm",
+            Config::PsQuiet => "fence-loop@fastpmi-shm",
+            Config::PsPolled => "fence-loop+ps@fastpmi-shm",
         }
     }
 
@@ -139,6 +147,7 @@ impl Config {
             | Config::LaunchHydra
             | Config::LaunchHydraPmi => Kind::Launch,
             Config::GroupFence => Kind::Group,
+            Config::PsQuiet | Config::PsPolled => Kind::Ps,
             _ => Kind::Exchange,
         }
     }
@@ -147,7 +156,7 @@ impl Config {
     /// client's configurations only).
     pub fn expected_transport(self) -> Option<&'static str> {
         match self {
-            Config::FastpmiShm => Some("shm"),
+            Config::FastpmiShm | Config::PsQuiet | Config::PsPolled => Some("shm"),
             Config::FastpmiSocket | Config::Hydra => Some("socket"),
             _ => None,
         }
@@ -189,6 +198,10 @@ impl Config {
             Config::GroupFence => {
                 "fastpmi, Rust client, shared memory: a 64-member group fence in an N-rank job"
             }
+            Config::PsQuiet => {
+                "fastpmi, Rust client, shared memory: exchange and 1000 steady fences"
+            }
+            Config::PsPolled => "the same with `fastpmi ps PID --json` every 100 ms during the job",
         }
     }
 }
@@ -463,6 +476,7 @@ impl Tools {
             Config::SpawnFastpmi => vec![&self.fastpmi, &self.mpi_spawn],
             Config::SpawnHydra5 => vec![&self.hydra5, &self.mpi_spawn],
             Config::GroupFence => super::groups::needs(self, c),
+            Config::PsQuiet | Config::PsPolled => super::ps::needs(self, c),
             _ => super::launch::needs(self, c),
         };
         let reasons: Vec<&str> = need
@@ -549,6 +563,7 @@ impl Tools {
             | Config::LaunchHydra
             | Config::LaunchHydraPmi => return super::launch::spec(self, c, n, p),
             Config::GroupFence => return super::groups::spec(self, n, p),
+            Config::PsQuiet | Config::PsPolled => return super::ps::spec(self, c, n, p),
             Config::FutexFloor => (
                 path(&self.floor),
                 vec![
@@ -566,6 +581,7 @@ impl Tools {
             cwd: None,
             timeout: p.timeout,
             mem,
+            poll: None,
         }
     }
 }

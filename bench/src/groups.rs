@@ -51,6 +51,7 @@ pub fn spec(t: &Tools, n: u32, p: &RunParams) -> Spec {
         cwd: None,
         timeout: p.timeout,
         mem: MemProbe::None,
+        poll: None,
     }
 }
 

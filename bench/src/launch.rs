@@ -197,6 +197,7 @@ pub fn spec(t: &Tools, c: Config, n: u32, p: &RunParams) -> Spec {
         timeout: p.timeout,
         // No sampler beside a timing this short.
         mem: MemProbe::None,
+        poll: None,
     }
 }
 
@@ -325,6 +326,7 @@ mod tests {
             stdout: String::new(),
             stderr: stderr.into(),
             mem: Default::default(),
+            polls: Vec::new(),
         }
     }
 

@@ -21,6 +21,7 @@ mod groups;
 mod launch;
 mod plot;
 mod proc;
+mod ps;
 mod rank;
 mod record;
 mod report;
@@ -80,7 +81,10 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
   --group-sizes LIST    job sizes of the group-fence runs: a 64-member group
                         fence while the other ranks sleep, and the job's own
                         fence, against futex-floor at N=64 (default 256;
-                        `none` to skip)";
+                        `none` to skip)
+  --ps-sizes LIST       job sizes of the `fastpmi ps` runs: 1000 steady
+                        fences alone and with `fastpmi ps PID --json` every
+                        100 ms (default 1024; `none` to skip)";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -93,6 +97,7 @@ pub struct Options {
     pub spawn_sizes: Vec<u32>,
     pub launch_sizes: Vec<u32>,
     pub group_sizes: Vec<u32>,
+    pub ps_sizes: Vec<u32>,
     pub quick: bool,
     pub params: RunParams,
 }
@@ -131,6 +136,7 @@ impl Options {
         let mut spawn_sizes = vec![1, 16, 64];
         let mut launch_sizes = vec![256, 1024];
         let mut group_sizes = vec![256];
+        let mut ps_sizes = vec![1024];
         let mut quick = false;
         let mut timeout = 120;
         let mut floor_iters: Option<u32> = None;
@@ -148,6 +154,7 @@ impl Options {
                 "--spawn-sizes" => spawn_sizes = parse_list(&flag, &value()?)?,
                 "--launch-sizes" => launch_sizes = parse_list(&flag, &value()?)?,
                 "--group-sizes" => group_sizes = parse_list(&flag, &value()?)?,
+                "--ps-sizes" => ps_sizes = parse_list(&flag, &value()?)?,
                 "--quick" => quick = true,
                 "--timeout" => timeout = parse_num(&flag, &value()?)?,
                 "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
@@ -170,6 +177,8 @@ impl Options {
                             launch::CONFIGS.to_vec()
                         } else if name == "group" {
                             groups::CONFIGS.to_vec()
+                        } else if name == "ps" {
+                            ps::CONFIGS.to_vec()
                         } else {
                             Config::ALL
                                 .into_iter()
@@ -204,6 +213,7 @@ impl Options {
             spawn_sizes,
             launch_sizes,
             group_sizes,
+            ps_sizes,
             quick,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(timeout)),
@@ -266,6 +276,7 @@ fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.spawn_sizes, &[Kind::Spawn]);
     add(&opts.launch_sizes, &[Kind::Launch]);
     add(&opts.group_sizes, &[Kind::Group]);
+    add(&opts.ps_sizes, &[Kind::Ps]);
     cases
 }
 
@@ -311,6 +322,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not run (--launch-sizes none)")
             } else if c.kind() == Kind::Group && opts.group_sizes.is_empty() {
                 Availability::NotSelected("not run (--group-sizes none)")
+            } else if c.kind() == Kind::Ps && opts.ps_sizes.is_empty() {
+                Availability::NotSelected("not run (--ps-sizes none)")
             } else if let Some(why) = tools.missing(c) {
                 Availability::Missing(why)
             } else {

@@ -43,6 +43,24 @@ pub enum MemProbe {
     },
 }
 
+/// A command run every `period` against the job's launcher while it runs
+/// (`fastpmi ps PID --json`), each run timed. `{pid}` in an argument is
+/// replaced by the launcher's pid.
+#[derive(Debug, Clone)]
+pub struct Poll {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub period: Duration,
+}
+
+/// One poll: how long the whole command took, and whether it succeeded
+/// with output.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Polled {
+    pub ms: f64,
+    pub ok: bool,
+}
+
 /// A job to run.
 #[derive(Debug, Clone)]
 pub struct Spec {
@@ -53,6 +71,7 @@ pub struct Spec {
     pub cwd: Option<PathBuf>,
     pub timeout: Duration,
     pub mem: MemProbe,
+    pub poll: Option<Poll>,
 }
 
 impl Spec {
@@ -107,6 +126,8 @@ pub struct Outcome {
     pub stdout: String,
     pub stderr: String,
     pub mem: Option<Mem>,
+    /// The polls made while the job ran (see [`Poll`]).
+    pub polls: Vec<Polled>,
 }
 
 /// Output of a reader thread; shared so that a reader still blocked (an
@@ -177,6 +198,7 @@ pub fn run(spec: &Spec) -> Outcome {
                 stdout: String::new(),
                 stderr: String::new(),
                 mem: None,
+                polls: Vec::new(),
             }
         }
     };
@@ -194,11 +216,18 @@ pub fn run(spec: &Spec) -> Outcome {
         thread::spawn(move || sample_memory(pid, probe, &stop))
     });
 
+    let poll_stop = Arc::new(AtomicBool::new(false));
+    let poller = spec.poll.clone().map(|p| {
+        let stop = poll_stop.clone();
+        thread::spawn(move || poll_launcher(pid, &p, &stop))
+    });
+
     let (wtx, wrx) = mpsc::channel();
     thread::spawn(move || {
         wait_exited_nowait(pid);
         let t_end = Instant::now();
         stop.store(true, Ordering::Release);
+        poll_stop.store(true, Ordering::Release);
         let mem = sampler.and_then(|h| {
             h.thread().unpark();
             h.join().ok().flatten()
@@ -242,12 +271,46 @@ pub fn run(spec: &Spec) -> Outcome {
             let _ = done.recv_timeout(Duration::from_secs(2));
         }
     }
+    // On a timeout the wait thread never got to stop the poller.
+    let polls = poller
+        .and_then(|h| {
+            h.thread().unpark();
+            h.join().ok()
+        })
+        .unwrap_or_default();
     Outcome {
         end,
         wall,
         stdout: take(&out_sink, None),
         stderr: take(&err_sink, Some(STDERR_KEEP)),
         mem,
+        polls,
+    }
+}
+
+/// Run `p` every `p.period` until `stop`, timing each run.
+fn poll_launcher(pid: i32, p: &Poll, stop: &AtomicBool) -> Vec<Polled> {
+    let args: Vec<String> = p
+        .args
+        .iter()
+        .map(|a| a.replace("{pid}", &pid.to_string()))
+        .collect();
+    let mut out = Vec::new();
+    loop {
+        thread::park_timeout(p.period);
+        if stop.load(Ordering::Acquire) {
+            return out;
+        }
+        let t = Instant::now();
+        let r = Command::new(&p.program)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output();
+        out.push(Polled {
+            ms: t.elapsed().as_secs_f64() * 1e3,
+            ok: r.is_ok_and(|o| o.status.success() && !o.stdout.is_empty()),
+        });
     }
 }
 
@@ -437,6 +500,7 @@ mod tests {
             cwd: None,
             timeout,
             mem: MemProbe::Launcher,
+            poll: None,
         }
     }
 

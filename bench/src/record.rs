@@ -192,7 +192,7 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
         }
     }
     match config.kind() {
-        Kind::Exchange => {
+        Kind::Exchange | Kind::Ps => {
             let Some(kv) = parse_exchange_line(&o.stdout) else {
                 fail(
                     &mut r,
@@ -226,6 +226,11 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
                     r.status = Status::WrongTransport;
                     r.error =
                         format!("rank 0 reported transport={got}, this configuration needs {want}");
+                }
+            }
+            if config.kind() == Kind::Ps && r.status == Status::Ok {
+                if let Err(why) = super::ps::judge(config, o, &mut r) {
+                    fail(&mut r, Status::Failed, why);
                 }
             }
         }
@@ -342,6 +347,7 @@ mod tests {
             stdout: stdout.into(),
             stderr: "line 1\nlast words\n".into(),
             mem: None,
+            polls: Vec::new(),
         }
     }
 

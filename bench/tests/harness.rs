@@ -28,6 +28,8 @@ const LAUNCH: &[&str] = &[
 ];
 /// The group fence (run here in a 4-rank job).
 const GROUP: &[&str] = &["group64@fastpmi-shm"];
+/// The fence loop with and without `fastpmi ps` (run here in a 4-rank job).
+const PS: &[&str] = &["fence-loop@fastpmi-shm", "fence-loop+ps@fastpmi-shm"];
 const SIZES: &[u32] = &[2, 4];
 
 /// Split one CSV record (quotes with doubled inner quotes; no newlines in
@@ -102,7 +104,15 @@ fn quick_run_writes_a_well_formed_report() {
         .args(["--sizes", "2,4", "--reps", "1", "--quick"])
         // Keep the MPICH startup table to a toy size too.
         .args(["--startup-sizes", "4", "--spawn-sizes", "1"])
-        .args(["--launch-sizes", "2", "--group-sizes", "4", "--out"])
+        .args([
+            "--launch-sizes",
+            "2",
+            "--group-sizes",
+            "4",
+            "--ps-sizes",
+            "4",
+        ])
+        .arg("--out")
         .arg(&out)
         // Under cargo the harness rebuilds the launcher first (for `cargo
         // run`); cargo test has just built it, so skip that here.
@@ -128,6 +138,7 @@ fn quick_run_writes_a_well_formed_report() {
         .chain(SPAWN)
         .chain(LAUNCH)
         .chain(GROUP)
+        .chain(PS)
     {
         let cells =
             row(&md, &[name]).unwrap_or_else(|| panic!("no configuration row for {name}:\n{md}"));
@@ -136,6 +147,15 @@ fn quick_run_writes_a_well_formed_report() {
     for name in SPAWN {
         let cells =
             row(&md, &["1", name]).unwrap_or_else(|| panic!("no spawn row for {name}:\n{md}"));
+        assert_status_cell(cells[2], name);
+    }
+    let ps = md
+        .split("## fastpmi ps during a job")
+        .nth(1)
+        .expect("no ps section");
+    for name in PS {
+        let cells = row(ps, &["4", name]).unwrap_or_else(|| panic!("no ps row for {name}:\n{ps}"));
+        assert_eq!(cells.len(), 7, "ps row {name}: {cells:?}");
         assert_status_cell(cells[2], name);
     }
     let group = md.split("## Group fence").nth(1).expect("no group section");
@@ -168,6 +188,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## Spawn latency",
         "## Job start-up",
         "## Group fence",
+        "## fastpmi ps during a job",
         "## Memory",
         "## Failures",
     ] {
@@ -186,8 +207,8 @@ fn quick_run_writes_a_well_formed_report() {
         .unwrap();
     let verdicts = targets.lines().filter(|l| l.starts_with("- ")).count();
     // Six exchange targets, three start-up targets per start-up N, one
-    // group-fence target per group N.
-    assert_eq!(verdicts, 6 + 3 + 1, "one line per target:\n{targets}");
+    // group-fence target per group N, two `ps` targets per ps N.
+    assert_eq!(verdicts, 6 + 3 + 1 + 2, "one line per target:\n{targets}");
     for l in targets.lines().filter(|l| l.starts_with("- ")) {
         assert!(
             l.contains(": met") || l.contains(": missed"),
@@ -225,7 +246,8 @@ fn quick_run_writes_a_well_formed_report() {
                 || STARTUP.contains(&config.as_str())
                 || SPAWN.contains(&config.as_str())
                 || LAUNCH.contains(&config.as_str())
-                || GROUP.contains(&config.as_str()),
+                || GROUP.contains(&config.as_str())
+                || PS.contains(&config.as_str()),
             "unknown config {config}"
         );
         *rows_per_config.entry(config.clone()).or_default() += 1;
@@ -257,6 +279,7 @@ fn quick_run_writes_a_well_formed_report() {
         .chain(SPAWN)
         .chain(LAUNCH)
         .chain(GROUP)
+        .chain(PS)
     {
         let cells = row(&md, &[name]).unwrap();
         let expected = if cells[1] == "present" {

@@ -418,6 +418,7 @@ pub fn markdown(ctx: &Context) -> String {
     mpi::spawn_section(ctx, w);
     super::launch::section(ctx, w);
     super::groups::section(ctx, w);
+    super::ps::section(ctx, w);
 
     memory::section(ctx, w);
 

@@ -138,5 +138,6 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
     });
     out.extend(crate::launch::target_lines(ctx));
     out.extend(crate::groups::target_lines(ctx));
+    out.extend(crate::ps::target_lines(ctx));
     out
 }
