@@ -151,6 +151,33 @@ fn sonames_are_slurms() {
     assert_eq!(soname(&slurm_libpmi2()), "libpmi2.so.0");
 }
 
+/// The libraries need only libc (and the dynamic loader, for TLS): no
+/// libgcc_s.so.1, whose loading and CPUID-probing constructor cost every
+/// rank about 0.1 ms at start (the unwinder is linked in statically,
+/// capi/static_unwinder.rs); and none of their unwinder symbols is exported.
+#[test]
+fn libraries_need_only_libc() {
+    for lib in ["libpmi2.so.0", "libpmi.so.0"] {
+        let so = capi_lib_dir().join(lib);
+        let d = run(Command::new("readelf").arg("-d").arg(&so));
+        let needed: BTreeSet<&str> = d
+            .lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .filter_map(|l| Some(&l[l.find('[')? + 1..l.find(']')?]))
+            .collect();
+        let allowed: BTreeSet<&str> = ["libc.so.6", "ld-linux-x86-64.so.2"].into();
+        assert!(
+            needed.is_subset(&allowed) && needed.contains("libc.so.6"),
+            "{lib} needs {needed:?}, want only {allowed:?}"
+        );
+        let syms = run(Command::new("nm").arg("-D").arg("--defined-only").arg(&so));
+        assert!(
+            !syms.contains("_Unwind_"),
+            "{lib} exports unwinder symbols:\n{syms}"
+        );
+    }
+}
+
 fn include_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
 }
