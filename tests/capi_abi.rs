@@ -279,6 +279,62 @@ fn headers_compile_together_in_c_and_cpp() {
     }
 }
 
+/// A C++ program that throws and catches its own exceptions around PMI
+/// calls, on fastpmi's libpmi2 under the launcher (4 ranks, shared memory):
+/// the library's private copy of GCC's unwinder (static_unwinder.rs) does not
+/// disturb the host's, which comes from libgcc_s.so.1.
+#[test]
+fn cpp_host_exceptions_work_beside_the_library() {
+    let dir = scratch_dir("capi-cpp-exceptions");
+    let src = dir.path().join("exc.cpp");
+    fs::write(
+        &src,
+        r#"#include <pmi2.h>
+#include <cstdio>
+#include <stdexcept>
+static void thrower(int x) { if (x) throw std::runtime_error("boom"); }
+int main() {
+    int spawned, size, rank, appnum;
+    int rc = PMI2_Init(&spawned, &size, &rank, &appnum);
+    try { thrower(1); } catch (const std::exception &e) {
+        std::printf("rank %d init rc %d caught %s\n", rank, rc, e.what());
+    }
+    rc = PMI2_KVS_Fence();
+    try { thrower(2); } catch (...) { std::printf("rank %d fence rc %d caught\n", rank, rc); }
+    return PMI2_Finalize();
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("exc");
+    run(Command::new("g++")
+        .args(["-O2", "-Wall", "-I"])
+        .arg(include_dir())
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg("-L")
+        .arg(capi_lib_dir())
+        .arg("-lpmi2"));
+    let out = launch(["-n", "4", exe.to_str().unwrap()])
+        .env("LD_LIBRARY_PATH", capi_lib_dir())
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    let mut lines = out.stdout_lines();
+    lines.sort();
+    let mut want: Vec<String> = (0..4)
+        .flat_map(|r| {
+            [
+                format!("rank {r} init rc 0 caught boom"),
+                format!("rank {r} fence rc 0 caught"),
+            ]
+        })
+        .collect();
+    want.sort();
+    assert_eq!(lines, want, "{}", out.report());
+}
+
 /// `make install PREFIX=...` (same cargo profile as this test binary):
 /// versioned files, SONAME symlinks, headers, pkg-config; programs built
 /// with the pkg-config flags run from the installed libraries; `make
