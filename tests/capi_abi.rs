@@ -151,6 +151,33 @@ fn sonames_are_slurms() {
     assert_eq!(soname(&slurm_libpmi2()), "libpmi2.so.0");
 }
 
+/// The libraries need only libc (and the dynamic loader, for TLS): no
+/// libgcc_s.so.1, whose loading and CPUID-probing constructor cost every
+/// rank about 0.1 ms at start (the unwinder is linked in statically,
+/// capi/static_unwinder.rs); and none of their unwinder symbols is exported.
+#[test]
+fn libraries_need_only_libc() {
+    for lib in ["libpmi2.so.0", "libpmi.so.0"] {
+        let so = capi_lib_dir().join(lib);
+        let d = run(Command::new("readelf").arg("-d").arg(&so));
+        let needed: BTreeSet<&str> = d
+            .lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .filter_map(|l| Some(&l[l.find('[')? + 1..l.find(']')?]))
+            .collect();
+        let allowed: BTreeSet<&str> = ["libc.so.6", "ld-linux-x86-64.so.2"].into();
+        assert!(
+            needed.is_subset(&allowed) && needed.contains("libc.so.6"),
+            "{lib} needs {needed:?}, want only {allowed:?}"
+        );
+        let syms = run(Command::new("nm").arg("-D").arg("--defined-only").arg(&so));
+        assert!(
+            !syms.contains("_Unwind_"),
+            "{lib} exports unwinder symbols:\n{syms}"
+        );
+    }
+}
+
 fn include_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
 }
@@ -250,6 +277,62 @@ fn headers_compile_together_in_c_and_cpp() {
         }
         run(cmd.arg("-I").arg(include_dir()).arg(&src));
     }
+}
+
+/// A C++ program that throws and catches its own exceptions around PMI
+/// calls, on fastpmi's libpmi2 under the launcher (4 ranks, shared memory):
+/// the library's private copy of GCC's unwinder (static_unwinder.rs) does not
+/// disturb the host's, which comes from libgcc_s.so.1.
+#[test]
+fn cpp_host_exceptions_work_beside_the_library() {
+    let dir = scratch_dir("capi-cpp-exceptions");
+    let src = dir.path().join("exc.cpp");
+    fs::write(
+        &src,
+        r#"#include <pmi2.h>
+#include <cstdio>
+#include <stdexcept>
+static void thrower(int x) { if (x) throw std::runtime_error("boom"); }
+int main() {
+    int spawned, size, rank, appnum;
+    int rc = PMI2_Init(&spawned, &size, &rank, &appnum);
+    try { thrower(1); } catch (const std::exception &e) {
+        std::printf("rank %d init rc %d caught %s\n", rank, rc, e.what());
+    }
+    rc = PMI2_KVS_Fence();
+    try { thrower(2); } catch (...) { std::printf("rank %d fence rc %d caught\n", rank, rc); }
+    return PMI2_Finalize();
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.path().join("exc");
+    run(Command::new("g++")
+        .args(["-O2", "-Wall", "-I"])
+        .arg(include_dir())
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .arg("-L")
+        .arg(capi_lib_dir())
+        .arg("-lpmi2"));
+    let out = launch(["-n", "4", exe.to_str().unwrap()])
+        .env("LD_LIBRARY_PATH", capi_lib_dir())
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    let mut lines = out.stdout_lines();
+    lines.sort();
+    let mut want: Vec<String> = (0..4)
+        .flat_map(|r| {
+            [
+                format!("rank {r} init rc 0 caught boom"),
+                format!("rank {r} fence rc 0 caught"),
+            ]
+        })
+        .collect();
+    want.sort();
+    assert_eq!(lines, want, "{}", out.report());
 }
 
 /// `make install PREFIX=...` (same cargo profile as this test binary):

@@ -120,8 +120,10 @@ impl Mapping {
         let len = st.st_size as usize;
         let dup = rustix::io::fcntl_dupfd_cloexec(b, 3)?;
         let file = std::fs::File::from(dup);
+        // The length from the fstat above: without it memmap2 stats the
+        // file again (one syscall more in every rank's init).
         // SAFETY: shared job memory, accessed only through shm-layout atomics.
-        let map = unsafe { memmap2::MmapMut::map_mut(&file)? };
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(&file)? };
         Ok(Mapping {
             backing: Backing::Memfd {
                 fd: file.into(),
@@ -192,6 +194,22 @@ impl Drop for Mapping {
             unsafe { libc::shmdt(addr.cast()) };
         }
     }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, through libc (glibc's vDSO call, set up
+/// by the dynamic loader). rustix's own vDSO lookup costs a rank about 15 us
+/// on its first call, in PMI init; this is a plain call.
+pub fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail (and `t` stays 0 if it did).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
 }
 
 /// Shared (cross-process) futex: `FUTEX_WAIT`/`FUTEX_WAKE` without

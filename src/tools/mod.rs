@@ -20,10 +20,7 @@ use std::time::Instant;
 /// CLOCK_MONOTONIC in nanoseconds: the clock shared-memory ranks stamp their
 /// phase changes with, comparable across the processes of this node.
 pub fn mono_ns() -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    (t.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(t.tv_nsec as u64)
+    crate::shm::monotonic_ns()
 }
 
 /// `i` on the [`mono_ns`] clock (std's `Instant` is CLOCK_MONOTONIC on
