@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use super::placement;
 use super::proc::{MemProbe, Spec};
 use super::rank::FENCE_LOOP_ENV;
 
@@ -28,21 +29,34 @@ const SPAWN_ENV: &[(&str, &str)] = &[("MPIR_CVAR_CH4_NETMOD", "ofi"), ("FI_PROVI
 /// Parent ranks of the spawn runs.
 pub const SPAWN_PARENTS: u32 = 2;
 
-/// The MPICH 5 wheel's venv: `$FASTPMI_VENVS/mpich5`, else the one
-/// `scripts/install-mpi-stacks` makes in this checkout's `target/venvs`.
-fn mpich5_venv() -> Result<PathBuf, String> {
-    let base = std::env::var_os("FASTPMI_VENVS")
+/// Where the MPI venvs are: `$FASTPMI_VENVS`, else the `target/venvs`
+/// that `scripts/install-mpi-stacks` makes in this checkout (the workspace
+/// root, one level above this crate).
+fn venvs_dir() -> PathBuf {
+    std::env::var_os("FASTPMI_VENVS")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venvs"));
-    let v = base.join("mpich5");
-    if v.join("bin/mpicc").is_file() && v.join("bin/mpiexec").is_file() {
-        Ok(v)
-    } else {
-        Err(format!(
-            "no MPICH 5 wheel in {} (run scripts/install-mpi-stacks)",
-            v.display()
-        ))
+        .unwrap_or_else(|| {
+            let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+            here.parent().unwrap_or(here).join("target/venvs")
+        })
+}
+
+/// The venv `name` if it has every file of `need`.
+pub fn venv(name: &str, need: &[&str]) -> Result<PathBuf, String> {
+    let v = venvs_dir().join(name);
+    match need.iter().find(|f| !v.join(f).is_file()) {
+        None => Ok(v),
+        Some(f) => Err(format!(
+            "no {} (run scripts/install-mpi-stacks)",
+            v.join(f).display()
+        )),
     }
+}
+
+/// The MPICH 5 wheel's venv.
+fn mpich5_venv() -> Result<PathBuf, String> {
+    venv("mpich5", &["bin/mpicc", "bin/mpiexec"])
 }
 
 /// Where Slurm's PMI-2 header lives on Debian (package libpmi2-0-dev).
@@ -59,6 +73,8 @@ pub enum Kind {
     Startup,
     /// `MPI_Comm_spawn` latency (N = children), MPICH 5 wheel.
     Spawn,
+    /// Whole MPI jobs, fastpmi vs each stack's own launcher (wall time).
+    Placement,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,20 +88,36 @@ pub enum Config {
     MpichHydra,
     SpawnFastpmi,
     SpawnHydra5,
+    /// A row of [`placement::CASES`] (index).
+    Placement(u8),
 }
 
+const BASE: [Config; 9] = [
+    Config::FastpmiShm,
+    Config::FastpmiSocket,
+    Config::Hydra,
+    Config::SlurmPmi2,
+    Config::FutexFloor,
+    Config::MpichFastpmi,
+    Config::MpichHydra,
+    Config::SpawnFastpmi,
+    Config::SpawnHydra5,
+];
+
 impl Config {
-    pub const ALL: [Config; 9] = [
-        Config::FastpmiShm,
-        Config::FastpmiSocket,
-        Config::Hydra,
-        Config::SlurmPmi2,
-        Config::FutexFloor,
-        Config::MpichFastpmi,
-        Config::MpichHydra,
-        Config::SpawnFastpmi,
-        Config::SpawnHydra5,
-    ];
+    pub const ALL: [Config; BASE.len() + placement::COUNT] = {
+        let mut all = [Config::FastpmiShm; BASE.len() + placement::COUNT];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < BASE.len() {
+                BASE[i]
+            } else {
+                Config::Placement((i - BASE.len()) as u8)
+            };
+            i += 1;
+        }
+        all
+    };
 
     pub fn name(self) -> &'static str {
         match self {
@@ -98,6 +130,7 @@ impl Config {
             Config::MpichHydra => "mpich@hydra",
             Config::SpawnFastpmi => "spawn@fastpmi",
             Config::SpawnHydra5 => "spawn@hydra5",
+            Config::Placement(i) => placement::CASES[i as usize].name,
         }
     }
 
@@ -106,6 +139,7 @@ impl Config {
             Config::FutexFloor => Kind::Floor,
             Config::MpichFastpmi | Config::MpichHydra => Kind::Startup,
             Config::SpawnFastpmi | Config::SpawnHydra5 => Kind::Spawn,
+            Config::Placement(_) => Kind::Placement,
             _ => Kind::Exchange,
         }
     }
@@ -141,6 +175,9 @@ impl Config {
             Config::MpichHydra => "bench/c/mpi_hello.c (MPICH) under Hydra",
             Config::SpawnFastpmi => "bench/c/mpi_spawn.c (MPICH 5 wheel) under fastpmi",
             Config::SpawnHydra5 => "bench/c/mpi_spawn.c (MPICH 5 wheel) under its Hydra 5",
+            Config::Placement(_) => {
+                "bench/c/mpi_hello.c or mpi_allreduce.c (Intel MPI, MPICH 4, MPICH 5): whole job"
+            }
         }
     }
 }
@@ -169,6 +206,8 @@ pub struct Tools {
     /// `mpi_spawn` built with the MPICH 5 wheel, and that wheel's mpiexec.
     pub mpi_spawn: Result<PathBuf, String>,
     pub hydra5: Result<PathBuf, String>,
+    /// Programs and launchers of the placement rows.
+    pub placement: placement::Tools,
     /// One-line versions of the peers, for the report.
     pub versions: Vec<String>,
 }
@@ -192,7 +231,7 @@ fn last_lines(s: &str, n: usize) -> String {
 }
 
 /// Write `source` as `dir/name.c` and compile it to `dir/name`.
-fn compile(
+pub fn compile(
     compiler: &str,
     dir: &Path,
     name: &str,
@@ -360,6 +399,11 @@ impl Tools {
         } else {
             skipped()
         };
+        let placement = placement::Tools::prepare(
+            build_dir,
+            &exe_dir,
+            want.iter().any(|c| c.kind() == Kind::Placement),
+        );
         let mut versions = notes;
         versions.push(format!(
             "fastpmi {} ({} build of fastpmi-bench)",
@@ -391,6 +435,7 @@ impl Tools {
             mpi_hello,
             mpi_spawn,
             hydra5,
+            placement,
             versions,
         })
     }
@@ -406,6 +451,12 @@ impl Tools {
             Config::MpichHydra => vec![&self.hydra, &self.mpi_hello],
             Config::SpawnFastpmi => vec![&self.fastpmi, &self.mpi_spawn],
             Config::SpawnHydra5 => vec![&self.hydra5, &self.mpi_spawn],
+            Config::Placement(i) => {
+                return match (&self.fastpmi, self.placement.missing(i as usize)) {
+                    (Err(e), _) => Some(e.clone()),
+                    (_, why) => why,
+                };
+            }
         };
         let reasons: Vec<&str> = need
             .iter()
@@ -433,6 +484,13 @@ impl Tools {
             v
         };
         let rank = self.rank_exe.clone().into_os_string();
+        if let Config::Placement(i) = c {
+            let mut spec =
+                self.placement
+                    .spec(i as usize, n, &path(&self.fastpmi), p.hydra_ppn);
+            spec.timeout = p.timeout;
+            return spec;
+        }
         let (program, args, mem) = match c {
             Config::FastpmiShm => (
                 path(&self.fastpmi),
@@ -484,6 +542,7 @@ impl Tools {
                 ];
                 (launcher, args, MemProbe::None)
             }
+            Config::Placement(_) => unreachable!("handled above"),
             Config::FutexFloor => (
                 path(&self.floor),
                 vec![

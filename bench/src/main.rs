@@ -17,6 +17,7 @@
 //! [`rank`]).
 
 mod configs;
+mod placement;
 mod plot;
 mod proc;
 mod rank;
@@ -67,7 +68,14 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
   --spawn-sizes LIST    children of the spawn-latency runs (MPI_Comm_spawn
                         from 2 ranks, MPICH 5 wheel, fastpmi vs its Hydra 5;
                         default 1,16,64; `none` to skip; configuration name
-                        `spawn` selects both)";
+                        `spawn` selects both)
+  --placement-sizes LIST
+                        rank counts of the placement rows (default: none):
+                        Intel MPI hello and allreduce under fastpmi in each
+                        PMI mode and with -bind-to none vs Intel's
+                        mpiexec.hydra; Debian MPICH and the MPICH 5 wheel
+                        allreduce under fastpmi vs their Hydra (configuration
+                        name `placement` selects only these)";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -77,6 +85,8 @@ pub struct Options {
     pub out: PathBuf,
     pub configs: Vec<Config>,
     pub startup_sizes: Vec<u32>,
+    /// Rank counts of the placement rows (Intel MPI, MPICH; default none).
+    pub placement_sizes: Vec<u32>,
     pub spawn_sizes: Vec<u32>,
     pub quick: bool,
     pub params: RunParams,
@@ -114,6 +124,7 @@ impl Options {
         let mut configs: Vec<Config> = Config::ALL.to_vec();
         let mut startup: Option<Vec<u32>> = None;
         let mut spawn_sizes = vec![1, 16, 64];
+        let mut placement_sizes = vec![];
         let mut quick = false;
         let mut timeout = 120;
         let mut floor_iters: Option<u32> = None;
@@ -129,6 +140,7 @@ impl Options {
                 "--out" => out = PathBuf::from(value()?),
                 "--startup-sizes" => startup = Some(parse_list(&flag, &value()?)?),
                 "--spawn-sizes" => spawn_sizes = parse_list(&flag, &value()?)?,
+                "--placement-sizes" => placement_sizes = parse_list(&flag, &value()?)?,
                 "--quick" => quick = true,
                 "--timeout" => timeout = parse_num(&flag, &value()?)?,
                 "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
@@ -147,6 +159,11 @@ impl Options {
                             vec![Config::MpichFastpmi, Config::MpichHydra]
                         } else if name == "spawn" {
                             vec![Config::SpawnFastpmi, Config::SpawnHydra5]
+                        } else if name == "placement" {
+                            Config::ALL
+                                .into_iter()
+                                .filter(|c| c.kind() == Kind::Placement)
+                                .collect()
                         } else {
                             Config::ALL
                                 .into_iter()
@@ -178,6 +195,7 @@ impl Options {
             out,
             configs,
             startup_sizes,
+            placement_sizes,
             spawn_sizes,
             quick,
             params: RunParams {
@@ -236,6 +254,7 @@ fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.sizes, &[Kind::Exchange, Kind::Floor]);
     add(&opts.startup_sizes, &[Kind::Startup]);
     add(&opts.spawn_sizes, &[Kind::Spawn]);
+    add(&opts.placement_sizes, &[Kind::Placement]);
     cases
 }
 
@@ -275,6 +294,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not selected (--configs)")
             } else if c.kind() == Kind::Startup && opts.startup_sizes.is_empty() {
                 Availability::NotSelected("not run (--startup-sizes none)")
+            } else if c.kind() == Kind::Placement && opts.placement_sizes.is_empty() {
+                Availability::NotSelected("not run (no --placement-sizes)")
             } else if c.kind() == Kind::Spawn && opts.spawn_sizes.is_empty() {
                 Availability::NotSelected("not run (--spawn-sizes none)")
             } else if let Some(why) = tools.missing(c) {
@@ -420,5 +441,11 @@ mod tests {
         assert!(parse(&["--help"]).unwrap().is_none());
         let o = parse(&["--startup-sizes", "none"]).unwrap().unwrap();
         assert!(o.startup_sizes.is_empty());
+        assert!(o.placement_sizes.is_empty());
+        let o = parse(&["--configs", "placement", "--placement-sizes", "256,64"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.placement_sizes, [64, 256]);
+        assert_eq!(o.configs.len(), placement::COUNT);
     }
 }

@@ -19,6 +19,7 @@ fn color(c: Config) -> RGBColor {
         Config::FutexFloor => RGBColor(0x33, 0x33, 0x33),
         Config::MpichFastpmi | Config::MpichHydra => RGBColor(0x94, 0x67, 0xbd),
         Config::SpawnFastpmi | Config::SpawnHydra5 => RGBColor(0x8c, 0x56, 0x4b),
+        Config::Placement(_) => RGBColor(0x17, 0xbe, 0xcf),
     }
 }
 
