@@ -399,9 +399,7 @@ fn global_option(
                 }
             }
         }
-        "--print-bindings" | "-print-bindings" | "--report-bindings" => {
-            cfg.placement.print = true
-        }
+        "--print-bindings" | "-print-bindings" | "--report-bindings" => cfg.placement.print = true,
         "--tolerate-group-failures" => cfg.tolerate_group_failures = true,
         "--stop-in-init" => cfg.stop_in_init = true,
         "-v" | "--verbose" => cfg.verbose = true,

@@ -276,13 +276,22 @@ fn core_binding_wraps(mode: Mode) {
             out.report()
         );
         if r < nc {
-            assert!(!first.contains(&cpus), "rank {r} shares a core\n{}", out.report());
+            assert!(
+                !first.contains(&cpus),
+                "rank {r} shares a core\n{}",
+                out.report()
+            );
             first.push(cpus);
         } else {
             assert_eq!(cpus, &seen[&(r % nc)], "rank {r} wraps to rank {}", r % nc);
         }
     }
-    assert_eq!(printed_bindings(&out), seen, "--print-bindings\n{}", out.report());
+    assert_eq!(
+        printed_bindings(&out),
+        seen,
+        "--print-bindings\n{}",
+        out.report()
+    );
 }
 
 #[test]
@@ -312,7 +321,12 @@ fn impi_reports_the_launchers_binding() {
     .timeout(T4)
     .run();
     let seen = hello_cpus(&out, n);
-    assert_eq!(impi_pin_table(&out), seen, "I_MPI_DEBUG=5 table\n{}", out.report());
+    assert_eq!(
+        impi_pin_table(&out),
+        seen,
+        "I_MPI_DEBUG=5 table\n{}",
+        out.report()
+    );
 }
 
 #[test]
@@ -377,25 +391,24 @@ fn ps_json_shows_each_ranks_binding() {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let rows = loop {
         let o = ps(&["ps", &pid, "--json"]);
-        let rows: Option<Vec<(u32, Option<String>)>> = serde_json::from_slice::<
-            serde_json::Value,
-        >(&o.stdout)
-        .ok()
-        .and_then(|v| {
-            let ranks = v.get(0)?.get("ranks")?.as_array()?.clone();
-            let held = ranks.iter().all(|r| r["kind"] == "held_in_init");
-            held.then(|| {
-                ranks
-                    .iter()
-                    .map(|r| {
-                        (
-                            r["rank"].as_u64().unwrap() as u32,
-                            r.get("cpus").and_then(|c| c.as_str()).map(String::from),
-                        )
+        let rows: Option<Vec<(u32, Option<String>)>> =
+            serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .ok()
+                .and_then(|v| {
+                    let ranks = v.get(0)?.get("ranks")?.as_array()?.clone();
+                    let held = ranks.iter().all(|r| r["kind"] == "held_in_init");
+                    held.then(|| {
+                        ranks
+                            .iter()
+                            .map(|r| {
+                                (
+                                    r["rank"].as_u64().unwrap() as u32,
+                                    r.get("cpus").and_then(|c| c.as_str()).map(String::from),
+                                )
+                            })
+                            .collect()
                     })
-                    .collect()
-            })
-        });
+                });
         if let Some(rows) = rows {
             break rows;
         }
@@ -436,7 +449,11 @@ fn mpich5_reads_pmi_hwloc_xmlfile() {
     let pid = job.pid();
     let out = job.wait_or_kill(T4);
     out.assert_success();
-    assert!(out.stdout.contains("allreduce ok size=2 sum=1"), "{}", out.report());
+    assert!(
+        out.stdout.contains("allreduce ok size=2 sum=1"),
+        "{}",
+        out.report()
+    );
     let lines = out.stderr_lines();
     let want = format!("value=/proc/{pid}/fd/");
     for r in 0..2 {

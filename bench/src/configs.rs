@@ -485,9 +485,9 @@ impl Tools {
         };
         let rank = self.rank_exe.clone().into_os_string();
         if let Config::Placement(i) = c {
-            let mut spec =
-                self.placement
-                    .spec(i as usize, n, &path(&self.fastpmi), p.hydra_ppn);
+            let mut spec = self
+                .placement
+                .spec(i as usize, n, &path(&self.fastpmi), p.hydra_ppn);
             spec.timeout = p.timeout;
             return spec;
         }

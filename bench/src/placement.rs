@@ -79,17 +79,47 @@ pub static CASES: [Case; COUNT] = [
     case("impi-hello@fastpmi-bind-none", Stack::Impi, Hello, BindNone),
     case("impi-allreduce@mpiexec.hydra", Stack::Impi, Allreduce, Own),
     case("impi-allreduce@fastpmi", Stack::Impi, Allreduce, Fastpmi),
-    case("impi-allreduce@fastpmi-pmi2lib", Stack::Impi, Allreduce, Pmi2Lib),
+    case(
+        "impi-allreduce@fastpmi-pmi2lib",
+        Stack::Impi,
+        Allreduce,
+        Pmi2Lib,
+    ),
     case("impi-allreduce@fastpmi-port", Stack::Impi, Allreduce, Port),
     case("impi-allreduce@fastpmi-sysv", Stack::Impi, Allreduce, Sysv),
-    case("impi-allreduce@fastpmi-nopool", Stack::Impi, Allreduce, NoPool),
-    case("impi-allreduce@fastpmi-bind-none", Stack::Impi, Allreduce, BindNone),
+    case(
+        "impi-allreduce@fastpmi-nopool",
+        Stack::Impi,
+        Allreduce,
+        NoPool,
+    ),
+    case(
+        "impi-allreduce@fastpmi-bind-none",
+        Stack::Impi,
+        Allreduce,
+        BindNone,
+    ),
     case("mpich-allreduce@hydra", Stack::Mpich, Allreduce, Own),
     case("mpich-allreduce@fastpmi", Stack::Mpich, Allreduce, Fastpmi),
-    case("mpich-allreduce@fastpmi-bind-none", Stack::Mpich, Allreduce, BindNone),
+    case(
+        "mpich-allreduce@fastpmi-bind-none",
+        Stack::Mpich,
+        Allreduce,
+        BindNone,
+    ),
     case("mpich5-allreduce@hydra5", Stack::Mpich5, Allreduce, Own),
-    case("mpich5-allreduce@fastpmi", Stack::Mpich5, Allreduce, Fastpmi),
-    case("mpich5-allreduce@fastpmi-bind-none", Stack::Mpich5, Allreduce, BindNone),
+    case(
+        "mpich5-allreduce@fastpmi",
+        Stack::Mpich5,
+        Allreduce,
+        Fastpmi,
+    ),
+    case(
+        "mpich5-allreduce@fastpmi-bind-none",
+        Stack::Mpich5,
+        Allreduce,
+        BindNone,
+    ),
 ];
 
 /// Index of the own-launcher case a case is compared with.
@@ -126,7 +156,10 @@ impl Tools {
                 libpmi2: no(),
             };
         }
-        let impi = venv("impi", &["bin/mpiexec.hydra", "include/mpi.h", "lib/libmpi.so.12"]);
+        let impi = venv(
+            "impi",
+            &["bin/mpiexec.hydra", "include/mpi.h", "lib/libmpi.so.12"],
+        );
         let mpich5 = venv("mpich5", &["bin/mpicc", "bin/mpiexec"]);
         let hydra = which("mpiexec.hydra")
             .ok_or_else(|| "mpiexec.hydra not found on PATH (Debian package mpich)".to_string());

@@ -128,7 +128,10 @@ pub struct Launcher {
 pub fn run(cfg: &LaunchConfig) -> i32 {
     let mut l = match Launcher::new(cfg) {
         Ok(l) => l,
-        Err(e) if e.get_ref().is_some_and(|i| i.is::<placement::PlacementError>()) => {
+        Err(e)
+            if e.get_ref()
+                .is_some_and(|i| i.is::<placement::PlacementError>()) =>
+        {
             crate::errln!("fastpmi: {e}");
             return 1;
         }

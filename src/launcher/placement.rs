@@ -284,7 +284,9 @@ mod tests {
 
     #[test]
     fn core_binding_wraps_past_the_last_core() {
-        let p = plan(&opts("core", None), Some(&node()), 6).unwrap().unwrap();
+        let p = plan(&opts("core", None), Some(&node()), 6)
+            .unwrap()
+            .unwrap();
         assert_eq!(lists(&p, 6), ["0-1", "2-3", "4-5", "6-7", "0-1", "2-3"]);
     }
 
@@ -302,7 +304,9 @@ mod tests {
 
     #[test]
     fn counts_and_errors() {
-        let p = plan(&opts("core:2", None), Some(&node()), 2).unwrap().unwrap();
+        let p = plan(&opts("core:2", None), Some(&node()), 2)
+            .unwrap()
+            .unwrap();
         assert_eq!(lists(&p, 3), ["0-3", "4-7", "0-3"]);
         assert!(plan(&opts("socket:3", None), Some(&node()), 2).is_err());
         assert!(plan(&opts("l3cache", None), Some(&node()), 2).is_err());

@@ -196,8 +196,7 @@ fn load_hwloc() -> Result<(Vec<u8>, Objects), String> {
             .get(b"hwloc_get_obj_by_depth\0")
             .map_err(|e| e.to_string())?;
         let bit_next: libloading::Symbol<unsafe extern "C" fn(*const c_void, c_int) -> c_int> =
-            lib.get(b"hwloc_bitmap_next\0")
-                .map_err(|e| e.to_string())?;
+            lib.get(b"hwloc_bitmap_next\0").map_err(|e| e.to_string())?;
         let version = api();
         if !(0x20000..0x30000).contains(&version) {
             return Err(format!(

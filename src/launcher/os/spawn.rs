@@ -8,8 +8,8 @@
 //! child can still do what `posix_spawn` cannot: `PR_SET_PDEATHSIG`. The
 //! child function makes raw, async-signal-safe libc calls only (sigaction,
 //! prctl, getppid, fcntl, dup2, chdir, sched_setaffinity, sigprocmask,
-//! execve, _exit), reads
-//! data the parent prepared, and writes nothing but its error slot.
+//! execve, _exit), reads data the parent prepared (the binding's CPU mask
+//! too), and writes nothing but its error slot.
 //!
 //! What one rank needs is prepared once per application ([`ExecImage`]:
 //! program, argv, the environment shared by all its ranks) so that a rank
