@@ -72,7 +72,7 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
   --placement-sizes LIST
                         rank counts of the placement rows (default: none):
                         Intel MPI hello and allreduce under fastpmi in each
-                        PMI mode and with -bind-to none vs Intel's
+                        PMI mode and with -bind-to none and core vs Intel's
                         mpiexec.hydra; Debian MPICH and the MPICH 5 wheel
                         allreduce under fastpmi vs their Hydra (configuration
                         name `placement` selects only these)";

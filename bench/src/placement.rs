@@ -46,6 +46,8 @@ pub enum How {
     NoPool,
     /// fastpmi, `-bind-to none`.
     BindNone,
+    /// fastpmi, `-bind-to core` (wrapping: the layout Intel's launcher uses).
+    BindCore,
 }
 
 pub struct Case {
@@ -67,7 +69,7 @@ const fn case(name: &'static str, stack: Stack, prog: Prog, how: How) -> Case {
 use How::*;
 use Prog::*;
 
-pub const COUNT: usize = 20;
+pub const COUNT: usize = 22;
 
 pub static CASES: [Case; COUNT] = [
     case("impi-hello@mpiexec.hydra", Stack::Impi, Hello, Own),
@@ -77,6 +79,7 @@ pub static CASES: [Case; COUNT] = [
     case("impi-hello@fastpmi-sysv", Stack::Impi, Hello, Sysv),
     case("impi-hello@fastpmi-nopool", Stack::Impi, Hello, NoPool),
     case("impi-hello@fastpmi-bind-none", Stack::Impi, Hello, BindNone),
+    case("impi-hello@fastpmi-bind-core", Stack::Impi, Hello, BindCore),
     case("impi-allreduce@mpiexec.hydra", Stack::Impi, Allreduce, Own),
     case("impi-allreduce@fastpmi", Stack::Impi, Allreduce, Fastpmi),
     case(
@@ -98,6 +101,12 @@ pub static CASES: [Case; COUNT] = [
         Stack::Impi,
         Allreduce,
         BindNone,
+    ),
+    case(
+        "impi-allreduce@fastpmi-bind-core",
+        Stack::Impi,
+        Allreduce,
+        BindCore,
     ),
     case("mpich-allreduce@hydra", Stack::Mpich, Allreduce, Own),
     case("mpich-allreduce@fastpmi", Stack::Mpich, Allreduce, Fastpmi),
@@ -277,6 +286,7 @@ impl Tools {
             Sysv => (fastpmi.to_path_buf(), args(&["--mem-pool", "sysv"])),
             NoPool => (fastpmi.to_path_buf(), args(&["--mem-pool", "none"])),
             BindNone => (fastpmi.to_path_buf(), args(&["-bind-to", "none"])),
+            BindCore => (fastpmi.to_path_buf(), args(&["-bind-to", "core"])),
         };
         Spec {
             program,
