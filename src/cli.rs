@@ -7,6 +7,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use crate::launcher::placement::{self, PlacementOpts};
 use crate::shm::MemPool;
 
 pub const USAGE: &str = "\
@@ -48,6 +49,17 @@ Options (global, before the first program):
                     fail the job, with a report of the missing ranks, when a
                     fence or node-attribute wait stays incomplete that long
                     (also FASTPMI_FENCE_TIMEOUT)
+  -bind-to OBJ[:N]  bind each rank to N (default 1) objects of OBJ: none,
+                    hwthread, core, l1cache, l2cache, l3cache, numa, socket.
+                    More ranks than objects wrap around (rank r gets
+                    object r mod count). Default: core when there are no
+                    more ranks than cores, else none (docs/placement.md).
+                    Also --bind-to
+  -map-by OBJ       place consecutive ranks round-robin over OBJ objects
+                    (default: the -bind-to object). Also --map-by
+  -ppn N            ranks per node (one node: accepted, no effect)
+  --print-bindings  print each rank's CPU list on stderr at start
+                    (also --report-bindings)
   -v, --verbose     on failure, also print every rank's state, last PMI
                     operation and fence count
   --nameserver HOST:PORT
@@ -123,6 +135,8 @@ pub struct LaunchConfig {
     pub fence_timeout: Option<std::time::Duration>,
     /// Failure details: every rank's state, last operation, fences.
     pub verbose: bool,
+    /// `-bind-to`, `-map-by`, `-ppn`, `--print-bindings`.
+    pub placement: PlacementOpts,
 }
 
 impl Default for LaunchConfig {
@@ -141,6 +155,7 @@ impl Default for LaunchConfig {
             stop_in_init: false,
             fence_timeout: None,
             verbose: false,
+            placement: PlacementOpts::default(),
         }
     }
 }
@@ -358,6 +373,33 @@ fn global_option(
             cfg.pmi_port = true;
         }
         "--stats" => cfg.stats = true,
+        "-bind-to" | "--bind-to" | "-binding" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError(format!("{s} needs an object (core, none, ...)")))?;
+            cfg.placement.bind_to =
+                Some(placement::parse_bind(&v.to_string_lossy()).map_err(CliError)?);
+        }
+        "-map-by" | "--map-by" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError(format!("{s} needs an object (core, socket, ...)")))?;
+            cfg.placement.map_by =
+                Some(placement::parse_map(&v.to_string_lossy()).map_err(CliError)?);
+        }
+        "-ppn" | "--ppn" | "-perhost" => {
+            let v = it.next().map(|v| v.to_string_lossy().into_owned());
+            match v.as_deref().map(str::parse::<u32>) {
+                Some(Ok(n)) if (1..=MAX_RANKS).contains(&n) => cfg.placement.ppn = Some(n),
+                _ => {
+                    return Err(CliError(format!(
+                        "{s} {}: expected a number of ranks per node",
+                        v.unwrap_or_default()
+                    )))
+                }
+            }
+        }
+        "--print-bindings" | "-print-bindings" | "--report-bindings" => cfg.placement.print = true,
         "--tolerate-group-failures" => cfg.tolerate_group_failures = true,
         "--stop-in-init" => cfg.stop_in_init = true,
         "-v" | "--verbose" => cfg.verbose = true,

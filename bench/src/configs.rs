@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::launch::LaunchTools;
+use super::placement;
 use super::proc::{MemProbe, Spec};
 use super::rank::FENCE_LOOP_ENV;
 
@@ -29,21 +30,34 @@ const SPAWN_ENV: &[(&str, &str)] = &[("MPIR_CVAR_CH4_NETMOD", "ofi"), ("FI_PROVI
 /// Parent ranks of the spawn runs.
 pub const SPAWN_PARENTS: u32 = 2;
 
-/// The MPICH 5 wheel's venv: `$FASTPMI_VENVS/mpich5`, else the one
-/// `scripts/install-mpi-stacks` makes in this checkout's `target/venvs`.
-fn mpich5_venv() -> Result<PathBuf, String> {
-    let base = std::env::var_os("FASTPMI_VENVS")
+/// Where the MPI venvs are: `$FASTPMI_VENVS`, else the `target/venvs`
+/// that `scripts/install-mpi-stacks` makes in this checkout (the workspace
+/// root, one level above this crate).
+fn venvs_dir() -> PathBuf {
+    std::env::var_os("FASTPMI_VENVS")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/venvs"));
-    let v = base.join("mpich5");
-    if v.join("bin/mpicc").is_file() && v.join("bin/mpiexec").is_file() {
-        Ok(v)
-    } else {
-        Err(format!(
-            "no MPICH 5 wheel in {} (run scripts/install-mpi-stacks)",
-            v.display()
-        ))
+        .unwrap_or_else(|| {
+            let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+            here.parent().unwrap_or(here).join("target/venvs")
+        })
+}
+
+/// The venv `name` if it has every file of `need`.
+pub fn venv(name: &str, need: &[&str]) -> Result<PathBuf, String> {
+    let v = venvs_dir().join(name);
+    match need.iter().find(|f| !v.join(f).is_file()) {
+        None => Ok(v),
+        Some(f) => Err(format!(
+            "no {} (run scripts/install-mpi-stacks)",
+            v.join(f).display()
+        )),
     }
+}
+
+/// The MPICH 5 wheel's venv.
+fn mpich5_venv() -> Result<PathBuf, String> {
+    venv("mpich5", &["bin/mpicc", "bin/mpiexec"])
 }
 
 /// Where Slurm's PMI-2 header lives on Debian (package libpmi2-0-dev).
@@ -66,6 +80,8 @@ pub enum Kind {
     Group,
     /// The steady fence loop with and without `fastpmi ps` polling.
     Ps,
+    /// Whole MPI jobs, fastpmi vs each stack's own launcher (wall time).
+    Placement,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -88,29 +104,45 @@ pub enum Config {
     GroupFence,
     PsQuiet,
     PsPolled,
+    /// A row of [`placement::CASES`] (index).
+    Placement(u8),
 }
 
+const BASE: [Config; 18] = [
+    Config::FastpmiShm,
+    Config::FastpmiSocket,
+    Config::Hydra,
+    Config::SlurmPmi2,
+    Config::FutexFloor,
+    Config::MpichFastpmi,
+    Config::MpichHydra,
+    Config::SpawnFastpmi,
+    Config::SpawnHydra5,
+    Config::LaunchFloor,
+    Config::LaunchFastpmi,
+    Config::LaunchShm,
+    Config::LaunchSocket,
+    Config::LaunchHydra,
+    Config::LaunchHydraPmi,
+    Config::GroupFence,
+    Config::PsQuiet,
+    Config::PsPolled,
+];
+
 impl Config {
-    pub const ALL: [Config; 18] = [
-        Config::FastpmiShm,
-        Config::FastpmiSocket,
-        Config::Hydra,
-        Config::SlurmPmi2,
-        Config::FutexFloor,
-        Config::MpichFastpmi,
-        Config::MpichHydra,
-        Config::SpawnFastpmi,
-        Config::SpawnHydra5,
-        Config::LaunchFloor,
-        Config::LaunchFastpmi,
-        Config::LaunchShm,
-        Config::LaunchSocket,
-        Config::LaunchHydra,
-        Config::LaunchHydraPmi,
-        Config::GroupFence,
-        Config::PsQuiet,
-        Config::PsPolled,
-    ];
+    pub const ALL: [Config; BASE.len() + placement::COUNT] = {
+        let mut all = [Config::FastpmiShm; BASE.len() + placement::COUNT];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < BASE.len() {
+                BASE[i]
+            } else {
+                Config::Placement((i - BASE.len()) as u8)
+            };
+            i += 1;
+        }
+        all
+    };
 
     pub fn name(self) -> &'static str {
         match self {
@@ -132,6 +164,7 @@ impl Config {
             Config::GroupFence => "group64@fastpmi-shm",
             Config::PsQuiet => "fence-loop@fastpmi-shm",
             Config::PsPolled => "fence-loop+ps@fastpmi-shm",
+            Config::Placement(i) => placement::CASES[i as usize].name,
         }
     }
 
@@ -148,6 +181,7 @@ impl Config {
             | Config::LaunchHydraPmi => Kind::Launch,
             Config::GroupFence => Kind::Group,
             Config::PsQuiet | Config::PsPolled => Kind::Ps,
+            Config::Placement(_) => Kind::Placement,
             _ => Kind::Exchange,
         }
     }
@@ -202,6 +236,9 @@ impl Config {
                 "fastpmi, Rust client, shared memory: exchange and 1000 steady fences"
             }
             Config::PsPolled => "the same with `fastpmi ps PID --json` every 100 ms during the job",
+            Config::Placement(_) => {
+                "bench/c/mpi_hello.c or mpi_allreduce.c (Intel MPI, MPICH 4, MPICH 5): whole job"
+            }
         }
     }
 }
@@ -232,6 +269,8 @@ pub struct Tools {
     pub hydra5: Result<PathBuf, String>,
     /// The job start-up configurations' programs.
     pub launch: LaunchTools,
+    /// Programs and launchers of the placement rows.
+    pub placement: placement::Tools,
     /// One-line versions of the peers, for the report.
     pub versions: Vec<String>,
 }
@@ -428,6 +467,11 @@ impl Tools {
             &exe_dir,
             want.iter().any(|c| c.kind() == Kind::Launch),
         );
+        let placement = placement::Tools::prepare(
+            build_dir,
+            &exe_dir,
+            want.iter().any(|c| c.kind() == Kind::Placement),
+        );
         let mut versions = notes;
         versions.push(format!(
             "fastpmi {} ({} build of fastpmi-bench)",
@@ -460,6 +504,7 @@ impl Tools {
             mpi_spawn,
             hydra5,
             launch,
+            placement,
             versions,
         })
     }
@@ -475,6 +520,12 @@ impl Tools {
             Config::MpichHydra => vec![&self.hydra, &self.mpi_hello],
             Config::SpawnFastpmi => vec![&self.fastpmi, &self.mpi_spawn],
             Config::SpawnHydra5 => vec![&self.hydra5, &self.mpi_spawn],
+            Config::Placement(i) => {
+                return match (&self.fastpmi, self.placement.missing(i as usize)) {
+                    (Err(e), _) => Some(e.clone()),
+                    (_, why) => why,
+                };
+            }
             Config::GroupFence => super::groups::needs(self, c),
             Config::PsQuiet | Config::PsPolled => super::ps::needs(self, c),
             _ => super::launch::needs(self, c),
@@ -505,6 +556,13 @@ impl Tools {
             v
         };
         let rank = self.rank_exe.clone().into_os_string();
+        if let Config::Placement(i) = c {
+            let mut spec = self
+                .placement
+                .spec(i as usize, n, &path(&self.fastpmi), p.hydra_ppn);
+            spec.timeout = p.timeout;
+            return spec;
+        }
         let (program, args, mem) = match c {
             Config::FastpmiShm => (
                 path(&self.fastpmi),
@@ -564,6 +622,7 @@ impl Tools {
             | Config::LaunchHydraPmi => return super::launch::spec(self, c, n, p),
             Config::GroupFence => return super::groups::spec(self, n, p),
             Config::PsQuiet | Config::PsPolled => return super::ps::spec(self, c, n, p),
+            Config::Placement(_) => unreachable!("handled above"),
             Config::FutexFloor => (
                 path(&self.floor),
                 vec![

@@ -19,6 +19,7 @@
 mod configs;
 mod groups;
 mod launch;
+mod placement;
 mod plot;
 mod proc;
 mod ps;
@@ -84,7 +85,14 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
                         `none` to skip)
   --ps-sizes LIST       job sizes of the `fastpmi ps` runs: 1000 steady
                         fences alone and with `fastpmi ps PID --json` every
-                        100 ms (default 1024; `none` to skip)";
+                        100 ms (default 1024; `none` to skip)
+  --placement-sizes LIST
+                        rank counts of the placement rows (default: none):
+                        Intel MPI hello and allreduce under fastpmi in each
+                        PMI mode and with -bind-to none and core vs Intel's
+                        mpiexec.hydra; Debian MPICH and the MPICH 5 wheel
+                        allreduce under fastpmi vs their Hydra (configuration
+                        name `placement` selects only these)";
 
 /// Parsed command line.
 #[derive(Debug, Clone)]
@@ -94,6 +102,8 @@ pub struct Options {
     pub out: PathBuf,
     pub configs: Vec<Config>,
     pub startup_sizes: Vec<u32>,
+    /// Rank counts of the placement rows (Intel MPI, MPICH; default none).
+    pub placement_sizes: Vec<u32>,
     pub spawn_sizes: Vec<u32>,
     pub launch_sizes: Vec<u32>,
     pub group_sizes: Vec<u32>,
@@ -137,6 +147,7 @@ impl Options {
         let mut launch_sizes = vec![256, 1024];
         let mut group_sizes = vec![256];
         let mut ps_sizes = vec![1024];
+        let mut placement_sizes = vec![];
         let mut quick = false;
         let mut timeout = 120;
         let mut floor_iters: Option<u32> = None;
@@ -155,6 +166,7 @@ impl Options {
                 "--launch-sizes" => launch_sizes = parse_list(&flag, &value()?)?,
                 "--group-sizes" => group_sizes = parse_list(&flag, &value()?)?,
                 "--ps-sizes" => ps_sizes = parse_list(&flag, &value()?)?,
+                "--placement-sizes" => placement_sizes = parse_list(&flag, &value()?)?,
                 "--quick" => quick = true,
                 "--timeout" => timeout = parse_num(&flag, &value()?)?,
                 "--floor-iters" => floor_iters = Some(parse_num(&flag, &value()?)?),
@@ -179,6 +191,11 @@ impl Options {
                             groups::CONFIGS.to_vec()
                         } else if name == "ps" {
                             ps::CONFIGS.to_vec()
+                        } else if name == "placement" {
+                            Config::ALL
+                                .into_iter()
+                                .filter(|c| c.kind() == Kind::Placement)
+                                .collect()
                         } else {
                             Config::ALL
                                 .into_iter()
@@ -210,6 +227,7 @@ impl Options {
             out,
             configs,
             startup_sizes,
+            placement_sizes,
             spawn_sizes,
             launch_sizes,
             group_sizes,
@@ -277,6 +295,7 @@ fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.launch_sizes, &[Kind::Launch]);
     add(&opts.group_sizes, &[Kind::Group]);
     add(&opts.ps_sizes, &[Kind::Ps]);
+    add(&opts.placement_sizes, &[Kind::Placement]);
     cases
 }
 
@@ -316,6 +335,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not selected (--configs)")
             } else if c.kind() == Kind::Startup && opts.startup_sizes.is_empty() {
                 Availability::NotSelected("not run (--startup-sizes none)")
+            } else if c.kind() == Kind::Placement && opts.placement_sizes.is_empty() {
+                Availability::NotSelected("not run (no --placement-sizes)")
             } else if c.kind() == Kind::Spawn && opts.spawn_sizes.is_empty() {
                 Availability::NotSelected("not run (--spawn-sizes none)")
             } else if c.kind() == Kind::Launch && opts.launch_sizes.is_empty() {
@@ -473,5 +494,11 @@ mod tests {
         assert!(parse(&["--help"]).unwrap().is_none());
         let o = parse(&["--startup-sizes", "none"]).unwrap().unwrap();
         assert!(o.startup_sizes.is_empty());
+        assert!(o.placement_sizes.is_empty());
+        let o = parse(&["--configs", "placement", "--placement-sizes", "256,64"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.placement_sizes, [64, 256]);
+        assert_eq!(o.configs.len(), placement::COUNT);
     }
 }

@@ -261,6 +261,15 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
             Ok(()) => super::launch::record(&mut r),
             Err(why) => fail(&mut r, Status::Failed, why),
         },
+        Kind::Placement => {
+            if !o.stdout.contains(" ok size=") {
+                fail(
+                    &mut r,
+                    Status::Failed,
+                    "exit 0 but rank 0 printed no \"... ok size=N\" line".into(),
+                );
+            }
+        }
         Kind::Startup => {
             if !o.stdout.contains("mpi_hello ok") {
                 fail(

@@ -363,6 +363,10 @@ impl Launcher {
             env: &p.pmi_env,
             pass_fds: &pass,
             stdin_inherit: p.rank == 0 && p.job == 0,
+            cpus: self
+                .binding
+                .as_ref()
+                .map(|(_, sets)| &sets[p.rank as usize % sets.len()]),
         });
         // The rank has its copy (or failed to start): close ours.
         drop(child_end);

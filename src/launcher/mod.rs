@@ -15,11 +15,12 @@ mod names;
 pub mod os;
 pub mod output;
 mod peer;
+pub mod placement;
 pub mod psets;
 mod spawn;
 mod supervise;
 mod tools;
-mod topology;
+pub mod topology;
 mod watch;
 
 use std::collections::{HashMap, VecDeque};
@@ -116,6 +117,9 @@ pub struct Launcher {
     foreign: Option<crate::shm::Mapping>,
     /// The node's topology as XML, for `PMI_hwloc_xmlfile`.
     _topology: Option<topology::TopologyXml>,
+    /// Rank binding: CPU lists per slot and their masks (rank `r` of any
+    /// job gets slot `r % len`); `None`: ranks are not bound.
+    binding: Option<(placement::Plan, Vec<os::CpuSet>)>,
     /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
     tools: tools::ToolsRt,
 }
@@ -124,6 +128,13 @@ pub struct Launcher {
 pub fn run(cfg: &LaunchConfig) -> i32 {
     let mut l = match Launcher::new(cfg) {
         Ok(l) => l,
+        Err(e)
+            if e.get_ref()
+                .is_some_and(|i| i.is::<placement::PlacementError>()) =>
+        {
+            crate::errln!("fastpmi: {e}");
+            return 1;
+        }
         Err(e) => {
             crate::errln!("fastpmi: cannot start the event loop: {e}");
             return 1;
@@ -153,17 +164,39 @@ impl Launcher {
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut server = Server::new();
-        let topology = match topology::export() {
+        let (topology, objects) = match topology::load() {
             Ok(t) => {
-                tracing::debug!(path = %t.path, bytes = t.bytes, "node topology exported");
-                server.set_hwloc_xmlfile(t.path.clone());
-                Some(t)
+                tracing::debug!(path = %t.xml.path, bytes = t.xml.bytes, "node topology exported");
+                server.set_hwloc_xmlfile(t.xml.path.clone());
+                (Some(t.xml), Some(t.objects))
             }
             Err(why) => {
-                tracing::debug!("no PMI_hwloc_xmlfile: {why}");
-                None
+                tracing::debug!("no PMI_hwloc_xmlfile, no binding: {why}");
+                (None, None)
             }
         };
+        let binding = placement::plan(&cfg.placement, objects.as_ref(), cfg.world_size())
+            .map_err(|m| io::Error::other(placement::PlacementError(m)))?
+            .map(|plan| {
+                let sets = plan
+                    .slots
+                    .iter()
+                    .map(|c| os::CpuSet::new(c))
+                    .collect::<io::Result<Vec<_>>>()?;
+                io::Result::Ok((plan, sets))
+            })
+            .transpose()?;
+        if cfg.placement.print {
+            for r in 0..cfg.world_size() {
+                match &binding {
+                    Some((plan, _)) => crate::errln!(
+                        "fastpmi: rank {r} bound to cpus {}",
+                        placement::cpu_list(plan.cpus(r))
+                    ),
+                    None => crate::errln!("fastpmi: rank {r} not bound"),
+                }
+            }
+        }
         server.set_tolerate_group_failures(cfg.tolerate_group_failures);
         let names = match &cfg.nameserver {
             Some(addr) => {
@@ -199,6 +232,7 @@ impl Launcher {
             names,
             foreign: None,
             _topology: topology,
+            binding,
             tools,
         })
     }

@@ -286,6 +286,7 @@ impl Launcher {
                 executable: String::new(),
                 since_ns: created,
                 ended: None,
+                cpus: None,
             })
             .collect();
         for p in self.pending.iter().filter(|p| p.job == job) {
@@ -306,6 +307,10 @@ impl Launcher {
                             p.ended.map_or(0, instant_ns),
                         )
                     }),
+                    cpus: self
+                        .binding
+                        .as_ref()
+                        .map(|(plan, _)| super::placement::cpu_list(plan.cpus(p.rank))),
                 };
             }
         }

@@ -8,7 +8,7 @@
 //! `/proc/<pid>/fd/<n>` path, so nothing is left on disk after any exit.
 //! OS glue: the only `unsafe` here is the FFI to hwloc's C API.
 
-use std::ffi::{c_char, c_int, c_ulong, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -26,13 +26,119 @@ pub struct TopologyXml {
 /// The names hwloc's shared library goes by on Linux.
 const LIBS: &[&str] = &["libhwloc.so.15", "libhwloc.so"];
 
+/// What the launcher learns from hwloc in one load: the XML for the
+/// ranks and the CPU sets of the objects ranks can be bound to.
+pub struct Node {
+    pub xml: TopologyXml,
+    pub objects: Objects,
+}
+
 /// Load the topology and export it. An error says why (no hwloc, ...).
-pub fn export() -> Result<TopologyXml, String> {
-    let xml = load_xml()?;
+pub fn load() -> Result<Node, String> {
+    let (xml, objects) = load_hwloc()?;
+    Ok(Node {
+        xml: export(&xml)?,
+        objects,
+    })
+}
+
+/// Binding targets, in hwloc's vocabulary (Hydra's names in the CLI).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjKind {
+    HwThread,
+    Core,
+    L1Cache,
+    L2Cache,
+    L3Cache,
+    Numa,
+    Socket,
+}
+
+impl ObjKind {
+    pub const ALL: [ObjKind; 7] = [
+        ObjKind::HwThread,
+        ObjKind::Core,
+        ObjKind::L1Cache,
+        ObjKind::L2Cache,
+        ObjKind::L3Cache,
+        ObjKind::Numa,
+        ObjKind::Socket,
+    ];
+
+    /// `hwloc_obj_type_t` (hwloc 2.x, hwloc.h).
+    fn hwloc_type(self) -> c_int {
+        match self {
+            ObjKind::Socket => 1,   // HWLOC_OBJ_PACKAGE
+            ObjKind::Core => 2,     // HWLOC_OBJ_CORE
+            ObjKind::HwThread => 3, // HWLOC_OBJ_PU
+            ObjKind::L1Cache => 4,  // HWLOC_OBJ_L1CACHE
+            ObjKind::L2Cache => 5,
+            ObjKind::L3Cache => 6,
+            ObjKind::Numa => 13, // HWLOC_OBJ_NUMANODE
+        }
+    }
+}
+
+/// For every kind, its objects in hwloc's logical order, each as the
+/// sorted OS numbers of its processing units.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Objects {
+    pub sets: Vec<(ObjKind, Vec<Vec<u32>>)>,
+}
+
+impl Objects {
+    /// The objects of `kind` (empty when the node has none).
+    pub fn of(&self, kind: ObjKind) -> &[Vec<u32>] {
+        self.sets
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(&[], |(_, v)| v.as_slice())
+    }
+}
+
+/// The leading fields of `struct hwloc_obj` in hwloc 2.x (hwloc.h; ABI of
+/// libhwloc.so.15), up to `cpuset`. Checked at run time against the API
+/// version and against each object's own type and logical index.
+#[repr(C)]
+#[allow(dead_code)] // fields before `cpuset` are there for the layout
+struct HwlocObjHead {
+    type_: c_int,
+    subtype: *mut c_char,
+    os_index: c_uint,
+    name: *mut c_char,
+    total_memory: u64,
+    attr: *mut c_void,
+    depth: c_int,
+    logical_index: c_uint,
+    next_cousin: *mut c_void,
+    prev_cousin: *mut c_void,
+    parent: *mut c_void,
+    sibling_rank: c_uint,
+    next_sibling: *mut c_void,
+    prev_sibling: *mut c_void,
+    arity: c_uint,
+    children: *mut c_void,
+    first_child: *mut c_void,
+    last_child: *mut c_void,
+    symmetric_subtree: c_int,
+    memory_arity: c_uint,
+    memory_first_child: *mut c_void,
+    io_arity: c_uint,
+    io_first_child: *mut c_void,
+    misc_arity: c_uint,
+    misc_first_child: *mut c_void,
+    cpuset: *const c_void,
+}
+
+/// `HWLOC_TYPE_DEPTH_UNKNOWN`, `HWLOC_TYPE_DEPTH_MULTIPLE`.
+const DEPTH_UNKNOWN: c_int = -1;
+const DEPTH_MULTIPLE: c_int = -2;
+
+fn export(xml: &[u8]) -> Result<TopologyXml, String> {
     let fd = rustix::fs::memfd_create("fastpmi-topology", rustix::fs::MemfdFlags::CLOEXEC)
         .map_err(|e| format!("memfd_create: {e}"))?;
     let mut f = std::fs::File::from(fd);
-    f.write_all(&xml)
+    f.write_all(xml)
         .map_err(|e| format!("writing the topology: {e}"))?;
     let fd = OwnedFd::from(f);
     let path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
@@ -43,7 +149,7 @@ pub fn export() -> Result<TopologyXml, String> {
     })
 }
 
-fn load_xml() -> Result<Vec<u8>, String> {
+fn load_hwloc() -> Result<(Vec<u8>, Objects), String> {
     // SAFETY: loading hwloc runs its initialisers, which only set up the
     // library's own state; no other code in this process uses hwloc.
     let lib = LIBS
@@ -51,7 +157,12 @@ fn load_xml() -> Result<Vec<u8>, String> {
         .find_map(|name| unsafe { libloading::Library::new(name) }.ok())
         .ok_or("hwloc is not installed (libhwloc.so.15, Debian package libhwloc15)")?;
     // SAFETY: the symbols have these C prototypes in hwloc 2.x
-    // (hwloc.h, hwloc/export.h); the library outlives every call below.
+    // (hwloc.h, hwloc/export.h, hwloc/bitmap.h); the library outlives every
+    // call below. Objects from hwloc_get_obj_by_depth live until
+    // hwloc_topology_destroy and are only read before it; `HwlocObjHead`
+    // is the prefix of hwloc 2.x's `struct hwloc_obj` (API version checked
+    // first, each object's type and logical index checked before its
+    // cpuset is read).
     unsafe {
         let init: libloading::Symbol<unsafe extern "C" fn(*mut Topo) -> c_int> = lib
             .get(b"hwloc_topology_init\0")
@@ -70,6 +181,28 @@ fn load_xml() -> Result<Vec<u8>, String> {
         let destroy: libloading::Symbol<unsafe extern "C" fn(Topo)> = lib
             .get(b"hwloc_topology_destroy\0")
             .map_err(|e| e.to_string())?;
+        let api: libloading::Symbol<unsafe extern "C" fn() -> c_uint> = lib
+            .get(b"hwloc_get_api_version\0")
+            .map_err(|e| e.to_string())?;
+        let type_depth: libloading::Symbol<unsafe extern "C" fn(Topo, c_int) -> c_int> = lib
+            .get(b"hwloc_get_type_depth\0")
+            .map_err(|e| e.to_string())?;
+        let nbobjs: libloading::Symbol<unsafe extern "C" fn(Topo, c_int) -> c_uint> = lib
+            .get(b"hwloc_get_nbobjs_by_depth\0")
+            .map_err(|e| e.to_string())?;
+        let obj_at: libloading::Symbol<
+            unsafe extern "C" fn(Topo, c_int, c_uint) -> *const HwlocObjHead,
+        > = lib
+            .get(b"hwloc_get_obj_by_depth\0")
+            .map_err(|e| e.to_string())?;
+        let bit_next: libloading::Symbol<unsafe extern "C" fn(*const c_void, c_int) -> c_int> =
+            lib.get(b"hwloc_bitmap_next\0").map_err(|e| e.to_string())?;
+        let version = api();
+        if !(0x20000..0x30000).contains(&version) {
+            return Err(format!(
+                "hwloc API version {version:#x}: fastpmi reads hwloc 2.x topologies"
+            ));
+        }
         let mut topo: Topo = std::ptr::null_mut();
         if init(&mut topo) != 0 {
             return Err("hwloc_topology_init failed".into());
@@ -90,8 +223,38 @@ fn load_xml() -> Result<Vec<u8>, String> {
             free_buf(topo, buf);
             Ok(v)
         };
+        let mut objects = Objects::default();
+        for kind in ObjKind::ALL {
+            let depth = type_depth(topo, kind.hwloc_type());
+            if depth == DEPTH_UNKNOWN || depth == DEPTH_MULTIPLE {
+                // None (no L3 here), or at several depths: not a target.
+                continue;
+            }
+            let mut sets = Vec::new();
+            for i in 0..nbobjs(topo, depth) {
+                let o = obj_at(topo, depth, i);
+                if o.is_null() {
+                    break;
+                }
+                let o = &*o;
+                if o.type_ != kind.hwloc_type() || o.logical_index != i || o.cpuset.is_null() {
+                    destroy(topo);
+                    return Err("hwloc object layout not as expected (hwloc 2.x)".into());
+                }
+                let mut pus = Vec::new();
+                let mut b = bit_next(o.cpuset, -1);
+                while b >= 0 {
+                    pus.push(b as u32);
+                    b = bit_next(o.cpuset, b);
+                }
+                if !pus.is_empty() {
+                    sets.push(pus);
+                }
+            }
+            objects.sets.push((kind, sets));
+        }
         destroy(topo);
-        out
+        out.map(|xml| (xml, objects))
     }
 }
 
@@ -100,10 +263,25 @@ mod tests {
     #[test]
     fn exported_xml_is_readable_through_its_proc_path() {
         // hwloc is a test peer (scripts/test-all installs it).
-        let t = super::export().expect("hwloc topology");
+        let t = super::load().expect("hwloc topology").xml;
         let xml = std::fs::read_to_string(&t.path).unwrap();
         assert_eq!(xml.len(), t.bytes);
         assert!(xml.contains("<topology"), "{}", &xml[..xml.len().min(200)]);
         assert!(xml.contains("type=\"Machine\""));
+    }
+
+    #[test]
+    fn every_pu_is_in_one_core_and_one_socket() {
+        use super::ObjKind;
+        let o = super::load().expect("hwloc topology").objects;
+        let pus: Vec<u32> = o.of(ObjKind::HwThread).iter().flatten().copied().collect();
+        assert!(!pus.is_empty());
+        for kind in [ObjKind::Core, ObjKind::Socket] {
+            let mut all: Vec<u32> = o.of(kind).iter().flatten().copied().collect();
+            all.sort_unstable();
+            let mut want = pus.clone();
+            want.sort_unstable();
+            assert_eq!(all, want, "{kind:?}");
+        }
     }
 }

@@ -83,6 +83,9 @@ pub struct RankRow {
     /// How it ended (`exited`).
     #[serde(default)]
     pub exit: Option<String>,
+    /// The CPUs the launcher bound it to (`0-1,4`); absent when unbound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
 }
 
 /// One job's proc table and its summary.

@@ -24,6 +24,8 @@ pub struct ProcSnap {
     pub since_ns: u64,
     /// How it ended and when (mono ns).
     pub ended: Option<(String, u64)>,
+    /// CPU list it is bound to (`0-1,4`), if the launcher bound it.
+    pub cpus: Option<String>,
 }
 
 /// One job.
@@ -94,6 +96,7 @@ pub fn job_table(js: &JobSnap) -> JobTable {
             last_op,
             fences,
             exit: None,
+            cpus: proc.cpus.clone(),
         };
         let (kind, state, since): (&str, String, u64) = if proc.pid.is_none() {
             ("launching", "launching".into(), proc.since_ns)

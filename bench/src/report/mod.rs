@@ -338,6 +338,8 @@ pub fn markdown(ctx: &Context) -> String {
             Availability::Present => {
                 let n = if c.kind() == Kind::Startup {
                     *opts.startup_sizes.last().unwrap_or(&show_n)
+                } else if c.kind() == Kind::Placement {
+                    *opts.placement_sizes.last().unwrap_or(&show_n)
                 } else {
                     show_n
                 };
@@ -420,6 +422,7 @@ pub fn markdown(ctx: &Context) -> String {
     super::groups::section(ctx, w);
     super::ps::section(ctx, w);
 
+    placement_section(ctx, w);
     memory::section(ctx, w);
 
     // Failures.
@@ -460,6 +463,42 @@ pub fn markdown(ctx: &Context) -> String {
         );
     }
     md
+}
+
+/// Whole MPI jobs under fastpmi (each PMI mode, default binding and
+/// `-bind-to none`) against each stack's own launcher.
+fn placement_section(ctx: &Context, w: &mut String) {
+    let opts = ctx.opts;
+    let _ = writeln!(w, "\n## MPI stacks: fastpmi vs their own launchers\n");
+    let _ = writeln!(
+        w,
+        "Whole-job wall time (launch to the launcher's exit) of `bench/c/mpi_hello.c` and `bench/c/mpi_allreduce.c`, seconds: median (min–max); the ratio is to the same program under the stack's own launcher in the same run. fastpmi's default binding at these sizes (more ranks than cores) is none (docs/placement.md).\n"
+    );
+    if opts.placement_sizes.is_empty() {
+        let _ = writeln!(w, "Not run (no `--placement-sizes`).");
+        return;
+    }
+    let _ = writeln!(w, "| N | configuration | runs | wall s | vs own launcher |");
+    let _ = writeln!(w, "|---|---|---|---|---|");
+    for &n in &opts.placement_sizes {
+        for i in 0..super::placement::COUNT {
+            let c = Config::Placement(i as u8);
+            let wall = |r: &Record| r.wall_s;
+            let ratio = super::placement::baseline(i)
+                .and_then(|b| {
+                    let f = median(ctx, c, n, wall)?;
+                    let h = median(ctx, Config::Placement(b as u8), n, wall)?;
+                    (h > 0.0).then(|| format!("{:.2}x", f / h))
+                })
+                .unwrap_or_else(|| "—".into());
+            let _ = writeln!(
+                w,
+                "| {n} | {c} | {} | {} | {ratio} |",
+                runs_cell(ctx, c, n),
+                cell(summarize(ctx.records, c, n, wall), 1.0)
+            );
+        }
+    }
 }
 
 #[cfg(test)]

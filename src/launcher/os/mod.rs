@@ -3,7 +3,7 @@
 
 mod spawn;
 
-pub use spawn::{ExecImage, RankCommand, Spawned, Spawner};
+pub use spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner};
 
 use std::ffi::OsString;
 use std::io;

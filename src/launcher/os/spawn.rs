@@ -7,8 +7,9 @@
 //! execs, so creating it costs about as much as `posix_spawn`, while the
 //! child can still do what `posix_spawn` cannot: `PR_SET_PDEATHSIG`. The
 //! child function makes raw, async-signal-safe libc calls only (sigaction,
-//! prctl, getppid, fcntl, dup2, chdir, sigprocmask, execve, _exit), reads
-//! data the parent prepared, and writes nothing but its error slot.
+//! prctl, getppid, fcntl, dup2, chdir, sched_setaffinity, sigprocmask,
+//! execve, _exit), reads data the parent prepared (the binding's CPU mask
+//! too), and writes nothing but its error slot.
 //!
 //! What one rank needs is prepared once per application ([`ExecImage`]:
 //! program, argv, the environment shared by all its ranks) so that a rank
@@ -121,6 +122,31 @@ pub struct RankCommand<'a> {
     /// Targets must be 3 and up, distinct.
     pub pass_fds: &'a [(RawFd, RawFd)],
     pub stdin_inherit: bool,
+    /// CPUs the rank is bound to (`sched_setaffinity` before exec).
+    pub cpus: Option<&'a CpuSet>,
+}
+
+/// A CPU mask prepared by the parent for a rank's binding.
+pub struct CpuSet(libc::cpu_set_t);
+
+impl CpuSet {
+    /// The set of `cpus` (OS numbers); an error past `CPU_SETSIZE`.
+    pub fn new(cpus: &[u32]) -> io::Result<CpuSet> {
+        // SAFETY: cpu_set_t is plain data, all zeroes is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for &c in cpus {
+            if c as usize >= libc::CPU_SETSIZE as usize {
+                return Err(io::Error::other(format!(
+                    "CPU {c} is past the {} CPUs a binding can name",
+                    libc::CPU_SETSIZE
+                )));
+            }
+            // SAFETY: `c` is below CPU_SETSIZE (checked above), so the bit
+            // is inside `set`.
+            unsafe { libc::CPU_SET(c as usize, &mut set) };
+        }
+        Ok(CpuSet(set))
+    }
 }
 
 /// A started rank: its pid and the read ends of its output pipes
@@ -149,6 +175,8 @@ struct ChildArgs {
     moves: [(RawFd, RawFd); MAX_MOVES],
     nmoves: usize,
     parent: libc::pid_t,
+    /// Binding, or null.
+    cpus: *const libc::cpu_set_t,
     err: AtomicI32,
     stage: AtomicI32,
 }
@@ -159,6 +187,7 @@ const STAGE_PARENT_GONE: i32 = 2;
 const STAGE_FDS: i32 = 3;
 const STAGE_CHDIR: i32 = 4;
 const STAGE_EXEC: i32 = 5;
+const STAGE_BIND: i32 = 6;
 
 impl Spawner {
     pub fn new() -> io::Result<Spawner> {
@@ -219,6 +248,7 @@ impl Spawner {
             moves,
             nmoves: n,
             parent: rustix::process::getpid().as_raw_nonzero().get(),
+            cpus: rc.cpus.map_or(std::ptr::null(), |c| &c.0),
             err: AtomicI32::new(0),
             stage: AtomicI32::new(0),
         };
@@ -269,6 +299,7 @@ impl Spawner {
                 STAGE_PDEATHSIG => io::Error::new(e.kind(), format!("prctl: {e}")),
                 STAGE_FDS => io::Error::new(e.kind(), format!("descriptors: {e}")),
                 STAGE_CHDIR => io::Error::new(e.kind(), format!("chdir: {e}")),
+                STAGE_BIND => io::Error::new(e.kind(), format!("binding (sched_setaffinity): {e}")),
                 _ => e,
             });
         }
@@ -345,6 +376,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         }
         if !a.wdir.is_null() && libc::chdir(a.wdir) != 0 {
             child_fail(a, STAGE_CHDIR);
+        }
+        // The binding: one syscall on the parent's prepared mask, inherited
+        // through exec.
+        if !a.cpus.is_null()
+            && libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), a.cpus) != 0
+        {
+            child_fail(a, STAGE_BIND);
         }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);

@@ -1,0 +1,323 @@
+//! Placement rows (issue 13): whole MPI jobs under fastpmi, in each of its
+//! PMI modes, with its default binding and with `-bind-to none`, against
+//! each MPI stack's own launcher: Intel MPI 2021 (`mpiexec.hydra` of the
+//! `impi-rt` wheel), Debian's MPICH 4.0.2 (Hydra 4.0.2) and the MPICH 5
+//! wheel (its Hydra 5). Wall time only, launch to the launcher's exit.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::configs::{compile, hydra_args, venv, which};
+use super::proc::{MemProbe, Spec};
+
+const MPI_HELLO_C: &str = include_str!("../c/mpi_hello.c");
+const MPI_ALLREDUCE_C: &str = include_str!("../c/mpi_allreduce.c");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stack {
+    /// Intel MPI 2021 (venv `impi`).
+    Impi,
+    /// Debian's MPICH 4.0.2 (`mpicc.mpich`, `mpiexec.hydra`).
+    Mpich,
+    /// The MPICH 5.0.2 wheel (venv `mpich5`).
+    Mpich5,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prog {
+    Hello,
+    Allreduce,
+}
+
+/// Which launcher, and for fastpmi which PMI mode and binding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// The stack's own launcher.
+    Own,
+    /// fastpmi, built-in PMI-1 of the MPI library, default binding.
+    Fastpmi,
+    /// Intel MPI loading fastpmi's libpmi2 (`I_MPI_PMI=pmi2`).
+    Pmi2Lib,
+    /// `--pmi-port`.
+    Port,
+    /// `--mem-pool sysv`.
+    Sysv,
+    /// `--mem-pool none`.
+    NoPool,
+    /// fastpmi, `-bind-to none`.
+    BindNone,
+    /// fastpmi, `-bind-to core` (wrapping: the layout Intel's launcher uses).
+    BindCore,
+}
+
+pub struct Case {
+    pub name: &'static str,
+    pub stack: Stack,
+    pub prog: Prog,
+    pub how: How,
+}
+
+const fn case(name: &'static str, stack: Stack, prog: Prog, how: How) -> Case {
+    Case {
+        name,
+        stack,
+        prog,
+        how,
+    }
+}
+
+use How::*;
+use Prog::*;
+
+pub const COUNT: usize = 22;
+
+pub static CASES: [Case; COUNT] = [
+    case("impi-hello@mpiexec.hydra", Stack::Impi, Hello, Own),
+    case("impi-hello@fastpmi", Stack::Impi, Hello, Fastpmi),
+    case("impi-hello@fastpmi-pmi2lib", Stack::Impi, Hello, Pmi2Lib),
+    case("impi-hello@fastpmi-port", Stack::Impi, Hello, Port),
+    case("impi-hello@fastpmi-sysv", Stack::Impi, Hello, Sysv),
+    case("impi-hello@fastpmi-nopool", Stack::Impi, Hello, NoPool),
+    case("impi-hello@fastpmi-bind-none", Stack::Impi, Hello, BindNone),
+    case("impi-hello@fastpmi-bind-core", Stack::Impi, Hello, BindCore),
+    case("impi-allreduce@mpiexec.hydra", Stack::Impi, Allreduce, Own),
+    case("impi-allreduce@fastpmi", Stack::Impi, Allreduce, Fastpmi),
+    case(
+        "impi-allreduce@fastpmi-pmi2lib",
+        Stack::Impi,
+        Allreduce,
+        Pmi2Lib,
+    ),
+    case("impi-allreduce@fastpmi-port", Stack::Impi, Allreduce, Port),
+    case("impi-allreduce@fastpmi-sysv", Stack::Impi, Allreduce, Sysv),
+    case(
+        "impi-allreduce@fastpmi-nopool",
+        Stack::Impi,
+        Allreduce,
+        NoPool,
+    ),
+    case(
+        "impi-allreduce@fastpmi-bind-none",
+        Stack::Impi,
+        Allreduce,
+        BindNone,
+    ),
+    case(
+        "impi-allreduce@fastpmi-bind-core",
+        Stack::Impi,
+        Allreduce,
+        BindCore,
+    ),
+    case("mpich-allreduce@hydra", Stack::Mpich, Allreduce, Own),
+    case("mpich-allreduce@fastpmi", Stack::Mpich, Allreduce, Fastpmi),
+    case(
+        "mpich-allreduce@fastpmi-bind-none",
+        Stack::Mpich,
+        Allreduce,
+        BindNone,
+    ),
+    case("mpich5-allreduce@hydra5", Stack::Mpich5, Allreduce, Own),
+    case(
+        "mpich5-allreduce@fastpmi",
+        Stack::Mpich5,
+        Allreduce,
+        Fastpmi,
+    ),
+    case(
+        "mpich5-allreduce@fastpmi-bind-none",
+        Stack::Mpich5,
+        Allreduce,
+        BindNone,
+    ),
+];
+
+/// Index of the own-launcher case a case is compared with.
+pub fn baseline(i: usize) -> Option<usize> {
+    let c = &CASES[i];
+    (c.how != Own).then(|| {
+        CASES
+            .iter()
+            .position(|b| b.stack == c.stack && b.prog == c.prog && b.how == Own)
+            .expect("every stack and program has its own-launcher case")
+    })
+}
+
+/// Programs and launchers of the placement cases, found or built once.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    /// `[stack][prog]` executables.
+    progs: Vec<((Stack, Prog), Result<PathBuf, String>)>,
+    impi: Result<PathBuf, String>,
+    mpich5: Result<PathBuf, String>,
+    hydra: Result<PathBuf, String>,
+    libpmi2: Result<PathBuf, String>,
+}
+
+impl Tools {
+    pub fn prepare(build_dir: &Path, exe_dir: &Path, wanted: bool) -> Tools {
+        let no = || Err("not selected".to_string());
+        if !wanted {
+            return Tools {
+                progs: vec![],
+                impi: no(),
+                mpich5: no(),
+                hydra: no(),
+                libpmi2: no(),
+            };
+        }
+        let impi = venv(
+            "impi",
+            &["bin/mpiexec.hydra", "include/mpi.h", "lib/libmpi.so.12"],
+        );
+        let mpich5 = venv("mpich5", &["bin/mpicc", "bin/mpiexec"]);
+        let hydra = which("mpiexec.hydra")
+            .ok_or_else(|| "mpiexec.hydra not found on PATH (Debian package mpich)".to_string());
+        let libpmi2 = Some(exe_dir.join("libpmi2.so"))
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                format!(
+                    "no libpmi2.so in {} (cargo build --release --workspace)",
+                    exe_dir.display()
+                )
+            });
+        let mut progs = Vec::new();
+        for (prog, src, name) in [
+            (Hello, MPI_HELLO_C, "hello"),
+            (Allreduce, MPI_ALLREDUCE_C, "allreduce"),
+        ] {
+            let built = impi.clone().and_then(|v| {
+                let inc = format!("-I{}", v.join("include").display());
+                let lib = format!("-L{}", v.join("lib").display());
+                let rpath = format!("-Wl,-rpath,{}", v.join("lib").display());
+                compile(
+                    "gcc",
+                    build_dir,
+                    &format!("impi_{name}"),
+                    src,
+                    &[&inc, &lib, "-lmpi", &rpath],
+                )
+            });
+            progs.push(((Stack::Impi, prog), built));
+            let built = compile("mpicc.mpich", build_dir, &format!("mpich_{name}"), src, &[])
+                .map_err(|e| format!("{e} (Debian packages mpich, libmpich-dev)"));
+            progs.push(((Stack::Mpich, prog), built));
+            let built = mpich5.clone().and_then(|v| {
+                let rpath = format!("-Wl,-rpath,{}", v.join("lib").display());
+                compile(
+                    &v.join("bin/mpicc").to_string_lossy(),
+                    build_dir,
+                    &format!("mpich5_{name}"),
+                    src,
+                    &[&rpath],
+                )
+            });
+            progs.push(((Stack::Mpich5, prog), built));
+        }
+        Tools {
+            progs,
+            impi,
+            mpich5,
+            hydra,
+            libpmi2,
+        }
+    }
+
+    fn prog(&self, stack: Stack, prog: Prog) -> &Result<PathBuf, String> {
+        static NOT_BUILT: Result<PathBuf, String> = Err(String::new());
+        self.progs
+            .iter()
+            .find(|(k, _)| *k == (stack, prog))
+            .map_or(&NOT_BUILT, |(_, r)| r)
+    }
+
+    fn own_launcher(&self, stack: Stack) -> Result<PathBuf, String> {
+        match stack {
+            Stack::Impi => self.impi.clone().map(|v| v.join("bin/mpiexec.hydra")),
+            Stack::Mpich => self.hydra.clone(),
+            Stack::Mpich5 => self.mpich5.clone().map(|v| v.join("bin/mpiexec")),
+        }
+    }
+
+    /// What case `i` needs besides fastpmi (None: all there).
+    pub fn missing(&self, i: usize) -> Option<String> {
+        let c = &CASES[i];
+        let mut need = vec![self.prog(c.stack, c.prog).clone()];
+        match c.how {
+            Own => need.push(self.own_launcher(c.stack)),
+            Pmi2Lib => need.push(self.libpmi2.clone()),
+            _ => {}
+        }
+        let why: Vec<String> = need.into_iter().filter_map(Result::err).collect();
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+
+    /// The run of case `i` at `n` ranks.
+    pub fn spec(&self, i: usize, n: u32, fastpmi: &Path, hydra_ppn: u32) -> Spec {
+        let c = &CASES[i];
+        let exe = self
+            .prog(c.stack, c.prog)
+            .clone()
+            .unwrap_or_default()
+            .into_os_string();
+        let os = |s: &str| OsString::from(s);
+        let mut env_set = vec![];
+        let args = |opts: &[&str]| {
+            let mut v: Vec<OsString> = opts.iter().map(|o| os(o)).collect();
+            v.extend([os("-n"), os(&n.to_string()), exe.clone()]);
+            v
+        };
+        let (program, args) = match c.how {
+            Own if c.stack == Stack::Mpich => {
+                // Hydra 4.0.2 deadlocks past ~224 ranks behind one proxy.
+                let (a, _) = hydra_args(n, hydra_ppn, exe.clone(), vec![]);
+                (self.hydra.clone().unwrap_or_default(), a)
+            }
+            Own => (self.own_launcher(c.stack).unwrap_or_default(), args(&[])),
+            Fastpmi => (fastpmi.to_path_buf(), args(&[])),
+            Pmi2Lib => {
+                env_set.push((os("I_MPI_PMI"), os("pmi2")));
+                env_set.push((
+                    os("I_MPI_PMI_LIBRARY"),
+                    self.libpmi2.clone().unwrap_or_default().into_os_string(),
+                ));
+                (fastpmi.to_path_buf(), args(&[]))
+            }
+            Port => (fastpmi.to_path_buf(), args(&["--pmi-port"])),
+            Sysv => (fastpmi.to_path_buf(), args(&["--mem-pool", "sysv"])),
+            NoPool => (fastpmi.to_path_buf(), args(&["--mem-pool", "none"])),
+            BindNone => (fastpmi.to_path_buf(), args(&["-bind-to", "none"])),
+            BindCore => (fastpmi.to_path_buf(), args(&["-bind-to", "core"])),
+        };
+        Spec {
+            program,
+            args,
+            env_set,
+            env_remove: vec![os("I_MPI_PMI"), os("I_MPI_PMI_LIBRARY")],
+            cwd: None,
+            timeout: std::time::Duration::ZERO,
+            mem: MemProbe::None,
+            poll: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_unique_and_every_case_has_a_baseline() {
+        for (i, c) in CASES.iter().enumerate() {
+            assert_eq!(
+                CASES.iter().filter(|d| d.name == c.name).count(),
+                1,
+                "{}",
+                c.name
+            );
+            match baseline(i) {
+                Some(b) => assert_eq!(CASES[b].how, Own),
+                None => assert_eq!(c.how, Own),
+            }
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! Process placement: which CPUs each rank is bound to, from Hydra's
+//! `-bind-to`/`-map-by` (and Open MPI's `--bind-to`/`--map-by`) over the
+//! objects hwloc found on the node ([`topology::Objects`]).
+//!
+//! The launcher computes one CPU list per rank slot here; the OS glue
+//! applies it in the rank's child before exec (`sched_setaffinity`).
+//! Ranks past the last slot wrap around (rank `r` gets slot
+//! `r % slots`), as Hydra does when there are more ranks than objects.
+
+use super::topology::{ObjKind, Objects};
+
+/// A binding the node cannot give, or options that do not fit it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PlacementError(pub String);
+
+/// `-bind-to` as given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindTo {
+    /// No binding (`none`).
+    None,
+    /// `N` consecutive objects of a kind per rank (`core`, `socket:2`).
+    Obj(ObjKind, u32),
+}
+
+/// Placement options of the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlacementOpts {
+    /// `-bind-to`; `None`: the default policy ([`default_bind`]).
+    pub bind_to: Option<BindTo>,
+    /// `-map-by`; `None`: like the binding object.
+    pub map_by: Option<ObjKind>,
+    /// `-ppn` (one node: every rank is on it; accepted, checked, no effect).
+    pub ppn: Option<u32>,
+    /// `--print-bindings`: print rank -> CPU list at start.
+    pub print: bool,
+}
+
+fn kind(name: &str) -> Option<ObjKind> {
+    Some(match name {
+        "hwthread" | "pu" => ObjKind::HwThread,
+        "core" => ObjKind::Core,
+        "l1cache" => ObjKind::L1Cache,
+        "l2cache" => ObjKind::L2Cache,
+        "l3cache" => ObjKind::L3Cache,
+        "numa" => ObjKind::Numa,
+        "socket" | "package" => ObjKind::Socket,
+        _ => return None,
+    })
+}
+
+pub fn kind_name(k: ObjKind) -> &'static str {
+    match k {
+        ObjKind::HwThread => "hwthread",
+        ObjKind::Core => "core",
+        ObjKind::L1Cache => "l1cache",
+        ObjKind::L2Cache => "l2cache",
+        ObjKind::L3Cache => "l3cache",
+        ObjKind::Numa => "numa",
+        ObjKind::Socket => "socket",
+    }
+}
+
+const OBJECTS: &str = "hwthread, core, l1cache, l2cache, l3cache, numa or socket";
+
+/// `none|hwthread|core|l1cache|l2cache|l3cache|numa|socket[:N]`.
+pub fn parse_bind(v: &str) -> Result<BindTo, String> {
+    if v == "none" {
+        return Ok(BindTo::None);
+    }
+    let (name, count) = match v.split_once(':') {
+        Some((n, c)) => {
+            let c = match c.parse::<u32>() {
+                Ok(c) if (1..=65536).contains(&c) => c,
+                _ => {
+                    return Err(format!(
+                        "-bind-to {v}: the count after ':' must be a number of objects \
+                         per rank, 1 or more"
+                    ))
+                }
+            };
+            (n, c)
+        }
+        None => (v, 1),
+    };
+    kind(name)
+        .map(|k| BindTo::Obj(k, count))
+        .ok_or_else(|| format!("-bind-to {v}: expected none or {OBJECTS} (optionally :N)"))
+}
+
+/// `hwthread|core|l1cache|l2cache|l3cache|numa|socket`.
+pub fn parse_map(v: &str) -> Result<ObjKind, String> {
+    kind(v).ok_or_else(|| format!("-map-by {v}: expected {OBJECTS}"))
+}
+
+/// The policy when `-bind-to` is not given, for a job of `nranks` on a
+/// node with `cores` cores: see docs/placement.md for the figures behind
+/// it.
+pub fn default_bind(nranks: u32, cores: usize) -> BindTo {
+    if (nranks as usize) <= cores {
+        BindTo::Obj(ObjKind::Core, 1)
+    } else {
+        BindTo::None
+    }
+}
+
+/// CPU lists per rank slot; rank `r` gets `slots[r % slots.len()]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub slots: Vec<Vec<u32>>,
+}
+
+impl Plan {
+    pub fn cpus(&self, rank: u32) -> &[u32] {
+        &self.slots[rank as usize % self.slots.len()]
+    }
+}
+
+fn covers(outer: &[u32], inner: &[u32]) -> bool {
+    inner.iter().all(|c| outer.binary_search(c).is_ok())
+}
+
+/// Compute the slots. `Ok(None)`: no binding. An explicit binding the node
+/// cannot give (no such object, fewer objects than `:N`) is an error; the
+/// default policy never is.
+pub fn plan(
+    opts: &PlacementOpts,
+    objects: Option<&Objects>,
+    nranks: u32,
+) -> Result<Option<Plan>, String> {
+    let explicit = opts.bind_to.is_some();
+    let Some(objects) = objects else {
+        return match opts.bind_to {
+            Some(BindTo::Obj(k, _)) => Err(format!(
+                "-bind-to {}: the node's topology is unknown (hwloc, Debian package \
+                 libhwloc15, is not installed)",
+                kind_name(k)
+            )),
+            _ => Ok(None),
+        };
+    };
+    let bind = match opts.bind_to {
+        Some(b) => b,
+        None => default_bind(nranks, objects.of(ObjKind::Core).len()),
+    };
+    let BindTo::Obj(bk, per_rank) = bind else {
+        return Ok(None);
+    };
+    let bind_objs = objects.of(bk);
+    if bind_objs.is_empty() {
+        return if explicit {
+            Err(format!(
+                "-bind-to {}: this node's topology has no such object",
+                kind_name(bk)
+            ))
+        } else {
+            Ok(None)
+        };
+    }
+    let mk = opts.map_by.unwrap_or(bk);
+    let map_objs = objects.of(mk);
+    if map_objs.is_empty() {
+        return Err(format!(
+            "-map-by {}: this node's topology has no such object",
+            kind_name(mk)
+        ));
+    }
+    let per_rank = per_rank as usize;
+    if per_rank > bind_objs.len() {
+        return Err(format!(
+            "-bind-to {}:{per_rank}: this node has only {} {} object(s)",
+            kind_name(bk),
+            bind_objs.len(),
+            kind_name(bk)
+        ));
+    }
+    // Order the binding objects round-robin over the mapping objects: the
+    // first one inside each mapping object, then the second, ... A binding
+    // object larger than the mapping object (bind socket, map core) goes
+    // with each mapping object it contains, in the mapping's order.
+    let inside: Vec<Vec<usize>> = map_objs
+        .iter()
+        .map(|m| {
+            (0..bind_objs.len())
+                .filter(|&b| covers(m, &bind_objs[b]))
+                .collect()
+        })
+        .collect();
+    let mut order: Vec<usize> = Vec::new();
+    if inside.iter().any(|v| !v.is_empty()) {
+        let depth = inside.iter().map(Vec::len).max().unwrap_or(0);
+        for j in 0..depth {
+            for v in &inside {
+                if let Some(&b) = v.get(j) {
+                    order.push(b);
+                }
+            }
+        }
+    } else {
+        for m in map_objs {
+            if let Some(b) = (0..bind_objs.len()).find(|&b| covers(&bind_objs[b], m)) {
+                order.push(b);
+            }
+        }
+    }
+    if order.is_empty() {
+        order = (0..bind_objs.len()).collect();
+    }
+    let slots = if per_rank == 1 {
+        order.iter().map(|&b| bind_objs[b].clone()).collect()
+    } else {
+        // `:N`: N consecutive objects (hwloc's logical order) per rank.
+        let groups = bind_objs.len() / per_rank;
+        (0..groups)
+            .map(|g| {
+                let mut cpus: Vec<u32> = bind_objs[g * per_rank..(g + 1) * per_rank]
+                    .iter()
+                    .flatten()
+                    .copied()
+                    .collect();
+                cpus.sort_unstable();
+                cpus.dedup();
+                cpus
+            })
+            .collect()
+    };
+    Ok(Some(Plan { slots }))
+}
+
+/// `0-3,8` for a sorted CPU list.
+pub fn cpu_list(cpus: &[u32]) -> String {
+    let mut out = String::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let start = cpus[i];
+        let mut end = start;
+        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
+            i += 1;
+            end = cpus[i];
+        }
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if start == end {
+            out.push_str(&start.to_string());
+        } else {
+            out.push_str(&format!("{start}-{end}"));
+        }
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2 sockets x 2 cores x 2 hwthreads (PUs numbered socket-major).
+    fn node() -> Objects {
+        let pus: Vec<Vec<u32>> = (0..8).map(|p| vec![p]).collect();
+        let cores: Vec<Vec<u32>> = (0..4).map(|c| vec![2 * c, 2 * c + 1]).collect();
+        let sockets = vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]];
+        Objects {
+            sets: vec![
+                (ObjKind::HwThread, pus),
+                (ObjKind::Core, cores),
+                (ObjKind::Socket, sockets.clone()),
+                (ObjKind::Numa, sockets),
+            ],
+        }
+    }
+
+    fn opts(bind: &str, map: Option<&str>) -> PlacementOpts {
+        PlacementOpts {
+            bind_to: Some(parse_bind(bind).unwrap()),
+            map_by: map.map(|m| parse_map(m).unwrap()),
+            ..Default::default()
+        }
+    }
+
+    fn lists(p: &Plan, n: u32) -> Vec<String> {
+        (0..n).map(|r| cpu_list(p.cpus(r))).collect()
+    }
+
+    #[test]
+    fn core_binding_wraps_past_the_last_core() {
+        let p = plan(&opts("core", None), Some(&node()), 6)
+            .unwrap()
+            .unwrap();
+        assert_eq!(lists(&p, 6), ["0-1", "2-3", "4-5", "6-7", "0-1", "2-3"]);
+    }
+
+    #[test]
+    fn map_by_socket_alternates_sockets() {
+        let p = plan(&opts("core", Some("socket")), Some(&node()), 4)
+            .unwrap()
+            .unwrap();
+        assert_eq!(lists(&p, 4), ["0-1", "4-5", "2-3", "6-7"]);
+        let p = plan(&opts("socket", Some("core")), Some(&node()), 4)
+            .unwrap()
+            .unwrap();
+        assert_eq!(lists(&p, 4), ["0-3", "0-3", "4-7", "4-7"]);
+    }
+
+    #[test]
+    fn counts_and_errors() {
+        let p = plan(&opts("core:2", None), Some(&node()), 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(lists(&p, 3), ["0-3", "4-7", "0-3"]);
+        assert!(plan(&opts("socket:3", None), Some(&node()), 2).is_err());
+        assert!(plan(&opts("l3cache", None), Some(&node()), 2).is_err());
+        assert!(plan(&opts("core", None), None, 2).is_err());
+        assert_eq!(plan(&opts("none", None), Some(&node()), 2), Ok(None));
+        for bad in ["bogus", "socket:0", "core:", "core:x", "core:-1"] {
+            assert!(parse_bind(bad).is_err(), "{bad}");
+        }
+        assert!(parse_map("none").is_err());
+    }
+
+    #[test]
+    fn default_binds_cores_only_when_they_suffice() {
+        let d = PlacementOpts::default();
+        let p = plan(&d, Some(&node()), 4).unwrap().unwrap();
+        assert_eq!(lists(&p, 4), ["0-1", "2-3", "4-5", "6-7"]);
+        assert_eq!(plan(&d, Some(&node()), 5), Ok(None));
+        assert_eq!(plan(&d, None, 2), Ok(None));
+    }
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
+        assert_eq!(cpu_list(&[3]), "3");
+    }
+}

@@ -1,0 +1,507 @@
+//! Placement (issue 13): Intel MPI under fastpmi in every PMI mode, rank
+//! binding (`-bind-to`, `-map-by`, the default policy) as the ranks see it
+//! in `/proc/self/status` and in Intel MPI's `I_MPI_DEBUG=5` pinning table,
+//! `PMI_hwloc_xmlfile` read by MPICH, and bad placement options.
+//!
+//! Real processes only: Intel MPI from the `impi-rt`/`impi-devel` wheels and
+//! MPICH 5 from the `mpich` wheel (venvs from scripts/install-mpi-stacks;
+//! a missing one fails the test with the command that installs it). The
+//! node's cores come from `/sys/devices/system/cpu/*/topology` (the
+//! kernel's view, independent of the hwloc the launcher uses).
+
+mod common;
+
+use common::stacks::Stack;
+use common::{capi_lib_dir, heavy, launch, Outcome};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+const T4: Duration = Duration::from_secs(120);
+const T64: Duration = Duration::from_secs(300);
+
+/// `0-2,5` -> [0, 1, 2, 5].
+fn parse_list(s: &str) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.parse().unwrap(), b.parse().unwrap());
+                out.extend(a..=b);
+            }
+            None => {
+                out.insert(part.parse().unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The CPUs this test process may run on (what an unbound rank inherits).
+fn own_cpus() -> BTreeSet<u32> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("Cpus_allowed_list in /proc/self/status");
+    parse_list(line)
+}
+
+/// The cores of this node that this process may use: each one's CPUs, from
+/// the kernel's `core_cpus_list` (older kernels: `thread_siblings_list`).
+fn cores() -> BTreeSet<BTreeSet<u32>> {
+    let own = own_cpus();
+    own.iter()
+        .map(|c| {
+            let dir = format!("/sys/devices/system/cpu/cpu{c}/topology");
+            let l = std::fs::read_to_string(format!("{dir}/core_cpus_list"))
+                .or_else(|_| std::fs::read_to_string(format!("{dir}/thread_siblings_list")))
+                .unwrap_or_else(|e| panic!("{dir}: {e}"));
+            parse_list(&l).intersection(&own).copied().collect()
+        })
+        .collect()
+}
+
+/// `hello rank R of N cpus LIST` lines: rank -> CPUs; every rank of `n`
+/// exactly once.
+fn hello_cpus(out: &Outcome, n: u32) -> BTreeMap<u32, BTreeSet<u32>> {
+    out.assert_success();
+    let mut m = BTreeMap::new();
+    for l in out.stdout_lines() {
+        let Some(rest) = l.strip_prefix("hello rank ") else {
+            continue;
+        };
+        let (rank, rest) = rest.split_once(" of ").unwrap();
+        let (size, cpus) = rest.split_once(" cpus ").unwrap();
+        assert_eq!(size.parse::<u32>().unwrap(), n, "{l}\n{}", out.report());
+        let prev = m.insert(rank.parse::<u32>().unwrap(), parse_list(cpus));
+        assert!(prev.is_none(), "rank {rank} twice\n{}", out.report());
+    }
+    assert_eq!(
+        m.keys().copied().collect::<Vec<_>>(),
+        (0..n).collect::<Vec<_>>(),
+        "every rank says hello once\n{}",
+        out.report()
+    );
+    m
+}
+
+/// `fastpmi: rank R bound to cpus LIST` of `--print-bindings`.
+fn printed_bindings(out: &Outcome) -> BTreeMap<u32, BTreeSet<u32>> {
+    out.stderr_lines()
+        .iter()
+        .filter_map(|l| l.strip_prefix("fastpmi: rank "))
+        .filter_map(|l| l.split_once(" bound to cpus "))
+        .map(|(r, c)| (r.parse().unwrap(), parse_list(c)))
+        .collect()
+}
+
+/// Intel MPI's `I_MPI_DEBUG=5` pinning table: `[0] MPI startup(): R PID
+/// NODE {LIST}` -> rank -> CPUs.
+fn impi_pin_table(out: &Outcome) -> BTreeMap<u32, BTreeSet<u32>> {
+    let mut m = BTreeMap::new();
+    let mut in_table = false;
+    for l in out.stdout_lines().into_iter().chain(out.stderr_lines()) {
+        if l.contains("===== CPU pinning =====") {
+            in_table = true;
+            continue;
+        }
+        if !in_table {
+            continue;
+        }
+        let Some(rest) = l.split_once("MPI startup():").map(|(_, r)| r) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        match (f.first().and_then(|r| r.parse::<u32>().ok()), f.last()) {
+            (Some(rank), Some(c)) if c.starts_with('{') && c.ends_with('}') => {
+                m.insert(rank, parse_list(&c[1..c.len() - 1]));
+            }
+            (None, _) if f.first() != Some(&"Rank") => in_table = false,
+            _ => {}
+        }
+    }
+    m
+}
+
+// ---------------------------------------------------------------------------
+// Intel MPI in every PMI mode
+// ---------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    /// Intel's built-in PMI-1 client over the inherited socket (PMI_FD).
+    Pmi1,
+    /// Intel loading fastpmi's libpmi2.so.0 (`I_MPI_PMI=pmi2`).
+    Pmi2Lib,
+    /// PMI-1 over TCP (`--pmi-port`).
+    Port,
+    /// SysV job segment.
+    Sysv,
+    /// No job segment.
+    NoPool,
+}
+
+fn impi(mode: Mode, n: u32, prog: &str, extra: &[&str]) -> Outcome {
+    let _g = heavy();
+    let exe = Stack::Impi.program(prog);
+    let mut args: Vec<String> = match mode {
+        Mode::Pmi1 | Mode::Pmi2Lib => vec![],
+        Mode::Port => vec!["--pmi-port".into()],
+        Mode::Sysv => vec!["--mem-pool".into(), "sysv".into()],
+        Mode::NoPool => vec!["--mem-pool".into(), "none".into()],
+    };
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["-n".into(), n.to_string(), exe.display().to_string()]);
+    if prog == "mpi_allreduce" {
+        args.push(n.to_string());
+    }
+    let mut c = launch(args).timeout(if n > 8 { T64 } else { T4 });
+    if let Mode::Pmi2Lib = mode {
+        c = c
+            .env("I_MPI_PMI", "pmi2")
+            .env("I_MPI_PMI_LIBRARY", capi_lib_dir().join("libpmi2.so.0"));
+    }
+    c.run()
+}
+
+fn impi_hello(mode: Mode, n: u32) {
+    let out = impi(mode, n, "mpi_hello", &[]);
+    hello_cpus(&out, n);
+}
+
+fn impi_allreduce(mode: Mode, n: u32) {
+    let out = impi(mode, n, "mpi_allreduce", &[]);
+    out.assert_success();
+    let sum = n as u64 * (n as u64 - 1) / 2;
+    assert_eq!(
+        out.stdout_lines(),
+        vec![format!("allreduce ok size={n} sum={sum}")],
+        "{}",
+        out.report()
+    );
+}
+
+#[test]
+fn impi_hello_4_pmi1() {
+    impi_hello(Mode::Pmi1, 4);
+}
+#[test]
+fn impi_hello_4_pmi2_library() {
+    impi_hello(Mode::Pmi2Lib, 4);
+}
+#[test]
+fn impi_hello_4_pmi_port() {
+    impi_hello(Mode::Port, 4);
+}
+#[test]
+fn impi_hello_4_sysv() {
+    impi_hello(Mode::Sysv, 4);
+}
+#[test]
+fn impi_hello_4_no_pool() {
+    impi_hello(Mode::NoPool, 4);
+}
+#[test]
+fn impi_allreduce_4_pmi1() {
+    impi_allreduce(Mode::Pmi1, 4);
+}
+#[test]
+fn impi_allreduce_4_pmi2_library() {
+    impi_allreduce(Mode::Pmi2Lib, 4);
+}
+#[test]
+fn impi_allreduce_4_pmi_port() {
+    impi_allreduce(Mode::Port, 4);
+}
+#[test]
+fn impi_allreduce_4_sysv() {
+    impi_allreduce(Mode::Sysv, 4);
+}
+#[test]
+fn impi_allreduce_4_no_pool() {
+    impi_allreduce(Mode::NoPool, 4);
+}
+
+// 64 ranks: each mode once, both programs in the default mode (CI time).
+#[test]
+fn impi_hello_64_pmi1() {
+    impi_hello(Mode::Pmi1, 64);
+}
+#[test]
+fn impi_allreduce_64_pmi1() {
+    impi_allreduce(Mode::Pmi1, 64);
+}
+#[test]
+fn impi_allreduce_64_pmi2_library() {
+    impi_allreduce(Mode::Pmi2Lib, 64);
+}
+#[test]
+fn impi_hello_64_pmi_port() {
+    impi_hello(Mode::Port, 64);
+}
+#[test]
+fn impi_allreduce_64_sysv() {
+    impi_allreduce(Mode::Sysv, 64);
+}
+#[test]
+fn impi_hello_64_no_pool() {
+    impi_hello(Mode::NoPool, 64);
+}
+
+// ---------------------------------------------------------------------------
+// Binding
+// ---------------------------------------------------------------------------
+
+/// `-bind-to core` with more ranks than cores: rank r on core r mod cores
+/// (each rank on exactly one core, the first `cores` ranks on distinct
+/// ones), the same in the rank's /proc status, in `--print-bindings` and
+/// in Intel MPI's own pinning report.
+fn core_binding_wraps(mode: Mode) {
+    let cores = cores();
+    let nc = cores.len() as u32;
+    let n = 2 * nc + 1;
+    let out = impi(
+        mode,
+        n,
+        "mpi_hello",
+        &["-bind-to", "core", "--print-bindings"],
+    );
+    let seen = hello_cpus(&out, n);
+    let mut first: Vec<&BTreeSet<u32>> = Vec::new();
+    for (&r, cpus) in &seen {
+        assert!(
+            cores.contains(cpus),
+            "rank {r} bound to {cpus:?}, not one core of {cores:?}\n{}",
+            out.report()
+        );
+        if r < nc {
+            assert!(
+                !first.contains(&cpus),
+                "rank {r} shares a core\n{}",
+                out.report()
+            );
+            first.push(cpus);
+        } else {
+            assert_eq!(cpus, &seen[&(r % nc)], "rank {r} wraps to rank {}", r % nc);
+        }
+    }
+    assert_eq!(
+        printed_bindings(&out),
+        seen,
+        "--print-bindings\n{}",
+        out.report()
+    );
+}
+
+#[test]
+fn bind_to_core_wraps_past_the_last_core() {
+    core_binding_wraps(Mode::Pmi1);
+}
+
+#[test]
+fn bind_to_core_in_port_mode() {
+    core_binding_wraps(Mode::Port);
+}
+
+#[test]
+fn impi_reports_the_launchers_binding() {
+    let cores = cores();
+    let n = cores.len() as u32 + 1;
+    let _g = heavy();
+    let exe = Stack::Impi.program("mpi_hello");
+    let out = launch([
+        "-bind-to",
+        "core",
+        "-n",
+        &n.to_string(),
+        &exe.display().to_string(),
+    ])
+    .env("I_MPI_DEBUG", "5")
+    .timeout(T4)
+    .run();
+    let seen = hello_cpus(&out, n);
+    assert_eq!(
+        impi_pin_table(&out),
+        seen,
+        "I_MPI_DEBUG=5 table\n{}",
+        out.report()
+    );
+}
+
+#[test]
+fn bind_to_none_leaves_ranks_on_every_cpu() {
+    let n = cores().len() as u32;
+    let out = impi(Mode::Pmi1, n, "mpi_hello", &["--bind-to", "none"]);
+    let own = own_cpus();
+    for (r, cpus) in hello_cpus(&out, n) {
+        assert_eq!(cpus, own, "rank {r} bound although -bind-to none");
+    }
+}
+
+/// The default (docs/placement.md): one core per rank while the ranks fit
+/// on the cores, no binding past that.
+#[test]
+fn default_policy_binds_cores_only_while_they_suffice() {
+    let cores = cores();
+    let nc = cores.len() as u32;
+    let out = impi(Mode::Pmi1, nc, "mpi_hello", &[]);
+    let seen = hello_cpus(&out, nc);
+    let distinct: BTreeSet<&BTreeSet<u32>> = seen.values().collect();
+    assert_eq!(distinct.len(), nc as usize, "one core each: {seen:?}");
+    assert!(seen.values().all(|c| cores.contains(c)), "{seen:?}");
+    let out = impi(Mode::Pmi1, nc + 1, "mpi_hello", &[]);
+    let own = own_cpus();
+    for (r, cpus) in hello_cpus(&out, nc + 1) {
+        assert_eq!(cpus, own, "rank {r} of {} bound by default", nc + 1);
+    }
+}
+
+#[test]
+fn ps_json_shows_each_ranks_binding() {
+    let _g = heavy();
+    let xdg = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        xdg.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let n = cores().len() as u32 + 1;
+    let exe = Stack::Impi.program("mpi_hello");
+    let job = launch([
+        "--stop-in-init",
+        "-bind-to",
+        "core",
+        "--print-bindings",
+        "-n",
+        &n.to_string(),
+        &exe.display().to_string(),
+    ])
+    .env("XDG_RUNTIME_DIR", xdg.path())
+    .timeout(T4)
+    .spawn();
+    let pid = job.pid().to_string();
+    let ps = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fastpmi"))
+            .args(args)
+            .env("XDG_RUNTIME_DIR", xdg.path())
+            .output()
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let rows = loop {
+        let o = ps(&["ps", &pid, "--json"]);
+        let rows: Option<Vec<(u32, Option<String>)>> =
+            serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .ok()
+                .and_then(|v| {
+                    let ranks = v.get(0)?.get("ranks")?.as_array()?.clone();
+                    let held = ranks.iter().all(|r| r["kind"] == "held_in_init");
+                    held.then(|| {
+                        ranks
+                            .iter()
+                            .map(|r| {
+                                (
+                                    r["rank"].as_u64().unwrap() as u32,
+                                    r.get("cpus").and_then(|c| c.as_str()).map(String::from),
+                                )
+                            })
+                            .collect()
+                    })
+                });
+        if let Some(rows) = rows {
+            break rows;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ranks never all held in init: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let released = ps(&["release", &pid]);
+    assert!(released.status.success());
+    let out = job.wait_or_kill(T4);
+    let seen = hello_cpus(&out, n);
+    let from_ps: BTreeMap<u32, BTreeSet<u32>> = rows
+        .into_iter()
+        .map(|(r, c)| (r, parse_list(&c.expect("cpus of a bound rank"))))
+        .collect();
+    assert_eq!(from_ps, seen, "ps --json cpus vs the ranks' own view");
+}
+
+// ---------------------------------------------------------------------------
+// PMI_hwloc_xmlfile
+// ---------------------------------------------------------------------------
+
+/// MPICH 5 asks for `PMI_hwloc_xmlfile` in MPI_Init (Debian's MPICH 4.0.2
+/// does not ask): every rank's get is answered with the launcher's memfd,
+/// `/proc/<launcher pid>/fd/<n>`, and the job runs.
+#[test]
+fn mpich5_reads_pmi_hwloc_xmlfile() {
+    let _g = heavy();
+    let exe = Stack::Mpich5.program("mpi_allreduce");
+    let job = Stack::Mpich5
+        .fastpmi(["-n", "2", &exe.display().to_string(), "2"])
+        .env("FASTPMI_LOG", "debug")
+        .timeout(T4)
+        .spawn();
+    let pid = job.pid();
+    let out = job.wait_or_kill(T4);
+    out.assert_success();
+    assert!(
+        out.stdout.contains("allreduce ok size=2 sum=1"),
+        "{}",
+        out.report()
+    );
+    let lines = out.stderr_lines();
+    let want = format!("value=/proc/{pid}/fd/");
+    for r in 0..2 {
+        let asked = lines.iter().position(|l| {
+            l.contains(&format!("rank {r} -> cmd=get ")) && l.contains("key=PMI_hwloc_xmlfile")
+        });
+        let asked = asked.unwrap_or_else(|| panic!("rank {r} never asked\n{}", out.report()));
+        let reply = lines[asked..]
+            .iter()
+            .find(|l| l.contains(&format!("rank {r} <- cmd=get_result")))
+            .unwrap_or_else(|| panic!("no reply to rank {r}\n{}", out.report()));
+        assert!(
+            reply.contains("rc=0") && reply.contains(&want),
+            "rank {r}: {reply}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Bad options
+// ---------------------------------------------------------------------------
+
+/// Each is refused before any rank starts, with a message naming the bad
+/// value (exit 2: command line; exit 1: the node cannot give it).
+#[test]
+fn bad_placement_options_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let touch = |args: &[&str]| {
+        let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        v.extend(["-n".into(), "2".into(), "touch".into()]);
+        v.push(marker.display().to_string());
+        launch(v).timeout(T4).run()
+    };
+    for (args, code, says) in [
+        (&["-bind-to", "bogus"][..], 2, "bogus"),
+        (&["-bind-to", "socket:0"][..], 2, "socket:0"),
+        (&["--bind-to", "core:x"][..], 2, "core:x"),
+        (&["-bind-to"][..], 2, "-bind-to"),
+        (&["-map-by", "none"][..], 2, "none"),
+        (&["--map-by", "slot"][..], 2, "slot"),
+        (&["-ppn", "0"][..], 2, "-ppn 0"),
+        (&["-bind-to", "core:65536"][..], 1, "core:65536"),
+    ] {
+        let out = touch(args);
+        assert_eq!(out.code(), Some(code), "{args:?}\n{}", out.report());
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+        assert!(!marker.exists(), "{args:?} started a rank");
+    }
+    assert!(Path::new(&dir.path()).exists());
+}
