@@ -200,8 +200,13 @@ fn short_command(tools: &Tools, c: Config, n: u32, opts: &Options) -> String {
     spec.display()
         .split(' ')
         .map(|t| {
-            if t.starts_with('/') {
-                t.rsplit('/').next().unwrap_or(t).to_string()
+            // `PATH=/abs/dir` too: no path of the measuring machine in the report.
+            let (key, value) = match t.split_once("=/") {
+                Some((k, v)) => (format!("{k}="), format!("/{v}")),
+                None => (String::new(), t.to_string()),
+            };
+            if value.starts_with('/') {
+                key + value.rsplit('/').next().unwrap_or(&value)
             } else {
                 t.to_string()
             }
