@@ -19,6 +19,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use fastpmi::launcher::stats_row;
+
 use super::configs::{compile, hydra_args, Config, RunParams, Tools, SLURM_INCLUDE};
 use super::proc::{MemProbe, Outcome, Spec};
 use super::record::{summarize, Record};
@@ -199,19 +201,6 @@ pub fn spec(t: &Tools, c: Config, n: u32, p: &RunParams) -> Spec {
         mem: MemProbe::None,
         poll: None,
     }
-}
-
-/// One row of the launcher's `--stats` table: puts, gets, fences,
-/// node-attr of `transport` (`socket` or `shared-memory`).
-fn stats_row(stderr: &str, transport: &str) -> Option<[u64; 4]> {
-    stderr.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        if f.next()? != transport {
-            return None;
-        }
-        let v: Vec<u64> = f.map(|x| x.parse().ok()).collect::<Option<_>>()?;
-        v.try_into().ok()
-    })
 }
 
 /// Why a run that exited 0 does not count: (c) must have fenced over

@@ -19,6 +19,7 @@ pub mod placement;
 pub mod psets;
 mod spawn;
 mod supervise;
+pub use supervise::stats_row;
 mod tools;
 pub mod topology;
 mod watch;

@@ -41,6 +41,20 @@ pub(super) struct Failure {
     detail: Option<String>,
 }
 
+/// One row of the `--stats` report (as [`Launcher::stats_report`] writes
+/// it): `[puts, gets, fences, node-attr]` of `transport` (`socket` or
+/// `shared-memory`), for tools and tests that read the launcher's stderr.
+pub fn stats_row(report: &str, transport: &str) -> Option<[u64; 4]> {
+    report.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        if f.next()? != transport {
+            return None;
+        }
+        let v: Vec<u64> = f.map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        v.try_into().ok()
+    })
+}
+
 impl Launcher {
     /// `--stats`: what each transport served, so a user can see which path
     /// the job took. Socket figures are counted by the server; shared-memory

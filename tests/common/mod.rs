@@ -423,14 +423,7 @@ fn build_capi() -> PathBuf {
 /// `[puts, gets, fences, node-attr]` of `transport` (`socket` or
 /// `shared-memory`).
 pub fn stats_row(stderr: &str, transport: &str) -> Option<[u64; 4]> {
-    stderr.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        if f.next()? != transport {
-            return None;
-        }
-        let v: Vec<u64> = f.map(|x| x.parse().ok()).collect::<Option<_>>()?;
-        v.try_into().ok()
-    })
+    fastpmi::launcher::stats_row(stderr, transport)
 }
 
 // ---------------------------------------------------------------------------
