@@ -1,0 +1,249 @@
+//! Client start: the transport chosen at init (segment, socket or
+//! singleton), and mapping the job segment and a spawned job's parent's.
+
+use super::*;
+
+impl Pmi {
+    /// Connect to the launcher (or become a singleton), identify, and map
+    /// the job segment when the launcher advertises one this client knows.
+    pub fn init() -> Result<Pmi, PmiError> {
+        let env = PmiEnv::from_process()?;
+        let stream = match &env.endpoint {
+            Some(Endpoint::Fd(fd)) => Stream::Unix(os::adopt_pmi_fd(*fd)?),
+            Some(Endpoint::Port(port)) => {
+                let s = std::net::TcpStream::connect(port)
+                    .map_err(|e| PmiError::Env(format!("PMI_PORT={port}: {e}")))?;
+                s.set_nodelay(true)?;
+                Stream::Tcp(s)
+            }
+            None => return Ok(Pmi::singleton()),
+        };
+        let mut conn = WireConn {
+            stream,
+            deframer: Deframer::new(),
+        };
+        conn.send(
+            Protocol::Pmi1,
+            &Request::Init {
+                version: 2,
+                subversion: 0,
+            },
+        )?;
+        let m = conn.recv()?;
+        if m.cmd != "response_to_init"
+            || m.get_int("rc") != Some(0)
+            || m.get_int("pmi_version") != Some(2)
+        {
+            return Err(PmiError::Protocol(format!(
+                "the server refused PMI 2.0: it replied to init with `{}`",
+                String::from_utf8_lossy(&crate::wire::pmi1::encode(&m)).trim_end()
+            )));
+        }
+        // Port mode with the job's secret: authenticate (the launcher then
+        // serves this rank from any address).
+        let secret = match env.endpoint {
+            Some(Endpoint::Port(_)) => std::env::var(crate::wire::auth::SECRET_ENV).ok(),
+            _ => None,
+        };
+        // slurmstepd requires all three keys (rc=3, no message, without).
+        let m = conn.fullinit(
+            &Request::FullInit {
+                rank: env.rank,
+                jobid: env.jobid.clone(),
+                threaded: true,
+                auth: secret
+                    .as_ref()
+                    .map(|_| crate::wire::auth::AUTHTYPE.to_string()),
+            },
+            secret.as_deref(),
+        )?;
+        let num = |k: &str| {
+            m.get_int(k)
+                .ok_or_else(|| PmiError::Protocol(format!("fullinit-response lacks {k}")))
+        };
+        let (r, size, appnum) = (num("rank")?, num("size")?, num("appnum").unwrap_or(0));
+        // fastpmi's launcher sends the job id and the segment description
+        // with fullinit; other servers are asked.
+        use crate::server::auth::{FULLINIT_JOBID, FULLINIT_PREFIX};
+        let told = m.get_str(FULLINIT_JOBID).is_some().then_some(&m);
+        let jobid = match told.and_then(|m| m.get_str(FULLINIT_JOBID)) {
+            Some(j) => j.to_string(),
+            None => {
+                let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
+                jm.get_str("jobid").unwrap_or_default().to_string()
+            }
+        };
+        let mut attr = |k: &str| -> Result<Option<String>, String> {
+            if let Some(m) = told {
+                let k = k.strip_prefix(FULLINIT_PREFIX).unwrap_or(k);
+                return Ok(m
+                    .get(&format!("{FULLINIT_PREFIX}{k}"))
+                    .map(|v| String::from_utf8_lossy(v).into_owned()));
+            }
+            node_attr(&mut conn, k)
+        };
+        // Slurm sets PMI_SPAWNED and names the spawner in fullinit-response.
+        let spawned = env.spawned || m.get("spawner-jobid").is_some();
+        let mut fallback = None;
+        let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
+            Ok(seg) => {
+                if let Some(st) = seg.seg().rank(r as u32) {
+                    st.set_last_op(RankOp::Init);
+                    st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
+                }
+                Some(seg)
+            }
+            Err(why) => {
+                tracing::debug!("rank {r}: not using shared memory: {why}");
+                fallback = Some(why);
+                None
+            }
+        };
+        let parent = match (&shm, m.get_str("spawner-jobid")) {
+            (Some(_), Some(pj)) => match attach_parent(&mut attr, pj) {
+                Ok(p) => p.map(|seg| (pj.to_string(), seg)),
+                Err(why) => {
+                    tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
+                    None
+                }
+            },
+            _ => None,
+        };
+        Ok(Pmi {
+            rank: r as u32,
+            size: size as u32,
+            appnum: appnum as i32,
+            spawned,
+            jobid,
+            shm,
+            parent,
+            fallback,
+            fence_spins: fence_spins(size as u32),
+            singleton: false,
+            server: env.server,
+            conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
+            finalized: AtomicBool::new(false),
+            groups: Default::default(),
+        })
+    }
+
+    fn singleton() -> Pmi {
+        Pmi {
+            rank: 0,
+            size: 1,
+            appnum: 0,
+            spawned: false,
+            jobid: format!("singleton_{}", std::process::id()),
+            shm: None,
+            parent: None,
+            fallback: None,
+            fence_spins: 0,
+            singleton: true,
+            server: ServerKind::Generic,
+            conn: Mutex::new(Conn::Singleton {
+                kvs: HashMap::new(),
+                node: HashMap::new(),
+            }),
+            finalized: AtomicBool::new(false),
+            groups: Default::default(),
+        }
+    }
+}
+
+/// Spins before a fence sleeps: none when the job has more ranks than this
+/// process may run on. The CPUs come from the affinity mask alone (one
+/// syscall): std's `available_parallelism` also reads the cgroup quota
+/// files, about 15 syscalls and 70 us of every rank's init.
+fn fence_spins(ranks: u32) -> u32 {
+    let cpus = rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count().max(1));
+    if ranks > cpus {
+        0
+    } else {
+        100
+    }
+}
+
+/// A node attribute from the server, `None` if it has none.
+fn node_attr(conn: &mut WireConn, k: &str) -> Result<Option<String>, String> {
+    let m = conn
+        .call(
+            Protocol::Pmi2,
+            &Request::GetNodeAttr {
+                key: k.as_bytes().to_vec(),
+                wait: false,
+            },
+            "info-getnodeattr-response",
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(found_value(&m).map(|v| String::from_utf8_lossy(&v).into_owned()))
+}
+
+/// What init needs of the node attributes (from fullinit or asked).
+type AttrFn<'a> = dyn FnMut(&str) -> Result<Option<String>, String> + 'a;
+
+fn attach_segment(
+    attr: &mut AttrFn<'_>,
+    server: ServerKind,
+    jobid: &str,
+    size: u32,
+) -> Result<JobSegment, String> {
+    if std::env::var("FASTPMI_TRANSPORT").is_ok_and(|v| v == "socket") {
+        return Err("FASTPMI_TRANSPORT=socket".into());
+    }
+    if server == ServerKind::SlurmStepd {
+        return Err("slurmstepd has no job segment".into());
+    }
+    let seg = match attr("memPoolType")?.as_deref() {
+        None => return Err("the launcher advertises no segment (memPoolType)".into()),
+        Some("anonmmap") => {
+            let fd = attr("memAnonMMAPfd")?.ok_or("memAnonMMAPfd missing")?;
+            let fd: i32 = fd
+                .trim()
+                .parse()
+                .map_err(|_| format!("memAnonMMAPfd={fd}"))?;
+            JobSegment::attach_fd(fd).map_err(|e| e.to_string())?
+        }
+        Some("sysv") => {
+            let id = attr("memSYSVid")?.ok_or("memSYSVid missing")?;
+            let id: i32 = id.trim().parse().map_err(|_| format!("memSYSVid={id}"))?;
+            JobSegment::attach_sysv(id).map_err(|e| e.to_string())?
+        }
+        Some(other) => return Err(format!("unknown memPoolType {other}")),
+    };
+    if seg.seg().job_id() != jobid || seg.seg().nranks() != size {
+        return Err(format!(
+            "segment belongs to job {} of {} ranks, not {jobid} of {size}",
+            seg.seg().job_id(),
+            seg.seg().nranks()
+        ));
+    }
+    Ok(seg)
+}
+
+/// Node attribute through which the launcher hands a spawned job its
+/// parent's segment (`fd:N` inherited descriptor, or `sysv:ID`).
+pub const PARENT_SEGMENT_ATTR: &str = "fastpmi-parentSegment";
+
+/// Map the parent's segment, when the launcher passed one.
+fn attach_parent(attr: &mut AttrFn<'_>, parent: &str) -> Result<Option<JobSegment>, String> {
+    let Some(v) = attr(PARENT_SEGMENT_ATTR)? else {
+        return Ok(None);
+    };
+    let num = |s: &str| {
+        s.trim()
+            .parse::<i32>()
+            .map_err(|_| format!("{PARENT_SEGMENT_ATTR}={v}"))
+    };
+    let seg = match v.split_once(':') {
+        Some(("fd", n)) => JobSegment::attach_fd(num(n)?).map_err(|e| e.to_string())?,
+        Some(("sysv", n)) => JobSegment::attach_sysv(num(n)?).map_err(|e| e.to_string())?,
+        _ => return Err(format!("{PARENT_SEGMENT_ATTR}={v}")),
+    };
+    if seg.seg().job_id() != parent {
+        return Err(format!(
+            "the parent segment belongs to job {}, not {parent}",
+            seg.seg().job_id()
+        ));
+    }
+    Ok(Some(seg))
+}
