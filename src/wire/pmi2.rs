@@ -97,10 +97,27 @@ pub fn encode(msg: &Message) -> Vec<u8> {
         push_escaped(&mut body, v);
         body.push(b';');
     }
+    if ends_like_mpich_garbage(&body) {
+        // An escaped `;;` exactly 7 bytes before the end reads as the end of
+        // the message followed by MPICH 3.3-4.0's 6 garbage bytes (see
+        // `split_pairs`): a trailing pair no reader asks for moves it away.
+        body.extend_from_slice(PAD_PAIR);
+    }
     let mut out = Vec::with_capacity(PMI2_HEADER + body.len());
     out.extend_from_slice(format!("{:>6}", body.len()).as_bytes());
     out.extend_from_slice(&body);
     out
+}
+
+/// Appended to a body that would otherwise be misread (see [`encode`]).
+const PAD_PAIR: &[u8] = b"fastpmi-pad=1;";
+
+/// Whether [`split_pairs`] would take the `;` 7 bytes before the end of
+/// `body` for the end of an over-declared MPICH message.
+fn ends_like_mpich_garbage(body: &[u8]) -> bool {
+    body.len()
+        .checked_sub(7)
+        .is_some_and(|i| body[i] == b';' && body[i + 1] == b';')
 }
 
 fn push_escaped(out: &mut Vec<u8>, v: &[u8]) {
@@ -141,6 +158,24 @@ mod tests {
             assert_eq!(m.cmd, "fullinit", "{garbage:?}");
             assert_eq!(m.get_int("pmirank"), Some(3));
             assert_eq!(m.get_bool("threaded"), Some(false), "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn a_value_ending_in_semicolons_survives_the_garbage_rule() {
+        // Found by the fuzzer: `;;` escapes ending 7 bytes before the end.
+        for n in 0..30 {
+            let value = format!("FLA{}", ";".repeat(n));
+            let m = Message::new("fullinit")
+                .with("threaded", "FALSE")
+                .with("authtype", value.as_str());
+            let wire = encode(&m);
+            let back = decode(&wire[6..]).unwrap();
+            assert_eq!(
+                back.get_str("authtype"),
+                Some(value.as_str()),
+                "{n} semicolons"
+            );
         }
     }
 
