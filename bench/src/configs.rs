@@ -556,13 +556,6 @@ impl Tools {
             v
         };
         let rank = self.rank_exe.clone().into_os_string();
-        if let Config::Placement(i) = c {
-            let mut spec = self
-                .placement
-                .spec(i as usize, n, &path(&self.fastpmi), p.hydra_ppn);
-            spec.timeout = p.timeout;
-            return spec;
-        }
         let (program, args, mem) = match c {
             Config::FastpmiShm => (
                 path(&self.fastpmi),
@@ -622,7 +615,13 @@ impl Tools {
             | Config::LaunchHydraPmi => return super::launch::spec(self, c, n, p),
             Config::GroupFence => return super::groups::spec(self, n, p),
             Config::PsQuiet | Config::PsPolled => return super::ps::spec(self, c, n, p),
-            Config::Placement(_) => unreachable!("handled above"),
+            Config::Placement(i) => {
+                let mut spec =
+                    self.placement
+                        .spec(i as usize, n, &path(&self.fastpmi), p.hydra_ppn);
+                spec.timeout = p.timeout;
+                return spec;
+            }
             Config::FutexFloor => (
                 path(&self.floor),
                 vec![
