@@ -368,6 +368,90 @@ fn socket_gets_succeed_while_64_children_are_spawned() {
     assert!(sock[1] >= 3 * LOAD_GETS as u64, "{}", out.report());
 }
 
+const STARTED_CHILDREN: u32 = 128;
+const STARTED_TEST: &str = "spawn_returns_once_every_child_is_started";
+
+/// Processes of this user whose environment says they are ranks of `jobid`.
+fn processes_of_job(jobid: &str) -> usize {
+    let marker = format!("PMI_JOBID={jobid}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read(e.path().join("environ")).ok())
+        .filter(|env| env.split(|&b| b == 0).any(|v| v == marker.as_bytes()))
+        .count()
+}
+
+fn role_started_parent() -> Result<(), String> {
+    let pmi = init()?;
+    let me = format!("STARTED_PARENT={}", pmi.job_id());
+    let s = role_spawn_request(
+        &pmi,
+        vec![rank_role::cmd(
+            STARTED_TEST,
+            "started-child",
+            STARTED_CHILDREN,
+            std::slice::from_ref(&me),
+        )],
+    )
+    .map_err(|e| format!("spawn of {STARTED_CHILDREN}: {e}"))?;
+    // Counted before anything else: the reply must not precede the forks.
+    let alive = processes_of_job(&s.jobid);
+    println!("started jobid={} alive={alive}", s.jobid);
+    // The children stay until they have read this, so none has exited
+    // before the count.
+    pmi.put("counted", "1").map_err(|e| e.to_string())?;
+    pmi.fence().map_err(|e| e.to_string())?;
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+fn role_started_child() -> Result<(), String> {
+    let pmi = init()?;
+    let parent = env("STARTED_PARENT")?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while pmi
+        .get_from(Some(&parent), "counted", Some(0))
+        .map_err(|e| format!("get_from parent {parent}: {e}"))?
+        .is_none()
+    {
+        ensure(std::time::Instant::now() < deadline, || {
+            "the parent never put `counted`".to_string()
+        })?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pmi.fence().map_err(|e| e.to_string())?;
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+/// The spawn is answered once every child process has been started (as
+/// Hydra answers after its proxies launched), so the spawning rank sleeps
+/// in its read meanwhile instead of busy-polling against its children.
+#[test]
+fn spawn_returns_once_every_child_is_started() {
+    match rank_role::role().as_deref() {
+        Some("started-child") => finish(role_started_child()),
+        Some(_) => finish(role_started_parent()),
+        None => {}
+    }
+    let _g = heavy();
+    let out = rank_role::launch(STARTED_TEST, "started-parent", 1, &[]).run();
+    out.assert_success();
+    let line = lines_with(&out.stdout, "started jobid=");
+    assert_eq!(line.len(), 1, "{}", out.report());
+    assert!(
+        line[0].ends_with(&format!(" alive={STARTED_CHILDREN}")),
+        "{}",
+        out.report()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 5. Output and failure
 

@@ -108,6 +108,8 @@ pub struct Launcher {
     forwarder: Option<Forwarder>,
     spawner: os::Spawner,
     pending: VecDeque<PendingRank>,
+    /// Spawns answered once their job has no pending rank left.
+    spawns_starting: Vec<(u64, JobIdx, crate::server::SpawnOutcome)>,
     jobs: Vec<JobRt>,
     waker: Arc<mio::Waker>,
     /// Shared-memory operation counts of jobs whose segment is gone.
@@ -227,6 +229,7 @@ impl Launcher {
             forwarder: None,
             spawner: os::Spawner::new()?,
             pending: VecDeque::new(),
+            spawns_starting: Vec::new(),
             jobs: Vec::new(),
             waker,
             shm_stats_done: Default::default(),
@@ -249,6 +252,9 @@ impl Launcher {
         self.apply_events();
         while self.running() > 0 || !self.pending.is_empty() {
             self.spawn_next();
+            if !self.spawns_starting.is_empty() {
+                self.answer_started_spawns();
+            }
             let timeout = if !self.ready.is_empty() || !self.pending.is_empty() {
                 Some(Duration::ZERO)
             } else {

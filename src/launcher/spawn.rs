@@ -3,7 +3,8 @@
 //! cannot run get error codes and a line on stderr, the others form one job
 //! (appnum = command index) whose pre-put pairs are in its KVS before any of
 //! its ranks starts. The ranks are then started by the event loop like the
-//! first job's, one per iteration.
+//! first job's, one per iteration, and the spawn is answered once the last
+//! of them is started.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ const LIVE_RANKS_MAX: usize = 65536;
 impl Launcher {
     pub(super) fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
         let mut errors = Vec::new();
-        let outcome = self.try_spawn(parent, rank, &req, &mut errors);
+        let (outcome, job) = self.try_spawn(parent, rank, &req, &mut errors);
         // One line per command that cannot run, or why nothing could start.
         let by = self.server.rank_name(parent, rank);
         match (&outcome, errors.is_empty()) {
@@ -33,7 +34,30 @@ impl Launcher {
                 }
             }
         }
-        self.server.finish_spawn(id, outcome, &mut self.events);
+        match job {
+            Some(job) => self.spawns_starting.push((id, job, outcome)),
+            None => self.server.finish_spawn(id, outcome, &mut self.events),
+        }
+    }
+
+    /// Answer the spawns whose children have all been started (forked and
+    /// exec'd, or failed to start), as Hydra answers once its proxies have
+    /// launched. Until then the spawning rank sleeps in its read; answered
+    /// at once, an MPI parent busy-polls its progress engine against the
+    /// very children it waits for (8% of a 64-child spawn's wall time here,
+    /// measured in docs/dynamic-jobs.md).
+    pub(super) fn answer_started_spawns(&mut self) {
+        let mut i = 0;
+        while i < self.spawns_starting.len() {
+            let job = self.spawns_starting[i].1;
+            if self.pending.iter().any(|p| p.job == job) {
+                i += 1;
+                continue;
+            }
+            let (id, _, outcome) = self.spawns_starting.swap_remove(i);
+            self.server.finish_spawn(id, outcome, &mut self.events);
+        }
+        self.apply_events();
     }
 
     fn try_spawn(
@@ -42,14 +66,15 @@ impl Launcher {
         rank: u32,
         req: &SpawnRequest,
         errors: &mut Vec<String>,
-    ) -> SpawnOutcome {
+    ) -> (SpawnOutcome, Option<JobIdx>) {
+        let failed = |msg: String| (SpawnOutcome::Failed(msg), None);
         if self.interrupted.is_some() || self.jobs[parent].torn_down {
-            return SpawnOutcome::Failed("the launcher is shutting down".into());
+            return failed("the launcher is shutting down".into());
         }
         let live = self.running() + self.pending.len();
         let total = req.total_procs() as usize;
         if live + total > LIVE_RANKS_MAX {
-            return SpawnOutcome::Failed(format!(
+            return failed(format!(
                 "{total} more processes would exceed {LIVE_RANKS_MAX} live ranks ({live} now)"
             ));
         }
@@ -78,7 +103,7 @@ impl Launcher {
             }
         }
         if errors.len() == req.cmds.len() {
-            return SpawnOutcome::Failed(errors.join("; "));
+            return failed(errors.join("; "));
         }
         let n = self.server.job_count();
         let jobid = format!("fastpmi_{}_{n}", std::process::id());
@@ -86,12 +111,12 @@ impl Launcher {
         let universe = self.cfg.world_size();
         let job = match self.create_job(jobid.clone(), plans, Some(spawner), universe, true) {
             Ok(j) => j,
-            Err(e) => return SpawnOutcome::Failed(format!("cannot create the job: {e}")),
+            Err(e) => return failed(format!("cannot create the job: {e}")),
         };
         for (k, v) in &req.preput {
             if let Err(e) = self.server.preput(job, k.as_bytes(), v.as_bytes()) {
                 self.abandon_job(job);
-                return SpawnOutcome::Failed(format!("pre-put {k}: {e}"));
+                return failed(format!("pre-put {k}: {e}"));
             }
         }
         tracing::debug!(
@@ -100,7 +125,7 @@ impl Launcher {
             by = %self.server.rank_name(parent, rank),
             "spawned"
         );
-        SpawnOutcome::Started { jobid, errcodes }
+        (SpawnOutcome::Started { jobid, errcodes }, Some(job))
     }
 
     /// A job made for a spawn that cannot go on: drop its ranks unstarted.
