@@ -154,6 +154,22 @@ pub fn judge(c: Config, o: &Outcome, r: &mut Record) -> Result<(), String> {
     })?;
     r.metrics.insert("ps_median_ms".into(), s.median);
     r.metrics.insert("ps_max_ms".into(), s.max);
+    if sitting {
+        // The job leaves fence 1 once and never comes back: a poll between
+        // the first and the last counted answer was made while it sat there,
+        // and one that failed is a `ps` that did not answer in the situation
+        // measured.
+        let first = o.polls.iter().position(|p| p.matched);
+        let last = o.polls.iter().rposition(|p| p.matched);
+        if let (Some(a), Some(b)) = (first, last) {
+            let failed = o.polls[a..=b].iter().filter(|p| !p.ok).count();
+            if failed > 0 {
+                return Err(format!(
+                    "fastpmi ps failed {failed} time(s) while the job sat in fence 1 (between answers showing it there)"
+                ));
+            }
+        }
+    }
     Ok(())
 }
 
@@ -211,7 +227,7 @@ pub fn section(ctx: &Context, w: &mut String) {
     let _ = writeln!(w, "\n## fastpmi ps during a job\n");
     let _ = writeln!(
         w,
-        "`fence-loop`: the Rust rank program's exchange, then {FENCES} back-to-back shared-memory fences (rank 0's mean per fence), alone and (`+ps`) with `fastpmi ps PID --json` run every {} ms for the whole job. `fence-sitting+ps`: the exchange with the last rank sleeping {:.0} s before PMI init, so the other N-1 sit in its first fence, `ps` run every {} ms; only the answers showing \"fence 1: N-1/N arrived, missing: rank N-1\" count (those during launch or after the fence do not; a run with none fails). `ps` figures are whole commands (process start included), ms over the counted answers of a run, then median (min–max) over runs.\n",
+        "`fence-loop`: the Rust rank program's exchange, then {FENCES} back-to-back shared-memory fences (rank 0's mean per fence), alone and (`+ps`) with `fastpmi ps PID --json` run every {} ms for the whole job. `fence-sitting+ps`: the exchange with the last rank sleeping {:.0} s before PMI init, so the other N-1 sit in its first fence, `ps` run every {} ms; only the answers showing \"fence 1: N-1/N arrived, missing: rank N-1\" count (those during launch or after the fence do not; a run with none, or with a failed `ps` between two counted answers, fails). `ps` figures are whole commands (process start included), ms over the counted answers of a run, then median (min–max) over runs.\n",
         PERIOD.as_millis(),
         LATE_MS as f64 / 1e3,
         PERIOD.as_millis()
@@ -303,6 +319,63 @@ mod tests {
             ranks: vec![row],
         };
         serde_json::to_vec(&vec![job]).unwrap()
+    }
+
+    fn judged(c: Config, polls: &[(f64, bool, bool)]) -> (Result<(), String>, Record) {
+        let o = Outcome {
+            end: crate::proc::End::Exited(0),
+            wall: Duration::from_secs(5),
+            stdout: String::new(),
+            stderr: String::new(),
+            mem: None,
+            polls: polls
+                .iter()
+                .map(|&(ms, ok, matched)| crate::proc::Polled { ms, ok, matched })
+                .collect(),
+        };
+        let mut r = Record::skipped(c, 1024, 0, "");
+        (judge(c, &o, &mut r), r)
+    }
+
+    #[test]
+    fn sitting_runs_count_only_the_answers_that_show_the_job_sitting() {
+        // Launch (answered, not sitting), three sitting answers, then the
+        // rest of the exchange: only the three are timed.
+        let launch = (300.0, true, false);
+        let after = (250.0, true, false);
+        let polls = [
+            launch,
+            (20.0, true, true),
+            (40.0, true, true),
+            (30.0, true, true),
+            after,
+        ];
+        let (res, r) = judged(Config::PsSitting, &polls);
+        assert_eq!(res, Ok(()));
+        assert_eq!(r.get("ps_count"), Some(3.0));
+        assert_eq!(r.get("ps_other"), Some(2.0));
+        assert_eq!(r.get("ps_median_ms"), Some(30.0));
+        assert_eq!(r.get("ps_max_ms"), Some(40.0));
+        // The polled loop times every answer.
+        let (res, r) = judged(Config::PsPolled, &polls);
+        assert_eq!(res, Ok(()));
+        assert_eq!(r.get("ps_max_ms"), Some(300.0));
+        // No answer while sitting: a failed run, not a pass.
+        let (res, _) = judged(Config::PsSitting, &[launch, after]);
+        assert!(res
+            .unwrap_err()
+            .contains("never answered while the job sat"));
+        // A ps that failed between two sitting answers failed while sitting.
+        let failed = (1000.0, false, false);
+        let (res, _) = judged(
+            Config::PsSitting,
+            &[(20.0, true, true), failed, (20.0, true, true)],
+        );
+        assert!(res.unwrap_err().contains("failed 1 time(s)"));
+        // One that failed during launch is only counted.
+        let (res, r) = judged(Config::PsSitting, &[failed, (20.0, true, true)]);
+        assert_eq!(res, Ok(()));
+        assert_eq!(r.get("ps_failed"), Some(1.0));
     }
 
     #[test]
