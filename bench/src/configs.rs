@@ -78,7 +78,8 @@ pub enum Kind {
     Launch,
     /// A 64-member group fence inside a larger job (N = job size).
     Group,
-    /// The steady fence loop with and without `fastpmi ps` polling.
+    /// `fastpmi ps`: the steady fence loop with and without it polling, and
+    /// its answers while a job sits in a fence.
     Ps,
     /// Whole MPI jobs, fastpmi vs each stack's own launcher (wall time).
     Placement,
@@ -104,11 +105,12 @@ pub enum Config {
     GroupFence,
     PsQuiet,
     PsPolled,
+    PsSitting,
     /// A row of [`placement::CASES`] (index).
     Placement(u8),
 }
 
-const BASE: [Config; 18] = [
+const BASE: [Config; 19] = [
     Config::FastpmiShm,
     Config::FastpmiSocket,
     Config::Hydra,
@@ -127,6 +129,7 @@ const BASE: [Config; 18] = [
     Config::GroupFence,
     Config::PsQuiet,
     Config::PsPolled,
+    Config::PsSitting,
 ];
 
 impl Config {
@@ -164,6 +167,7 @@ impl Config {
             Config::GroupFence => "group64@fastpmi-shm",
             Config::PsQuiet => "fence-loop@fastpmi-shm",
             Config::PsPolled => "fence-loop+ps@fastpmi-shm",
+            Config::PsSitting => "fence-sitting+ps@fastpmi-shm",
             Config::Placement(i) => placement::CASES[i as usize].name,
         }
     }
@@ -180,7 +184,7 @@ impl Config {
             | Config::LaunchHydra
             | Config::LaunchHydraPmi => Kind::Launch,
             Config::GroupFence => Kind::Group,
-            Config::PsQuiet | Config::PsPolled => Kind::Ps,
+            Config::PsQuiet | Config::PsPolled | Config::PsSitting => Kind::Ps,
             Config::Placement(_) => Kind::Placement,
             _ => Kind::Exchange,
         }
@@ -190,7 +194,9 @@ impl Config {
     /// client's configurations only).
     pub fn expected_transport(self) -> Option<&'static str> {
         match self {
-            Config::FastpmiShm | Config::PsQuiet | Config::PsPolled => Some("shm"),
+            Config::FastpmiShm | Config::PsQuiet | Config::PsPolled | Config::PsSitting => {
+                Some("shm")
+            }
             Config::FastpmiSocket | Config::Hydra => Some("socket"),
             _ => None,
         }
@@ -236,6 +242,9 @@ impl Config {
                 "fastpmi, Rust client, shared memory: exchange and 1000 steady fences"
             }
             Config::PsPolled => "the same with `fastpmi ps PID --json` every 100 ms during the job",
+            Config::PsSitting => {
+                "the exchange with the last rank 4 s late (N-1 ranks sit in fence 1), `fastpmi ps PID --json` every 100 ms"
+            }
             Config::Placement(_) => {
                 "bench/c/mpi_hello.c or mpi_allreduce.c (Intel MPI, MPICH 4, MPICH 5): whole job"
             }
@@ -527,7 +536,7 @@ impl Tools {
                 };
             }
             Config::GroupFence => super::groups::needs(self, c),
-            Config::PsQuiet | Config::PsPolled => super::ps::needs(self, c),
+            Config::PsQuiet | Config::PsPolled | Config::PsSitting => super::ps::needs(self, c),
             _ => super::launch::needs(self, c),
         };
         let reasons: Vec<&str> = need
@@ -614,7 +623,9 @@ impl Tools {
             | Config::LaunchHydra
             | Config::LaunchHydraPmi => return super::launch::spec(self, c, n, p),
             Config::GroupFence => return super::groups::spec(self, n, p),
-            Config::PsQuiet | Config::PsPolled => return super::ps::spec(self, c, n, p),
+            Config::PsQuiet | Config::PsPolled | Config::PsSitting => {
+                return super::ps::spec(self, c, n, p)
+            }
             Config::Placement(i) => {
                 let mut spec =
                     self.placement

@@ -85,7 +85,9 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
                         `none` to skip)
   --ps-sizes LIST       job sizes of the `fastpmi ps` runs: 1000 steady
                         fences alone and with `fastpmi ps PID --json` every
-                        100 ms (default 1024; `none` to skip)
+                        100 ms, and `ps` every 100 ms while N-1 ranks sit in
+                        a fence for the last (configuration name `ps`;
+                        default 1024; `none` to skip)
   --placement-sizes LIST
                         rank counts of the placement rows (default: none):
                         Intel MPI hello and allreduce under fastpmi in each

@@ -27,7 +27,7 @@ fn color(c: Config) -> RGBColor {
         Config::LaunchHydra => RGBColor(0xd6, 0x27, 0x28),
         Config::LaunchHydraPmi => RGBColor(0xe3, 0x77, 0xc2),
         Config::GroupFence => RGBColor(0xbc, 0xbd, 0x22),
-        Config::PsQuiet | Config::PsPolled => RGBColor(0x7f, 0x7f, 0x7f),
+        Config::PsQuiet | Config::PsPolled | Config::PsSitting => RGBColor(0x7f, 0x7f, 0x7f),
         Config::Placement(_) => RGBColor(0x17, 0xbe, 0xcf),
     }
 }

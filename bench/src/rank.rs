@@ -26,6 +26,12 @@
 //!   absorbs launch skew and rank 0's second waits for the slowest rank's
 //!   get-all; a loop of fences with every rank ready is what the floor
 //!   measures.
+//!
+//! With `FASTPMI_BENCH_LATE_RANK=R` and `FASTPMI_BENCH_LATE_MS=T`, rank R
+//! sleeps T ms before `Pmi::init`, so that every other rank sits in the
+//! exchange's first fence meanwhile (what `fastpmi ps` is measured
+//! against; see `ps.rs`). Its `init_us` and everyone's `fence_us` then
+//! include the sleep.
 
 use std::io::Write;
 use std::time::Instant;
@@ -34,6 +40,10 @@ use fastpmi::client::{Pmi, PmiError};
 
 /// Environment variable that turns on the steady-state fence loop.
 pub const FENCE_LOOP_ENV: &str = "FASTPMI_BENCH_FENCE_LOOP";
+/// The rank that starts late (see the module doc).
+pub const LATE_RANK_ENV: &str = "FASTPMI_BENCH_LATE_RANK";
+/// How long it sleeps before PMI init, ms.
+pub const LATE_MS_ENV: &str = "FASTPMI_BENCH_LATE_MS";
 
 /// Length of every business card, as in `pmi2_exchange.c`.
 pub const VALUE_LEN: usize = 100;
@@ -132,7 +142,26 @@ impl RankTimes {
     }
 }
 
+/// This process's rank as the launcher told it (before PMI init):
+/// `PMI_RANK` on a PMI_FD launch, `PMI_ID` on a PMI_PORT one.
+fn launch_rank() -> Option<u32> {
+    ["PMI_RANK", "PMI_ID"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
+}
+
+/// Sleep before init if this is the late rank (see the module doc).
+fn sleep_if_late() {
+    let env = |k| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    if let (Some(late), Some(ms)) = (env(LATE_RANK_ENV), env(LATE_MS_ENV)) {
+        if launch_rank().map(u64::from) == Some(late) {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
+}
+
 fn exchange() -> Result<(), String> {
+    sleep_if_late();
     let rss_before = own_rss_kb() as i64;
     // Pages of shared mappings (the job segment) are in VmRSS of every rank
     // that touched them but exist once; report them apart.

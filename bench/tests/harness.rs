@@ -28,8 +28,16 @@ const LAUNCH: &[&str] = &[
 ];
 /// The group fence (run here in a 4-rank job).
 const GROUP: &[&str] = &["group64@fastpmi-shm"];
-/// The fence loop with and without `fastpmi ps` (run here in a 4-rank job).
-const PS: &[&str] = &["fence-loop@fastpmi-shm", "fence-loop+ps@fastpmi-shm"];
+/// The fence loop with and without `fastpmi ps`, and `ps` polled while a
+/// job sits in a fence (run here in 4-rank jobs).
+const PS: &[&str] = &[
+    "fence-loop@fastpmi-shm",
+    "fence-loop+ps@fastpmi-shm",
+    "fence-sitting+ps@fastpmi-shm",
+];
+/// The configuration whose runs count only the `ps` answers that show the
+/// job sitting in fence 1: it needs nothing but fastpmi, so it must run.
+const PS_SITTING: &str = "fence-sitting+ps@fastpmi-shm";
 const SIZES: &[u32] = &[2, 4];
 
 /// Split one CSV record (quotes with doubled inner quotes; no newlines in
@@ -158,6 +166,16 @@ fn quick_run_writes_a_well_formed_report() {
         assert_eq!(cells.len(), 7, "ps row {name}: {cells:?}");
         assert_status_cell(cells[2], name);
     }
+    // The sitting run succeeded, so the harness recognised at least one real
+    // `fastpmi ps --json` answer as "fence 1: 3/4 arrived, missing: rank 3"
+    // (a run without one fails), and the row shows the counted answers.
+    let cells = row(ps, &["4", PS_SITTING]).unwrap();
+    assert_eq!(cells[2], "1/1 ok", "sitting run did not succeed:\n{md}");
+    assert!(
+        cells[4].parse::<f64>().is_ok_and(|k| k >= 1.0),
+        "sitting row's answers cell `{}`",
+        cells[4]
+    );
     let group = md.split("## Group fence").nth(1).expect("no group section");
     let cells = row(group, &["4"]).unwrap_or_else(|| panic!("no group row for N=4:\n{group}"));
     assert_eq!(cells.len(), 6, "group row: {cells:?}");
