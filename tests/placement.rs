@@ -505,3 +505,97 @@ fn bad_placement_options_are_clear_errors() {
     }
     assert!(Path::new(&dir.path()).exists());
 }
+
+// ---------------------------------------------------------------------------
+// Intel MPI's launcher hints (src/launcher/impi.rs)
+// ---------------------------------------------------------------------------
+
+/// Every rank prints its `I_MPI_INFO_*` and `I_MPI_PIN_*` variables as
+/// `RANK NAME=VALUE`.
+const PRINT_HINTS: &str =
+    "env | grep -E '^I_MPI_(INFO|PIN_MAPPING|PIN_INFO)' | sed \"s/^/$PMI_RANK /\"";
+
+/// rank -> variable -> value, from the ranks' lines.
+fn hints_of(out: &Outcome) -> BTreeMap<u32, BTreeMap<String, String>> {
+    out.assert_success();
+    let mut m: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
+    for l in out.stdout_lines() {
+        let Some((r, kv)) = l.split_once(' ') else {
+            continue;
+        };
+        let (Ok(r), Some((k, v))) = (r.parse::<u32>(), kv.split_once('=')) else {
+            continue;
+        };
+        m.entry(r).or_default().insert(k.into(), v.into());
+    }
+    m
+}
+
+/// The hints fastpmi gives are those Intel's own launcher gives on the same
+/// node: each topology word fastpmi sets has Intel's value, and the pin
+/// mapping and each rank's pin info are equal, bound (`-bind-to core`
+/// against Intel's default pinning, which wraps one core per rank) and
+/// unbound (`-bind-to none` against `I_MPI_PIN=0`).
+#[test]
+fn impi_hints_are_those_of_intels_launcher() {
+    let n = cores().len() as u32 + 1;
+    let _g = heavy();
+    for (ours, theirs_env) in [("core", None), ("none", Some(("I_MPI_PIN", "0")))] {
+        let mut intel = Stack::Impi.own_launcher(["-n", &n.to_string(), "sh", "-c", PRINT_HINTS]);
+        if let Some((k, v)) = theirs_env {
+            intel = intel.env(k, v);
+        }
+        let theirs = hints_of(&intel.timeout(T4).run());
+        let mine = hints_of(
+            &launch([
+                "-bind-to",
+                ours,
+                "-n",
+                &n.to_string(),
+                "sh",
+                "-c",
+                PRINT_HINTS,
+            ])
+            .timeout(T4)
+            .run(),
+        );
+        assert_eq!(mine.len(), n as usize, "-bind-to {ours}: {mine:?}");
+        assert_eq!(theirs.len(), n as usize, "Intel's launcher: {theirs:?}");
+        for (r, vars) in &mine {
+            for must in ["I_MPI_INFO_LCPU", "I_MPI_INFO_CORE", "I_MPI_PIN_MAPPING"] {
+                assert!(vars.contains_key(must), "rank {r} lacks {must}: {vars:?}");
+            }
+            for (k, v) in vars {
+                assert_eq!(
+                    theirs[r].get(k),
+                    Some(v),
+                    "-bind-to {ours}, rank {r}, {k}: fastpmi {v:?}, Intel's launcher {:?}",
+                    theirs[r].get(k)
+                );
+            }
+        }
+    }
+}
+
+/// A hint the user set is theirs: fastpmi does not replace it.
+#[test]
+fn impi_hints_never_replace_the_users_variables() {
+    let out = launch(["-n", "2", "sh", "-c", PRINT_HINTS])
+        .env("I_MPI_PIN_MAPPING", "mine")
+        .env("I_MPI_INFO_LCPU", "99")
+        .timeout(T4)
+        .run();
+    for (r, vars) in hints_of(&out) {
+        assert_eq!(
+            vars.get("I_MPI_PIN_MAPPING").map(String::as_str),
+            Some("mine"),
+            "rank {r}"
+        );
+        assert_eq!(
+            vars.get("I_MPI_INFO_LCPU").map(String::as_str),
+            Some("99"),
+            "rank {r}"
+        );
+        assert!(vars.contains_key("I_MPI_INFO_CORE"), "rank {r}: {vars:?}");
+    }
+}

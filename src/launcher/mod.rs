@@ -9,6 +9,7 @@
 //! shared name server's client).
 
 mod conn;
+mod impi;
 mod jobs;
 pub mod mpir;
 mod names;
@@ -123,6 +124,8 @@ pub struct Launcher {
     /// Rank binding: CPU lists per slot and their masks (rank `r` of any
     /// job gets slot `r % len`); `None`: ranks are not bound.
     binding: Option<(placement::Plan, Vec<os::CpuSet>)>,
+    /// Intel MPI's launcher hints, from the topology.
+    impi: Option<impi::Hints>,
     /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
     tools: tools::ToolsRt,
 }
@@ -178,6 +181,7 @@ impl Launcher {
                 (None, None)
             }
         };
+        let impi = objects.as_ref().and_then(impi::Hints::from_topology);
         let binding = placement::plan(&cfg.placement, objects.as_ref(), cfg.world_size())
             .map_err(|m| io::Error::other(placement::PlacementError(m)))?
             .map(|plan| {
@@ -237,6 +241,7 @@ impl Launcher {
             foreign: None,
             _topology: topology,
             binding,
+            impi,
             tools,
         })
     }

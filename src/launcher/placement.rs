@@ -267,6 +267,7 @@ mod tests {
                 (ObjKind::Socket, sockets.clone()),
                 (ObjKind::Numa, sockets),
             ],
+            cache_sizes: Vec::new(),
         }
     }
 

@@ -84,6 +84,8 @@ impl ObjKind {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Objects {
     pub sets: Vec<(ObjKind, Vec<Vec<u32>>)>,
+    /// Size in bytes of each cache level's first object (L1 = data cache).
+    pub cache_sizes: Vec<(ObjKind, u64)>,
 }
 
 impl Objects {
@@ -93,6 +95,14 @@ impl Objects {
             .iter()
             .find(|(k, _)| *k == kind)
             .map_or(&[], |(_, v)| v.as_slice())
+    }
+
+    /// The size of a cache level, when hwloc knows it.
+    pub fn cache_size(&self, kind: ObjKind) -> Option<u64> {
+        self.cache_sizes
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, s)| *s)
     }
 }
 
@@ -162,7 +172,8 @@ fn load_hwloc() -> Result<(Vec<u8>, Objects), String> {
     // hwloc_topology_destroy and are only read before it; `HwlocObjHead`
     // is the prefix of hwloc 2.x's `struct hwloc_obj` (API version checked
     // first, each object's type and logical index checked before its
-    // cpuset is read).
+    // cpuset is read); a cache object's non-null `attr` points to
+    // `union hwloc_obj_attr_u`, whose `cache` member starts with its size.
     unsafe {
         let init: libloading::Symbol<unsafe extern "C" fn(*mut Topo) -> c_int> = lib
             .get(b"hwloc_topology_init\0")
@@ -249,6 +260,15 @@ fn load_hwloc() -> Result<(Vec<u8>, Objects), String> {
                 }
                 if !pus.is_empty() {
                     sets.push(pus);
+                }
+                let cache = matches!(kind, ObjKind::L1Cache | ObjKind::L2Cache | ObjKind::L3Cache);
+                if cache && i == 0 && !o.attr.is_null() {
+                    // `attr->cache.size`: the first field of
+                    // `struct hwloc_cache_attr_s` (hwloc_uint64_t).
+                    let size = *o.attr.cast::<u64>();
+                    if size > 0 {
+                        objects.cache_sizes.push((kind, size));
+                    }
                 }
             }
             objects.sets.push((kind, sets));
