@@ -1,6 +1,7 @@
 //! OS glue of the launcher: socketpairs, process spawning, signals, reaping.
 //! The only `unsafe` of the launcher lives here.
 
+pub mod hwloc;
 mod spawn;
 
 pub use spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner};
