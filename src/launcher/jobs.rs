@@ -318,6 +318,13 @@ impl Launcher {
         Ok((store, segment))
     }
 
+    /// Whether every rank of `job` has been started (or dropped). Pending
+    /// ranks start in order, job by job: none of `job` is left once the
+    /// queue is empty or at a later job.
+    pub(super) fn all_started(&self, job: JobIdx) -> bool {
+        self.pending.front().is_none_or(|p| p.job > job)
+    }
+
     /// Start the next pending rank. The event loop calls this between polls
     /// so early ranks are served while later ones are still being forked.
     pub(super) fn spawn_next(&mut self) {

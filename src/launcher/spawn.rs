@@ -47,14 +47,11 @@ impl Launcher {
     /// very children it waits for (8% of a 64-child spawn's wall time here,
     /// measured in docs/dynamic-jobs.md).
     pub(super) fn answer_started_spawns(&mut self) {
-        let mut i = 0;
-        while i < self.spawns_starting.len() {
-            let job = self.spawns_starting[i].1;
-            if self.pending.iter().any(|p| p.job == job) {
-                i += 1;
-                continue;
-            }
-            let (id, _, outcome) = self.spawns_starting.swap_remove(i);
+        let (done, waiting) = std::mem::take(&mut self.spawns_starting)
+            .into_iter()
+            .partition(|&(_, job, _)| self.all_started(job));
+        self.spawns_starting = waiting;
+        for (id, _, outcome) in done {
             self.server.finish_spawn(id, outcome, &mut self.events);
         }
         self.apply_events();

@@ -354,9 +354,7 @@ impl Launcher {
     pub(super) fn tools_all_started(&mut self) {
         while self.tools.mpir_jobs < self.jobs.len() {
             let job = self.tools.mpir_jobs;
-            // Pending ranks start in order, job by job: none of `job` is
-            // left once the queue is empty or at a later job.
-            if self.pending.front().is_some_and(|p| p.job <= job) {
+            if !self.all_started(job) {
                 return;
             }
             self.tools.mpir_jobs += 1;
