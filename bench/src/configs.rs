@@ -110,7 +110,9 @@ pub enum Config {
     Placement(u8),
 }
 
-const BASE: [Config; 19] = [
+/// The configurations outside the families that keep their own list: the
+/// PMI exchange, MPICH start-up and spawn rows.
+const CORE: [Config; 9] = [
     Config::FastpmiShm,
     Config::FastpmiSocket,
     Config::Hydra,
@@ -120,29 +122,50 @@ const BASE: [Config; 19] = [
     Config::MpichHydra,
     Config::SpawnFastpmi,
     Config::SpawnHydra5,
-    Config::LaunchFloor,
-    Config::LaunchFastpmi,
-    Config::LaunchShm,
-    Config::LaunchSocket,
-    Config::LaunchHydra,
-    Config::LaunchHydraPmi,
-    Config::GroupFence,
-    Config::PsQuiet,
-    Config::PsPolled,
-    Config::PsSitting,
 ];
 
+/// The families' own lists, in the report's order after [`CORE`].
+const FAMILIES: [&[Config]; 3] = [
+    &super::launch::CONFIGS,
+    &super::groups::CONFIGS,
+    &super::ps::CONFIGS,
+];
+
+const fn families_len() -> usize {
+    let mut n = 0;
+    let mut f = 0;
+    while f < FAMILIES.len() {
+        n += FAMILIES[f].len();
+        f += 1;
+    }
+    n
+}
+
+const COUNT: usize = CORE.len() + families_len() + placement::COUNT;
+
 impl Config {
-    pub const ALL: [Config; BASE.len() + placement::COUNT] = {
-        let mut all = [Config::FastpmiShm; BASE.len() + placement::COUNT];
+    pub const ALL: [Config; COUNT] = {
+        let mut all = [Config::FastpmiShm; COUNT];
         let mut i = 0;
-        while i < all.len() {
-            all[i] = if i < BASE.len() {
-                BASE[i]
-            } else {
-                Config::Placement((i - BASE.len()) as u8)
-            };
+        while i < CORE.len() {
+            all[i] = CORE[i];
             i += 1;
+        }
+        let mut f = 0;
+        while f < FAMILIES.len() {
+            let mut j = 0;
+            while j < FAMILIES[f].len() {
+                all[i] = FAMILIES[f][j];
+                i += 1;
+                j += 1;
+            }
+            f += 1;
+        }
+        let mut p = 0;
+        while i < COUNT {
+            all[i] = Config::Placement(p);
+            i += 1;
+            p += 1;
         }
         all
     };

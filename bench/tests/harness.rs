@@ -35,6 +35,18 @@ const PS: &[&str] = &[
     "fence-loop+ps@fastpmi-shm",
     "fence-sitting+ps@fastpmi-shm",
 ];
+
+/// Every configuration the report lists, family by family.
+fn all_names() -> impl Iterator<Item = &'static &'static str> {
+    EXCHANGE
+        .iter()
+        .chain(STARTUP)
+        .chain(SPAWN)
+        .chain(LAUNCH)
+        .chain(GROUP)
+        .chain(PS)
+}
+
 /// The configuration whose runs count only the `ps` answers that show the
 /// job sitting in fence 1: it needs nothing but fastpmi, so it must run.
 const PS_SITTING: &str = "fence-sitting+ps@fastpmi-shm";
@@ -140,14 +152,7 @@ fn quick_run_writes_a_well_formed_report() {
 
     // bench.md: every configuration listed, present or missing with a reason;
     // a row per (N, configuration) in the exchange and startup tables.
-    for name in EXCHANGE
-        .iter()
-        .chain(STARTUP)
-        .chain(SPAWN)
-        .chain(LAUNCH)
-        .chain(GROUP)
-        .chain(PS)
-    {
+    for name in all_names() {
         let cells =
             row(&md, &[name]).unwrap_or_else(|| panic!("no configuration row for {name}:\n{md}"));
         assert_status_cell(cells[1], name);
@@ -291,14 +296,7 @@ fn quick_run_writes_a_well_formed_report() {
         }
     }
     // Every present configuration ran once per N (reps = 1).
-    for name in EXCHANGE
-        .iter()
-        .chain(STARTUP)
-        .chain(SPAWN)
-        .chain(LAUNCH)
-        .chain(GROUP)
-        .chain(PS)
-    {
+    for name in all_names() {
         let cells = row(&md, &[name]).unwrap();
         let expected = if cells[1] == "present" {
             if !EXCHANGE.contains(name) {
