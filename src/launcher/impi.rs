@@ -101,10 +101,60 @@ impl Hints {
     }
 }
 
+const PIN_INFO: &str = "I_MPI_PIN_INFO";
+
+/// One job's hints: the pairs every rank gets, and each rank's
+/// `I_MPI_PIN_INFO`.
+pub struct JobHints {
+    common: Vec<(String, String)>,
+    pin_info: Vec<String>,
+}
+
+impl Hints {
+    /// The hints of a job of `size` ranks; `bound(r)` is rank r's CPU set
+    /// when the launcher binds it (unbound ranks may run on every CPU).
+    pub fn for_job<'a>(&'a self, size: u32, bound: impl Fn(u32) -> Option<&'a [u32]>) -> JobHints {
+        let cpus: Vec<&[u32]> = (0..size)
+            .map(|r| bound(r).unwrap_or(&self.all_cpus))
+            .collect();
+        let mut common = self.info.clone();
+        if let Some(m) = pin_mapping(cpus.iter().map(|c| c.first().copied().unwrap_or(0))) {
+            common.push(("I_MPI_PIN_MAPPING".into(), m));
+        }
+        JobHints {
+            common,
+            pin_info: cpus.iter().map(|c| pin_info(c)).collect(),
+        }
+    }
+}
+
+impl JobHints {
+    /// The pairs an application's environment gains: those its user did
+    /// not set.
+    pub fn app_env(&self, app_env: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
+        self.common
+            .iter()
+            .filter(|(k, _)| !user_set(k, app_env))
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect()
+    }
+
+    /// Whether the ranks of an application get `I_MPI_PIN_INFO` (its user
+    /// did not set one).
+    pub fn sets_pin_info(&self, app_env: &[(OsString, OsString)]) -> bool {
+        !user_set(PIN_INFO, app_env)
+    }
+
+    /// Rank `rank`'s `I_MPI_PIN_INFO` pair.
+    pub fn rank_env(&self, rank: u32) -> (&'static str, String) {
+        (PIN_INFO, self.pin_info[rank as usize].clone())
+    }
+}
+
 /// `I_MPI_PIN_MAPPING` of a job: `N:0 c0,1 c1,...`, each local rank with
 /// the first CPU it may run on (what Intel's launcher writes, bound or
 /// not). `None` when it would be too long for one environment string.
-pub fn pin_mapping(first_cpus: impl ExactSizeIterator<Item = u32>) -> Option<String> {
+fn pin_mapping(first_cpus: impl ExactSizeIterator<Item = u32>) -> Option<String> {
     let mut s = format!("{}:", first_cpus.len());
     for (r, c) in first_cpus.enumerate() {
         if r > 0 {
@@ -120,12 +170,12 @@ pub fn pin_mapping(first_cpus: impl ExactSizeIterator<Item = u32>) -> Option<Str
 
 /// Whether the user chose `name` already (the launcher's environment, or
 /// the application's `-genv`/spawn `env` pairs): theirs stays.
-pub fn user_set(name: &str, app_env: &[(OsString, OsString)]) -> bool {
+fn user_set(name: &str, app_env: &[(OsString, OsString)]) -> bool {
     std::env::var_os(name).is_some() || app_env.iter().any(|(k, _)| k == name)
 }
 
 /// `I_MPI_PIN_INFO` of a rank: the CPUs it may run on, comma-separated.
-pub fn pin_info(cpus: &[u32]) -> String {
+fn pin_info(cpus: &[u32]) -> String {
     cpus.iter()
         .map(u32::to_string)
         .collect::<Vec<_>>()

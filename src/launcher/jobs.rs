@@ -167,33 +167,17 @@ impl Launcher {
             None => None,
         };
         let mut rank = 0u32;
-        // The CPUs each rank may run on, for Intel MPI's hints.
-        let impi_cpus: Option<Vec<&[u32]>> = self.impi.as_ref().map(|h| {
-            (0..size)
-                .map(|r| match &self.binding {
-                    Some((plan, _)) => plan.cpus(r),
-                    None => h.all_cpus.as_slice(),
-                })
-                .collect()
-        });
-        let mapping = impi_cpus.as_ref().and_then(|c| {
-            super::impi::pin_mapping(c.iter().map(|c| c.first().copied().unwrap_or(0)))
-        });
+        let binding = self.binding.as_ref();
+        let impi = self
+            .impi
+            .as_ref()
+            .map(|h| h.for_job(size, |r| binding.map(|(plan, _)| plan.cpus(r))));
         for mut app in apps {
-            if let Some(h) = &self.impi {
-                let mut add = h.info.clone();
-                add.extend(
-                    mapping
-                        .clone()
-                        .map(|m| ("I_MPI_PIN_MAPPING".to_string(), m)),
-                );
-                add.retain(|(k, _)| !super::impi::user_set(k, &app.env));
-                app.env
-                    .extend(add.into_iter().map(|(k, v)| (k.into(), v.into())));
+            if let Some(h) = &impi {
+                let add = h.app_env(&app.env);
+                app.env.extend(add);
             }
-            let pin_info = impi_cpus
-                .as_ref()
-                .filter(|_| !super::impi::user_set("I_MPI_PIN_INFO", &app.env));
+            let pin_info = impi.as_ref().filter(|h| h.sets_pin_info(&app.env));
             let app = Arc::new(app);
             for _ in 0..app.nranks {
                 let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(8);
@@ -216,8 +200,9 @@ impl Launcher {
                 }
                 set("MPI_LOCALNRANKS", size.to_string());
                 set("MPI_LOCALRANKID", rank.to_string());
-                if let Some(c) = pin_info {
-                    set("I_MPI_PIN_INFO", super::impi::pin_info(c[rank as usize]));
+                if let Some(h) = pin_info {
+                    let (k, v) = h.rank_env(rank);
+                    set(k, v);
                 }
                 self.pending.push_back(PendingRank {
                     job,
