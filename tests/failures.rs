@@ -15,11 +15,13 @@
 //! for the others (`failing_rank_ends_the_job` times out).
 
 mod common;
+mod rank_role;
 
 use common::{
     assert_no_process_left, assert_pids_gone, capi_lib_dir, heavy, launch, prog, scratch_dir,
     signal, unique_copy, wait_for_pid_files, Prog,
 };
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// Processes that are already dying get this long after the launcher exits.
@@ -225,4 +227,85 @@ fn missing_program_absolute_path() {
 #[test]
 fn missing_program_in_path() {
     missing_program("fastpmi-test-no-such-program-in-path");
+}
+
+/// Ranks on the job segment leave finalize without waiting for the
+/// launcher's answer (the launcher reads "finalized" from the segment);
+/// waiting made the ranks of a 1024-rank job leave one at a time, each
+/// woken in turn by the launcher's reply. With the launcher stopped
+/// (SIGSTOP), 4 shared-memory ranks finalize and get past it; once it
+/// continues, the job ends with status 0: none counts as having exited
+/// before finalize, though the launcher read their `finalize` only after
+/// their exit.
+#[test]
+fn segment_ranks_finalize_without_waiting_for_the_launcher() {
+    match rank_role::role().as_deref() {
+        Some("finalize-unanswered") => rank_role::finish(role_finalize_unanswered()),
+        Some(_) => return,
+        None => {}
+    }
+    let n = 4;
+    let marks = scratch_dir("finalize-unanswered");
+    let job = rank_role::launch(
+        "segment_ranks_finalize_without_waiting_for_the_launcher",
+        "finalize-unanswered",
+        n,
+        &[],
+    )
+    .env(MARKS, marks.path())
+    .spawn();
+    let all = |what: &str| (0..n).all(|r| marks.path().join(format!("{what}.{r}")).exists());
+    let wait = |what: &str, limit: Duration| {
+        let deadline = Instant::now() + limit;
+        while !all(what) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        all(what)
+    };
+    let fenced = wait("fenced", Duration::from_secs(60));
+    if !fenced {
+        panic!("the ranks did not all fence: {}", job.kill_all().report());
+    }
+    signal(job.pid(), libc::SIGSTOP);
+    std::fs::write(marks.path().join("go"), b"").unwrap();
+    let finalized = wait("finalized", Duration::from_secs(20));
+    signal(job.pid(), libc::SIGCONT);
+    let out = job.wait_or_kill(Duration::from_secs(30));
+    assert!(
+        finalized,
+        "with the launcher stopped, shared-memory ranks did not get past finalize: {}",
+        out.report()
+    );
+    out.assert_success();
+}
+
+/// Where the finalize-unanswered ranks leave their marks.
+const MARKS: &str = "FASTPMI_TEST_MARKS";
+
+/// Init (on the segment), fence, mark; wait for the test's `go`, finalize,
+/// mark.
+fn role_finalize_unanswered() -> Result<(), String> {
+    let dir = rank_role::env(MARKS)?;
+    let dir = Path::new(&dir);
+    let pmi = rank_role::init()?;
+    let me = pmi.rank();
+    rank_role::ensure(
+        pmi.transport() == fastpmi::client::TransportKind::Shm,
+        || {
+            format!(
+                "rank {me}: transport {:?}, not the segment",
+                pmi.transport()
+            )
+        },
+    )?;
+    pmi.fence().map_err(|e| format!("fence: {e}"))?;
+    let mark = |what: &str| {
+        std::fs::write(dir.join(format!("{what}.{me}")), b"").map_err(|e| format!("{what}: {e}"))
+    };
+    mark("fenced")?;
+    rank_role::poll(Duration::from_secs(60), "go", || {
+        Ok(dir.join("go").exists().then_some(()))
+    })?;
+    pmi.finalize().map_err(|e| format!("finalize: {e}"))?;
+    mark("finalized")
 }

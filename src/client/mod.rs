@@ -457,6 +457,11 @@ impl Pmi {
         }
         self.with(|t| {
             let r = match t {
+                // On the segment the launcher is fastpmi's, which reads the
+                // Finalized phase set above from there: no need to wait for
+                // its answer. Waiting made the ranks of a large job leave one
+                // at a time, each woken in turn by the launcher's reply.
+                Conn::Wire(c) if self.shm.is_some() => c.send(&Request::Finalize),
                 Conn::Wire(c) => c
                     .call(Protocol::Pmi2, &Request::Finalize, "finalize-response")
                     .map(|_| ()),

@@ -419,10 +419,16 @@ impl Server {
     pub fn rank_exited(&mut self, job: JobIdx, rank: u32, clean: bool, out: &mut Vec<Event>) {
         let j = &mut self.jobs[job];
         let shm = j.store.rank_progress(rank);
+        let finalized_in_segment = j.store.rank_finalized(rank);
         let Some(slot) = j.ranks.get_mut(rank as usize) else {
             return;
         };
         slot.exited = true;
+        // Its `finalize` may still be unread on the socket (see
+        // `Store::rank_finalized`); the segment already says it.
+        if slot.phase == Phase::Initialized && finalized_in_segment {
+            slot.set_phase(Phase::Finalized);
+        }
         if j.failed.is_some() || !clean {
             return;
         }

@@ -56,6 +56,13 @@ pub trait Store: Send {
     fn rank_progress(&self, _rank: u32) -> Option<(u64, bool)> {
         None
     }
+    /// Whether `rank` recorded in the job segment that it finalized.
+    /// fastpmi's client on the segment does so, then sends `finalize`
+    /// without waiting for the answer and may have exited before the
+    /// launcher reads it.
+    fn rank_finalized(&self, _rank: u32) -> bool {
+        false
+    }
     /// Arrive at the job's fence on behalf of `rank`. A rank arrives again
     /// only after its previous fence is done.
     fn fence_arrive(&mut self, rank: u32) -> Result<FenceTicket, StoreError>;

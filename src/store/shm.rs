@@ -125,6 +125,13 @@ impl Store for ShmStore {
         }
     }
 
+    fn rank_finalized(&self, rank: u32) -> bool {
+        self.seg
+            .seg()
+            .rank(rank)
+            .is_some_and(|r| r.phase() == Ok(shm_layout::RankPhase::Finalized))
+    }
+
     fn rank_progress(&self, rank: u32) -> Option<(u64, bool)> {
         let r = self.seg.seg().rank(rank)?;
         Some((
