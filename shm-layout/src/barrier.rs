@@ -65,7 +65,7 @@ use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
-use crate::wait::{next_slice, wait_word};
+use crate::wait::{next_slice, wait_word, FENCE_SLEEP_SLICE};
 use crate::wake_tree::{armed_mark, Tree, WakeSlot, GEN_MASK, SLEEPING};
 
 /// Bit 0 of the generation word: the job was aborted.
@@ -340,6 +340,7 @@ impl<'a> Fence<'a> {
             futex,
             self.spin_limit,
             deadline,
+            FENCE_SLEEP_SLICE,
             |w| w >> 1 != arrival.generation,
             |_| self.abort.check(),
         )
@@ -393,7 +394,7 @@ impl<'a> Fence<'a> {
                 return released();
             }
             self.abort.check()?;
-            let Some(slice) = next_slice(deadline) else {
+            let Some(slice) = next_slice(deadline, FENCE_SLEEP_SLICE) else {
                 return Ok(false);
             };
             // Say we sleep, so the waker calls FUTEX_WAKE. Relaxed: the

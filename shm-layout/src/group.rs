@@ -54,7 +54,7 @@ use crate::barrier::{Arrival, GEN_STEP};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, SPIN_LIMIT};
-use crate::wait::wait_word;
+use crate::wait::{wait_word, SLEEP_SLICE};
 
 /// Bit 0 of a group's generation word: a member failed.
 pub(crate) const GROUP_FAILED: u32 = 1;
@@ -330,6 +330,7 @@ impl<'a> GroupBarrier<'a> {
             futex,
             self.spin_limit,
             deadline,
+            SLEEP_SLICE,
             |w| w >> 1 != arrival.generation,
             |w| {
                 if w & GROUP_FAILED != 0 {
