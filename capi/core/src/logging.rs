@@ -1,5 +1,8 @@
-//! Logging of the C libraries: `FASTPMI_LOG` (an `EnvFilter` spec such as
-//! `debug`) selects what goes to stderr, as for the launcher; without it
+//! Logging of the C libraries: `FASTPMI_LOG` (a level such as `debug`, or
+//! `target=level` directives, tracing-subscriber's `Targets` syntax: the
+//! launcher's `EnvFilter` without span and field filters, whose regular
+//! expression engine would be a fifth of the library) selects what goes to
+//! stderr, as for the launcher; without it
 //! only warnings and errors are shown (a failed init, an unimplemented
 //! call). The subscriber is this library's own: a cdylib carries its own
 //! copy of `tracing`, so it never meets the host program's.
@@ -27,15 +30,18 @@ pub fn init() {
             let _ = tracing::subscriber::set_global_default(WarnToStderr);
         }
         Ok(spec) => {
-            use tracing_subscriber::EnvFilter;
-            let _ = tracing_subscriber::fmt()
+            use tracing_subscriber::filter::Targets;
+            use tracing_subscriber::layer::SubscriberExt;
+            let filter = spec
+                .parse::<Targets>()
+                .unwrap_or_else(|_| Targets::new().with_default(LevelFilter::WARN));
+            let fmt = tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_target(false)
-                .with_env_filter(
-                    EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("warn")),
-                )
-                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-                .try_init();
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+            let _ = tracing::subscriber::set_global_default(
+                tracing_subscriber::registry().with(fmt).with(filter),
+            );
         }
     });
 }
