@@ -8,7 +8,7 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use fastpmi::client::{Pmi, PmiError};
 
@@ -89,6 +89,13 @@ pub fn report_abort(s: &Session, api: &str, code: c_int, msg: &str) {
     }
 }
 
+/// The last finalized session, kept until the next finalize or the
+/// process's exit: dropping it unmaps the job segment, and a munmap of a
+/// shared mapping the process touched from both CPUs costs a TLB shoot-down
+/// (an inter-processor interrupt, a VM exit under a hypervisor) in every
+/// rank, just before exit unmaps everything anyway.
+static RETIRED: Mutex<Option<Arc<Session>>> = Mutex::new(None);
+
 /// Finalize and forget the session; `ERR_INIT` if there is none.
 pub fn finalize(api: &str) -> Result<(), Rc> {
     let s = SESSION
@@ -96,7 +103,10 @@ pub fn finalize(api: &str) -> Result<(), Rc> {
         .unwrap_or_else(|p| p.into_inner())
         .take()
         .ok_or(ERR_INIT)?;
-    s.pmi.finalize().ctx(api)
+    let r = s.pmi.finalize().ctx(api);
+    // The previous retired session (init and finalize called again) goes.
+    drop(RETIRED.lock().unwrap_or_else(|p| p.into_inner()).replace(s));
+    r
 }
 
 /// Parse a comma-separated list of C `int`s (`localRanks`, `1,2,3`).
