@@ -1,6 +1,7 @@
 //! Creating a job (store, segment, watchers, port listener, server entry)
-//! and starting its ranks, one per event-loop iteration so that early ranks
-//! are served while later ones are still being forked.
+//! and starting its ranks: handed to the forker threads a few at a time
+//! from the event loop, so early ranks are served while later ones are
+//! still being created.
 
 use std::ffi::OsString;
 use std::io;
@@ -34,7 +35,7 @@ pub(super) struct AppPlan {
     pub env: Vec<(OsString, OsString)>,
     pub wdir: Option<PathBuf>,
     /// argv and environment of its ranks, built when the first one starts.
-    pub image: OnceLock<os::ExecImage>,
+    pub image: OnceLock<Arc<os::ExecImage>>,
 }
 
 /// A rank not started yet.
@@ -304,65 +305,104 @@ impl Launcher {
     }
 
     /// Whether every rank of `job` has been started (or dropped). Pending
-    /// ranks start in order, job by job: none of `job` is left once the
-    /// queue is empty or at a later job.
+    /// ranks are handed out in order, job by job: none of `job` is left
+    /// once the queue is empty or at a later job and no rank of it is still
+    /// being started.
     pub(super) fn all_started(&self, job: JobIdx) -> bool {
         self.pending.front().is_none_or(|p| p.job > job)
+            && !self.starting.values().any(|p| p.job == job)
     }
 
-    /// Start the next pending rank. The event loop calls this between polls
-    /// so early ranks are served while later ones are still being forked.
+    /// Hand pending ranks to the forkers while one is free. The event loop
+    /// calls this between polls, so early ranks are served while later ones
+    /// are still being created.
     pub(super) fn spawn_next(&mut self) {
-        let Some(p) = self.pending.pop_front() else {
-            return;
-        };
-        self.tools_touched();
-        if self.jobs[p.job].torn_down || self.interrupted.is_some() {
-            self.rank_gone(p.job);
-            return;
+        while self.forkers.has_room() {
+            let Some(p) = self.pending.pop_front() else {
+                return;
+            };
+            self.tools_touched();
+            if self.jobs[p.job].torn_down || self.interrupted.is_some() {
+                self.rank_gone(p.job);
+                continue;
+            }
+            let id = self.next_start;
+            self.next_start += 1;
+            match self.start_rank(id, &p) {
+                Ok(()) => {
+                    self.starting.insert(id, p);
+                }
+                Err(e) => self.not_started(p, e),
+            }
         }
-        if let Err(e) = self.spawn_rank(&p) {
-            let message = format!(
-                "cannot start {} ({}): {e}",
-                self.server.rank_name(p.job, p.rank),
-                p.app.shown.to_string_lossy()
-            );
-            self.rank_gone(p.job);
-            self.record_failure(p.job, p.rank, message.clone(), 127, String::new(), false);
-            self.server
-                .fail_job(p.job, Some(p.rank), 127, &message, &mut self.events);
-            self.fail_group(p.job, 127, &message);
-        } else if self.pending.is_empty() {
-            tracing::debug!("all ranks started");
-        }
-        self.tools_all_started();
     }
 
-    fn spawn_rank(&mut self, p: &PendingRank) -> io::Result<()> {
+    /// Take in what the forkers report: started ranks are supervised,
+    /// failed ones fail their job.
+    pub(super) fn forks_done(&mut self) {
+        let mut any = false;
+        while let Some(d) = self.forkers.try_done() {
+            any = true;
+            let Some(p) = self.starting.remove(&d.id) else {
+                continue;
+            };
+            match d.result {
+                Ok(s) => self.started(p, s),
+                Err(e) => self.not_started(p, e),
+            }
+        }
+        if any {
+            if self.pending.is_empty() && self.starting.is_empty() {
+                tracing::debug!("all ranks started");
+            }
+            self.tools_all_started();
+            self.apply_events();
+        }
+    }
+
+    fn not_started(&mut self, p: PendingRank, e: io::Error) {
+        let message = format!(
+            "cannot start {} ({}): {e}",
+            self.server.rank_name(p.job, p.rank),
+            p.app.shown.to_string_lossy()
+        );
+        self.rank_gone(p.job);
+        self.record_failure(p.job, p.rank, message.clone(), 127, String::new(), false);
+        self.server
+            .fail_job(p.job, Some(p.rank), 127, &message, &mut self.events);
+        self.fail_group(p.job, 127, &message);
+    }
+
+    /// Prepare rank `p` (its PMI socket, its descriptors) and hand it to a
+    /// forker as start `id`.
+    fn start_rank(&mut self, id: u64, p: &PendingRank) -> io::Result<()> {
         let mut pass = Vec::new();
-        let mut child_end = None;
-        let segment = self.jobs[p.job].segment.clone();
+        let mut owned = Vec::new();
+        let mut keep: Vec<Arc<dyn Send + Sync>> = Vec::new();
         if p.socketpair {
             let (ours, theirs) = os::socketpair()?;
             pass.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
+            owned.push(theirs);
+            let segment = self.jobs[p.job].segment.clone();
             let foreign = self.foreign.as_ref().and_then(|m| m.fd());
             if let Some(fd) = foreign.or_else(|| segment.as_ref().and_then(|s| s.mapping().fd())) {
                 pass.push((fd, SEGMENT_FD_IN_RANK));
             }
-            if let Some(fd) = self.jobs[p.job]
-                .parent_segment
-                .as_ref()
-                .and_then(|s| s.mapping().fd())
-            {
-                pass.push((fd, PARENT_SEGMENT_FD_IN_RANK));
+            if let Some(seg) = segment {
+                keep.push(seg);
+            }
+            if let Some(seg) = self.jobs[p.job].parent_segment.clone() {
+                if let Some(fd) = seg.mapping().fd() {
+                    pass.push((fd, PARENT_SEGMENT_FD_IN_RANK));
+                }
+                keep.push(seg);
             }
             let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
             stream_nonblocking(&stream)?;
             self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)), None)?;
-            child_end = Some(theirs);
         }
         let image = match p.app.image.get() {
-            Some(i) => i,
+            Some(i) => i.clone(),
             None => {
                 // Every rank of an application sets the same PMI names.
                 let per_rank: Vec<&std::ffi::OsStr> =
@@ -376,29 +416,38 @@ impl Launcher {
                     &per_rank,
                     p.app.wdir.as_deref(),
                 )?;
-                p.app.image.get_or_init(|| i)
+                p.app.image.get_or_init(|| Arc::new(i)).clone()
             }
         };
-        let spawned = self.spawner.spawn(&os::RankCommand {
+        self.forkers.submit(os::ForkJob {
+            id,
             image,
-            env: &p.pmi_env,
-            pass_fds: &pass,
+            env: p.pmi_env.clone(),
+            pass_fds: pass,
+            owned,
+            keep,
             stdin_inherit: p.rank == 0 && p.job == 0,
             cpus: self
                 .binding
                 .as_ref()
-                .map(|(_, sets)| &sets[p.rank as usize % sets.len()]),
-        });
-        // The rank has its copy (or failed to start): close ours.
-        drop(child_end);
-        let s = spawned?;
+                .map(|(_, sets)| sets[p.rank as usize % sets.len()].clone()),
+        })
+    }
+
+    /// Rank `p` runs as `s`: supervise it.
+    fn started(&mut self, p: PendingRank, s: os::Spawned) {
         if let Some(f) = &self.forwarder {
             f.add_rank(&p.tag, s.stdout, s.stderr);
         }
-        if let Some(state) = segment.as_ref().and_then(|seg| seg.seg().rank(p.rank)) {
+        if let Some(state) = self.jobs[p.job]
+            .segment
+            .as_ref()
+            .and_then(|seg| seg.seg().rank(p.rank))
+        {
             state.set_pid(s.pid);
         }
-        self.by_pid.insert(s.pid, self.procs.len());
+        let i = self.procs.len();
+        self.by_pid.insert(s.pid, i);
         self.procs.push(RankProc {
             pid: s.pid,
             job: p.job,
@@ -409,7 +458,15 @@ impl Launcher {
             started: std::time::Instant::now(),
             ended: None,
         });
-        Ok(())
+        // Its job was torn down while it was being created.
+        if self.jobs[p.job].torn_down || self.interrupted.is_some() {
+            self.procs[i].signaled = Some(libc::SIGKILL);
+            os::signal(s.pid, rustix::process::Signal::KILL);
+        }
+        // It may already have ended, reaped before it was known here.
+        if let Some(status) = self.unclaimed_exits.remove(&s.pid) {
+            self.rank_ended(i, status);
+        }
     }
 }
 

@@ -107,8 +107,15 @@ pub struct Launcher {
     next_token: usize,
     events: Vec<Event>,
     forwarder: Option<Forwarder>,
-    spawner: os::Spawner,
+    /// Threads that create ranks, several at a time.
+    forkers: os::Forkers,
     pending: VecDeque<PendingRank>,
+    /// Ranks handed to the forkers, by start id.
+    starting: HashMap<u64, PendingRank>,
+    next_start: u64,
+    /// Exits reaped before the forker that created the process reported
+    /// its pid.
+    unclaimed_exits: HashMap<u32, std::process::ExitStatus>,
     /// Spawns answered once their job has no pending rank left.
     spawns_starting: Vec<(u64, JobIdx, crate::server::SpawnOutcome)>,
     jobs: Vec<JobRt>,
@@ -128,6 +135,23 @@ pub struct Launcher {
     impi: Option<impi::Hints>,
     /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
     tools: tools::ToolsRt,
+}
+
+/// How many threads create ranks at once: `FASTPMI_FORKERS` (1 to 64),
+/// else one per CPU, at least 4 and at most 16. A thread waits for each
+/// child it creates to be scheduled and exec; while a large job's early
+/// ranks are busy starting, that wait dominates, and several threads
+/// overlap it (as Hydra's proxies do). See docs/launch.md.
+fn forker_threads() -> usize {
+    std::env::var("FASTPMI_FORKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n: &usize| (1..=64).contains(n))
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(4, |n| n.get())
+                .clamp(4, 16)
+        })
 }
 
 /// Run a job to the end; returns the launcher's exit status.
@@ -231,8 +255,11 @@ impl Launcher {
             next_token: FIRST_CONN,
             events: Vec::new(),
             forwarder: None,
-            spawner: os::Spawner::new()?,
+            forkers: os::Forkers::new(forker_threads(), waker.clone())?,
             pending: VecDeque::new(),
+            starting: HashMap::new(),
+            next_start: 0,
+            unclaimed_exits: HashMap::new(),
             spawns_starting: Vec::new(),
             jobs: Vec::new(),
             waker,
@@ -255,12 +282,14 @@ impl Launcher {
         let mut events = Events::with_capacity(1024);
         let mut buf = vec![0u8; 64 * 1024];
         self.apply_events();
-        while self.running() > 0 || !self.pending.is_empty() {
+        while self.running() > 0 || !self.pending.is_empty() || !self.starting.is_empty() {
             self.spawn_next();
             if !self.spawns_starting.is_empty() {
                 self.answer_started_spawns();
             }
-            let timeout = if !self.ready.is_empty() || !self.pending.is_empty() {
+            let timeout = if !self.ready.is_empty()
+                || (!self.pending.is_empty() && self.forkers.has_room())
+            {
                 Some(Duration::ZERO)
             } else {
                 let kill = self
@@ -292,6 +321,7 @@ impl Launcher {
                 match ev.token() {
                     SIGNALS => self.on_signals(),
                     WAKER => {
+                        self.forks_done();
                         self.server.poll_store(&mut self.events);
                         self.name_replies();
                         self.serve_tool_queries();

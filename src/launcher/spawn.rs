@@ -2,9 +2,9 @@
 //! checked (program, `wdir`, `path`, `host`, `env` info keys); commands that
 //! cannot run get error codes and a line on stderr, the others form one job
 //! (appnum = command index) whose pre-put pairs are in its KVS before any of
-//! its ranks starts. The ranks are then started by the event loop like the
-//! first job's, one per iteration, and the spawn is answered once the last
-//! of them is started.
+//! its ranks starts. The ranks are then started like the first job's (by the
+//! forker threads, handed out by the event loop), and the spawn is answered
+//! once the last of them is started.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

@@ -136,66 +136,73 @@ impl Launcher {
 
     pub(super) fn reap(&mut self) {
         for (pid, status) in os::reap() {
-            let Some(&i) = self.by_pid.get(&pid) else {
-                continue;
-            };
-            let p = &mut self.procs[i];
-            if p.status.is_some() {
-                continue;
-            }
-            p.status = Some(status);
-            p.ended = Some(Instant::now());
-            let (job, rank, ours) = (p.job, p.rank, p.signaled);
-            let clean = status.success();
-            tracing::debug!(job, rank, "rank {}", os::describe_status(status));
-            // After SIGINT/SIGTERM/SIGHUP to the launcher, however a rank
-            // ends (killed, or exiting on its own when its fence fails) it
-            // was stopped by us: the exit status says "interrupted".
-            let by_us = self.interrupted.is_some()
-                || ours.is_some_and(|s| os::status_code(status) == 128 + s);
-            if !clean && !by_us {
-                let name = self.server.rank_name(job, rank);
-                let activity = self.server.rank_activity(job, rank);
-                let message = format!("{name} {} {activity}", os::describe_status(status))
-                    .trim_end()
-                    .to_string();
-                if self.failure.is_none()
-                    && self
-                        .server
-                        .group_member_lost(job, rank, &message, &mut self.events)
-                {
-                    crate::errln!(
-                        "fastpmi: {message}; tolerated (--tolerate-group-failures): its process groups are marked failed"
-                    );
-                    self.server.rank_exited(job, rank, clean, &mut self.events);
-                    self.rank_gone(job);
-                    continue;
-                }
-                let code = os::status_code(status);
-                match &mut self.failure {
-                    // The failing rank's own status says more than "lost connection".
-                    Some(f) if f.prefer_status && f.job == job && f.rank == rank => {
-                        f.message =
-                            format!("{name} {} {}", os::describe_status(status), f.activity)
-                                .trim_end()
-                                .to_string();
-                        f.code = code;
-                        f.prefer_status = false;
-                    }
-                    _ => {
-                        self.record_failure(job, rank, message.clone(), code, activity, false);
-                        if !self.jobs[job].torn_down {
-                            self.server
-                                .fail_job(job, Some(rank), code, &message, &mut self.events);
-                            self.fail_group(job, code, &message);
-                        }
-                    }
+            match self.by_pid.get(&pid) {
+                Some(&i) => self.rank_ended(i, status),
+                // A rank whose forker has not reported it yet (or no rank).
+                None => {
+                    self.unclaimed_exits.insert(pid, status);
                 }
             }
-            self.server.rank_exited(job, rank, clean, &mut self.events);
-            self.rank_gone(job);
         }
         self.apply_events();
+    }
+
+    /// Rank process `i` ended with `status`.
+    pub(super) fn rank_ended(&mut self, i: usize, status: std::process::ExitStatus) {
+        let p = &mut self.procs[i];
+        if p.status.is_some() {
+            return;
+        }
+        p.status = Some(status);
+        p.ended = Some(Instant::now());
+        let (job, rank, ours) = (p.job, p.rank, p.signaled);
+        let clean = status.success();
+        tracing::debug!(job, rank, "rank {}", os::describe_status(status));
+        // After SIGINT/SIGTERM/SIGHUP to the launcher, however a rank
+        // ends (killed, or exiting on its own when its fence fails) it
+        // was stopped by us: the exit status says "interrupted".
+        let by_us =
+            self.interrupted.is_some() || ours.is_some_and(|s| os::status_code(status) == 128 + s);
+        if !clean && !by_us {
+            let name = self.server.rank_name(job, rank);
+            let activity = self.server.rank_activity(job, rank);
+            let message = format!("{name} {} {activity}", os::describe_status(status))
+                .trim_end()
+                .to_string();
+            if self.failure.is_none()
+                && self
+                    .server
+                    .group_member_lost(job, rank, &message, &mut self.events)
+            {
+                crate::errln!(
+                    "fastpmi: {message}; tolerated (--tolerate-group-failures): its process groups are marked failed"
+                );
+                self.server.rank_exited(job, rank, clean, &mut self.events);
+                self.rank_gone(job);
+                return;
+            }
+            let code = os::status_code(status);
+            match &mut self.failure {
+                // The failing rank's own status says more than "lost connection".
+                Some(f) if f.prefer_status && f.job == job && f.rank == rank => {
+                    f.message = format!("{name} {} {}", os::describe_status(status), f.activity)
+                        .trim_end()
+                        .to_string();
+                    f.code = code;
+                    f.prefer_status = false;
+                }
+                _ => {
+                    self.record_failure(job, rank, message.clone(), code, activity, false);
+                    if !self.jobs[job].torn_down {
+                        self.server
+                            .fail_job(job, Some(rank), code, &message, &mut self.events);
+                        self.fail_group(job, code, &message);
+                    }
+                }
+            }
+        }
+        self.server.rank_exited(job, rank, clean, &mut self.events);
+        self.rank_gone(job);
     }
 
     pub(super) fn record_failure(

@@ -1,9 +1,11 @@
 //! OS glue of the launcher: socketpairs, process spawning, signals, reaping.
 //! The only `unsafe` of the launcher lives here.
 
+mod forkers;
 pub mod hwloc;
 mod spawn;
 
+pub use forkers::{ForkDone, ForkJob, Forkers};
 pub use spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner};
 
 use std::ffi::OsString;

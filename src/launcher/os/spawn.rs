@@ -127,6 +127,7 @@ pub struct RankCommand<'a> {
 }
 
 /// A CPU mask prepared by the parent for a rank's binding.
+#[derive(Clone)]
 pub struct CpuSet(libc::cpu_set_t);
 
 impl CpuSet {

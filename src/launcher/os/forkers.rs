@@ -1,0 +1,146 @@
+//! Ranks created by several threads at once.
+//!
+//! A vfork-style spawn suspends its caller until the child execs, and the
+//! child must first be scheduled: while earlier ranks are busy starting
+//! (loading libraries, PMI init) it waits its turn behind them, and one
+//! thread creating 1024 ranks spends most of the launch waiting. Hydra's
+//! proxies fork in parallel; so do these threads: each owns a [`Spawner`]
+//! and takes the next rank from a shared queue, so while one waits for its
+//! child to exec the others create theirs. Results go back to the event
+//! loop, which a [`mio::Waker`] wakes.
+//!
+//! The threads live as long as the launcher: `PR_SET_PDEATHSIG` fires when
+//! the *thread* that created a rank exits, so a thread that ended would
+//! kill its ranks.
+
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use super::spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner};
+
+/// What a forker needs to start one rank, owned: the image is shared, the
+/// descriptors are the rank's own copies, closed once it has exec'd.
+pub struct ForkJob {
+    /// The caller's name for this rank; comes back with the result.
+    pub id: u64,
+    pub image: Arc<ExecImage>,
+    pub env: Vec<(OsString, OsString)>,
+    /// `(descriptor, number in the rank)`.
+    pub pass_fds: Vec<(RawFd, RawFd)>,
+    /// Descriptors of `pass_fds` that are the rank's alone (closed once it
+    /// has its copies).
+    pub owned: Vec<OwnedFd>,
+    /// Owners of the other descriptors of `pass_fds` (job segments), kept
+    /// alive until the rank has its copies.
+    pub keep: Vec<Arc<dyn Send + Sync>>,
+    pub stdin_inherit: bool,
+    pub cpus: Option<CpuSet>,
+}
+
+/// A rank started (or not).
+pub struct ForkDone {
+    pub id: u64,
+    pub result: io::Result<Spawned>,
+}
+
+/// The pool: a queue of jobs, `threads` forkers, a queue of results.
+pub struct Forkers {
+    jobs: Sender<ForkJob>,
+    done: Receiver<ForkDone>,
+    threads: usize,
+    busy: usize,
+}
+
+impl Forkers {
+    /// Start `threads` forkers (at least one); each result wakes `waker`.
+    pub fn new(threads: usize, waker: Arc<mio::Waker>) -> io::Result<Forkers> {
+        let threads = threads.max(1);
+        let (jobs, job_rx) = mpsc::channel::<ForkJob>();
+        let (done_tx, done) = mpsc::channel();
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        for i in 0..threads {
+            let mut spawner = Spawner::new()?;
+            let (rx, tx, waker) = (job_rx.clone(), done_tx.clone(), waker.clone());
+            std::thread::Builder::new()
+                .name(format!("fastpmi-fork-{i}"))
+                .spawn(move || {
+                    block_signals();
+                    loop {
+                        // One thread at a time waits for the next job.
+                        let job = match rx.lock().map(|r| r.recv()) {
+                            Ok(Ok(job)) => job,
+                            // The launcher is going away: park (never
+                            // exit, see the module docs).
+                            _ => loop {
+                                std::thread::park();
+                            },
+                        };
+                        let result = start(&mut spawner, &job);
+                        let id = job.id;
+                        // The rank has its copies (or failed): close ours.
+                        drop(job);
+                        if tx.send(ForkDone { id, result }).is_err() {
+                            continue;
+                        }
+                        let _ = waker.wake();
+                    }
+                })?;
+        }
+        Ok(Forkers {
+            jobs,
+            done,
+            threads,
+            busy: 0,
+        })
+    }
+
+    /// Whether a forker is free for another rank.
+    pub fn has_room(&self) -> bool {
+        self.busy < self.threads
+    }
+
+    /// Ranks handed over and not yet reported back.
+    pub fn in_flight(&self) -> usize {
+        self.busy
+    }
+
+    /// Hand a rank to the next free forker.
+    pub fn submit(&mut self, job: ForkJob) -> io::Result<()> {
+        self.jobs
+            .send(job)
+            .map_err(|_| io::Error::other("the rank-starting threads are gone"))?;
+        self.busy += 1;
+        Ok(())
+    }
+
+    /// A finished start, if any.
+    pub fn try_done(&mut self) -> Option<ForkDone> {
+        let d = self.done.try_recv().ok()?;
+        self.busy = self.busy.saturating_sub(1);
+        Some(d)
+    }
+}
+
+fn start(spawner: &mut Spawner, job: &ForkJob) -> io::Result<Spawned> {
+    spawner.spawn(&RankCommand {
+        image: &job.image,
+        env: &job.env,
+        pass_fds: &job.pass_fds,
+        stdin_inherit: job.stdin_inherit,
+        cpus: job.cpus.as_ref(),
+    })
+}
+
+/// The launcher's signal handlers run on its event-loop thread, not here.
+fn block_signals() {
+    // SAFETY: sigset_t is plain data; sigfillset and pthread_sigmask get
+    // valid pointers to a local and change only this thread's mask.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+    }
+}
