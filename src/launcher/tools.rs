@@ -289,7 +289,12 @@ impl Launcher {
                 cpus: None,
             })
             .collect();
-        for p in self.pending.iter().filter(|p| p.job == job) {
+        for p in self
+            .pending
+            .iter()
+            .chain(self.starting.values())
+            .filter(|p| p.job == job)
+        {
             if let Some(slot) = procs.get_mut(p.rank as usize) {
                 slot.executable = p.program().display().to_string();
             }
