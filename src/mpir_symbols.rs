@@ -1,63 +1,35 @@
-//! The MPIR symbols of the `fastpmi` binary (see `fastpmi::launcher::mpir`):
-//! defined here, in the binary, so that only the launcher exports them.
-//! `#[used]` and the volatile accesses keep them, and the calls to
-//! `MPIR_Breakpoint`, in release builds.
+//! Hands the MPIR symbols of the `fastpmi` binary (defined, with all their
+//! raw-pointer code, in the `fastpmi-mpir` crate, `capi/mpir`) to
+//! `fastpmi::launcher::mpir`. Only the binary links that crate, so only the
+//! launcher exports the symbols, not the C client libraries.
 
-#![allow(non_upper_case_globals, non_snake_case)]
+use fastpmi::launcher::mpir::{self, ProcEntry};
 
-use std::ffi::{c_char, c_int};
-use std::ptr::{addr_of, addr_of_mut};
+struct Exported;
 
-use fastpmi::launcher::mpir::{self, MPIR_PROCDESC};
-
-#[no_mangle]
-#[used]
-pub static mut MPIR_proctable: *mut MPIR_PROCDESC = std::ptr::null_mut();
-#[no_mangle]
-#[used]
-pub static mut MPIR_proctable_size: c_int = 0;
-#[no_mangle]
-#[used]
-pub static mut MPIR_debug_state: c_int = 0;
-/// Set by a debugger that wants the job held until it continues.
-#[no_mangle]
-#[used]
-pub static mut MPIR_being_debugged: c_int = 0;
-#[no_mangle]
-#[used]
-pub static mut MPIR_debug_abort_string: *const c_char = std::ptr::null();
-/// Present (as in Hydra): the starter is not itself a rank.
-#[no_mangle]
-#[used]
-pub static mut MPIR_i_am_starter: c_int = 1;
-/// Present (as in Hydra): a debugger may attach to a subset of the ranks.
-#[no_mangle]
-#[used]
-pub static mut MPIR_partial_attach_ok: c_int = 1;
-
-/// Where a debugger sets its breakpoint. Never inlined; the volatile read
-/// keeps the compiler from deciding the call does nothing.
-#[no_mangle]
-#[inline(never)]
-pub extern "C" fn MPIR_Breakpoint() -> c_int {
-    // SAFETY: a plain volatile read of an int static; a debugger may write
-    // it only while this process is stopped.
-    unsafe { std::ptr::read_volatile(addr_of!(MPIR_debug_state)) }
+impl mpir::Symbols for Exported {
+    fn append_proctable(&self, entries: &[ProcEntry]) {
+        fastpmi_mpir::append_proctable(entries.iter().map(|e| fastpmi_mpir::Proc {
+            host: &e.host,
+            executable: &e.executable,
+            pid: e.pid as i32,
+        }));
+    }
+    fn set_debug_state(&self, state: i32) {
+        fastpmi_mpir::set_debug_state(state);
+    }
+    fn set_abort_string(&self, why: &str) {
+        fastpmi_mpir::set_abort_string(why);
+    }
+    fn being_debugged(&self) -> bool {
+        fastpmi_mpir::being_debugged()
+    }
+    fn breakpoint(&self) {
+        fastpmi_mpir::breakpoint();
+    }
 }
 
-/// Hand the symbols' addresses to the launcher.
+/// Hand the symbols to the launcher.
 pub fn install() {
-    // SAFETY: the addresses are of this binary's statics (valid for the
-    // life of the process); only the launcher's event loop and a stopped
-    // debugger write them.
-    unsafe {
-        mpir::install(mpir::MpirSymbols {
-            proctable: addr_of_mut!(MPIR_proctable),
-            proctable_size: addr_of_mut!(MPIR_proctable_size),
-            debug_state: addr_of_mut!(MPIR_debug_state),
-            being_debugged: addr_of_mut!(MPIR_being_debugged),
-            debug_abort_string: addr_of_mut!(MPIR_debug_abort_string),
-            breakpoint: MPIR_Breakpoint,
-        });
-    }
+    mpir::install(&Exported);
 }
