@@ -44,6 +44,16 @@ pub const LATE_MS: u64 = 4000;
 /// The answer time the issue asks for while a job sits in a fence.
 const TARGET_MS: f64 = 100.0;
 
+/// The figures [`judge`] records, in raw.csv column order (empty for the
+/// other configurations; `ps_other` is the sitting runs' only).
+pub const METRICS: &[&str] = &[
+    "ps_count",
+    "ps_failed",
+    "ps_other",
+    "ps_median_ms",
+    "ps_max_ms",
+];
+
 /// What the configurations need.
 pub fn needs(t: &Tools, _c: Config) -> Vec<&Result<PathBuf, String>> {
     vec![&t.fastpmi]

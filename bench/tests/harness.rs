@@ -50,6 +50,14 @@ fn all_names() -> impl Iterator<Item = &'static &'static str> {
 /// The configuration whose runs count only the `ps` answers that show the
 /// job sitting in fence 1: it needs nothing but fastpmi, so it must run.
 const PS_SITTING: &str = "fence-sitting+ps@fastpmi-shm";
+/// raw.csv columns of the ps family's figures.
+const PS_COLUMNS: &[&str] = &[
+    "ps_count",
+    "ps_failed",
+    "ps_other",
+    "ps_median_ms",
+    "ps_max_ms",
+];
 const SIZES: &[u32] = &[2, 4];
 
 /// Split one CSV record (quotes with doubled inner quotes; no newlines in
@@ -251,7 +259,11 @@ fn quick_run_writes_a_well_formed_report() {
         "fence_us",
         "getall_us",
         "error",
-    ] {
+    ]
+    .iter()
+    .chain(PS_COLUMNS)
+    .copied()
+    {
         assert!(
             header.iter().any(|h| h == col),
             "raw.csv lacks column {col}"
@@ -260,6 +272,7 @@ fn quick_run_writes_a_well_formed_report() {
     let col = |name: &str| header.iter().position(|h| h == name).unwrap();
     let mut ok_configs = BTreeSet::new();
     let mut rows_per_config: BTreeMap<String, usize> = BTreeMap::new();
+    let mut ps_sitting_rows = 0;
     for line in lines {
         let f = csv_fields(line);
         assert_eq!(f.len(), header.len(), "ragged raw.csv row: {line}");
@@ -287,14 +300,42 @@ fn quick_run_writes_a_well_formed_report() {
                 "a {status} run without a reason: {line}"
             );
         }
+        // The ps family's figures: filled for the polled configurations'
+        // ok runs (ps_other for the sitting one only), empty for every other.
+        let polled = [PS[1], PS_SITTING].contains(&config.as_str());
+        for ps_col in PS_COLUMNS {
+            let v = &f[col(ps_col)];
+            let want = status == "ok" && polled && (*ps_col != "ps_other" || config == PS_SITTING);
+            if want {
+                assert!(
+                    v.parse::<f64>().is_ok(),
+                    "{config}: {ps_col}=`{v}` is not a number: {line}"
+                );
+            } else if !polled || (*ps_col == "ps_other" && config != PS_SITTING) {
+                assert!(v.is_empty(), "{config}: {ps_col}=`{v}` should be empty");
+            }
+        }
+        if status == "ok" && config == PS_SITTING {
+            ps_sitting_rows += 1;
+            let get = |c: &str| f[col(c)].parse::<f64>().unwrap();
+            assert!(get("ps_count") >= 1.0, "{line}");
+            assert!(get("ps_median_ms") <= get("ps_max_ms"), "{line}");
+        }
         for (h, v) in header.iter().zip(&f) {
-            let numeric =
-                h == "n" || h == "rep" || h.ends_with("_us") || h.ends_with("_kb") || h == "wall_s";
+            let numeric = h == "n"
+                || h == "rep"
+                || h.ends_with("_us")
+                || h.ends_with("_kb")
+                || h == "wall_s"
+                || PS_COLUMNS.contains(&h.as_str());
             if numeric && !v.is_empty() {
                 assert!(v.parse::<f64>().is_ok(), "{h}={v} is not a number");
             }
         }
     }
+    // The sitting run succeeded (asserted on bench.md above): its figures
+    // are in raw.csv.
+    assert_eq!(ps_sitting_rows, 1, "ok {PS_SITTING} rows in raw.csv");
     // Every present configuration ran once per N (reps = 1).
     for name in all_names() {
         let cells = row(&md, &[name]).unwrap();

@@ -51,6 +51,7 @@ pub fn csv(records: &[Record]) -> String {
     let header: Vec<&str> = CSV_FIXED
         .iter()
         .chain(METRICS)
+        .chain(super::ps::METRICS)
         .copied()
         .chain(["launcher_peak_kb", "launcher_peak_detail", "error"])
         .collect();
@@ -68,6 +69,7 @@ pub fn csv(records: &[Record]) -> String {
         row.extend(
             METRICS
                 .iter()
+                .chain(super::ps::METRICS)
                 .map(|k| r.get(k).map(|v| v.to_string()).unwrap_or_default()),
         );
         row.push(

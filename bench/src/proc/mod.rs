@@ -6,6 +6,9 @@
 //! zombie (its pid cannot be reused) until the memory sampler has stopped, and
 //! the wall time is taken at the moment of exit, not when some thread got
 //! around to noticing it.
+//!
+//! Memory sampling is in [`memory`], the polling of a command against the
+//! running launcher (`fastpmi ps`) in [`poll`].
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -19,67 +22,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::rank::status_field_kb;
+mod memory;
+mod poll;
+
+pub use memory::{Mem, MemProbe};
+pub use poll::{Classify, Poll, Polled};
 
 /// Keep at most this much of a job's stderr (the tail is what explains a failure).
 const STDERR_KEEP: usize = 64 * 1024;
-/// Memory sampling: VmHWM is a high-water mark, so sampling only loses growth
-/// after the last sample, but an exited process has no VmHWM left to read.
-/// The period starts at 1 ms (a 5-ms job still gets a few samples after the
-/// launcher has set itself up) and doubles up to 20 ms, which keeps the
-/// sampler's own CPU use (on a 2-core machine shared with the job) negligible.
-const SAMPLE_FIRST: Duration = Duration::from_millis(1);
-const SAMPLE_PERIOD: Duration = Duration::from_millis(20);
-
-/// Whose memory to sample while the job runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemProbe {
-    None,
-    /// The spawned process itself (fastpmi's launcher; not its ranks).
-    Launcher,
-    /// `mpiexec.hydra` plus its `hydra_pmi_proxy` children.
-    HydraTree {
-        proxies: usize,
-    },
-}
-
-/// A command run every `period` against the job's launcher while it runs
-/// (`fastpmi ps PID --json`), each run timed. `{pid}` in an argument is
-/// replaced by the launcher's pid.
-#[derive(Debug, Clone)]
-pub struct Poll {
-    pub program: PathBuf,
-    pub args: Vec<String>,
-    pub period: Duration,
-    /// Which successful answers show the job in the state being measured
-    /// ([`Polled::matched`]); None: none are classified.
-    pub classify: Option<Classify>,
-}
-
-/// A test of a poll's stdout, run in the poller after the command was timed
-/// (so that a poll can be counted only if the job was, by its own answer, in
-/// the state the measurement is about).
-#[derive(Clone)]
-pub struct Classify(pub Arc<ClassifyFn>);
-
-/// The test itself: true when the output shows the wanted state.
-pub type ClassifyFn = dyn Fn(&[u8]) -> bool + Send + Sync;
-
-impl std::fmt::Debug for Classify {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Classify(..)")
-    }
-}
-
-/// One poll: how long the whole command took, whether it succeeded with
-/// output, and whether that output passed [`Poll::classify`] (false when
-/// there is no classifier or the poll failed).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Polled {
-    pub ms: f64,
-    pub ok: bool,
-    pub matched: bool,
-}
 
 /// A job to run.
 #[derive(Debug, Clone)]
@@ -128,15 +78,6 @@ impl End {
             End::SpawnFailed(e) => format!("could not start: {e}"),
         }
     }
-}
-
-/// Peak resident memory of the launcher side of a job.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Mem {
-    /// Sum of the peaks (VmHWM) of the sampled processes, KiB.
-    pub total_kb: u64,
-    /// What was summed, e.g. `mpiexec 9.1 MB + 2 proxies 7.0 MB`.
-    pub detail: String,
 }
 
 #[derive(Debug, Clone)]
@@ -233,13 +174,13 @@ pub fn run(spec: &Spec) -> Outcome {
     let sampler = (spec.mem != MemProbe::None).then(|| {
         let stop = stop.clone();
         let probe = spec.mem;
-        thread::spawn(move || sample_memory(pid, probe, &stop))
+        thread::spawn(move || memory::sample(pid, probe, &stop))
     });
 
     let poll_stop = Arc::new(AtomicBool::new(false));
     let poller = spec.poll.clone().map(|p| {
         let stop = poll_stop.clone();
-        thread::spawn(move || poll_launcher(pid, &p, &stop))
+        thread::spawn(move || poll::poll_launcher(pid, &p, &stop))
     });
 
     let (wtx, wrx) = mpsc::channel();
@@ -308,42 +249,6 @@ pub fn run(spec: &Spec) -> Outcome {
     }
 }
 
-/// Run `p` every `p.period` until `stop`, timing each run.
-fn poll_launcher(pid: i32, p: &Poll, stop: &AtomicBool) -> Vec<Polled> {
-    let args: Vec<String> = p
-        .args
-        .iter()
-        .map(|a| a.replace("{pid}", &pid.to_string()))
-        .collect();
-    let mut out = Vec::new();
-    loop {
-        thread::park_timeout(p.period);
-        if stop.load(Ordering::Acquire) {
-            return out;
-        }
-        let t = Instant::now();
-        let r = Command::new(&p.program)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null())
-            .output();
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        let stdout = r
-            .ok()
-            .filter(|o| o.status.success() && !o.stdout.is_empty())
-            .map(|o| o.stdout);
-        let matched = match (&stdout, &p.classify) {
-            (Some(s), Some(c)) => (c.0)(s),
-            _ => false,
-        };
-        out.push(Polled {
-            ms,
-            ok: stdout.is_some(),
-            matched,
-        });
-    }
-}
-
 /// Make this process the reaper of its orphaned descendants. Hydra's proxies
 /// run in sessions of their own; when a timed-out job is killed they are
 /// re-parented, and the init of some containers never reaps them. As their
@@ -395,7 +300,7 @@ pub fn kill_tree(root: i32) {
 }
 
 /// `(pid, ppid, comm)` of every process, from `/proc/*/stat`.
-fn process_table() -> Vec<(i32, i32, String)> {
+pub(super) fn process_table() -> Vec<(i32, i32, String)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -442,86 +347,11 @@ fn descendants(root: i32) -> Vec<i32> {
     out
 }
 
-/// `(name, VmHWM kB)` of a live process; None once it has exited (a zombie
-/// has no memory fields).
-fn name_and_hwm(pid: i32) -> Option<(String, u64)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let name = s
-        .lines()
-        .find_map(|l| l.strip_prefix("Name:"))?
-        .trim()
-        .to_string();
-    Some((name, status_field_kb(&s, "VmHWM:")?))
-}
-
-fn mb(kb: u64) -> String {
-    format!("{:.1} MB", kb as f64 / 1024.0)
-}
-
-/// Sample peak RSS until `stop`; see [`MemProbe`].
-fn sample_memory(pid: i32, probe: MemProbe, stop: &AtomicBool) -> Option<Mem> {
-    let mut root_peak: Option<u64> = None;
-    let mut proxy_peaks: HashMap<i32, u64> = HashMap::new();
-    // Finding Hydra's proxies needs a scan of /proc, which at 1024 ranks is
-    // itself real work: scan only until all are found, and for at most ~4 s
-    // (proxies start before any rank does).
-    let mut scans_left = 200u32;
-    let mut period = SAMPLE_FIRST;
-    loop {
-        let stopping = stop.load(Ordering::Acquire);
-        if let Some((_, hwm)) = name_and_hwm(pid) {
-            root_peak = Some(root_peak.unwrap_or(0).max(hwm));
-        }
-        if let MemProbe::HydraTree { proxies } = probe {
-            if proxy_peaks.len() < proxies && scans_left > 0 && !stopping {
-                scans_left -= 1;
-                for (p, ppid, comm) in process_table() {
-                    if ppid == pid && comm == "hydra_pmi_proxy" {
-                        proxy_peaks.entry(p).or_insert(0);
-                    }
-                }
-            }
-            for (p, peak) in proxy_peaks.iter_mut() {
-                // Check the name: a proxy's pid may be reused once it exits.
-                if let Some((name, hwm)) = name_and_hwm(*p) {
-                    if name == "hydra_pmi_proxy" {
-                        *peak = (*peak).max(hwm);
-                    }
-                }
-            }
-        }
-        if stopping {
-            break;
-        }
-        thread::park_timeout(period);
-        period = (period * 2).min(SAMPLE_PERIOD);
-    }
-    let root = root_peak?;
-    Some(match probe {
-        MemProbe::HydraTree { .. } => {
-            let proxies: u64 = proxy_peaks.values().sum();
-            Mem {
-                total_kb: root + proxies,
-                detail: format!(
-                    "mpiexec {} + {} proxies {}",
-                    mb(root),
-                    proxy_peaks.len(),
-                    mb(proxies)
-                ),
-            }
-        }
-        _ => Mem {
-            total_kb: root,
-            detail: format!("launcher {}", mb(root)),
-        },
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn spec(prog: &str, args: &[&str], timeout: Duration) -> Spec {
+    pub(super) fn spec(prog: &str, args: &[&str], timeout: Duration) -> Spec {
         Spec {
             program: prog.into(),
             args: args.iter().map(OsString::from).collect(),
@@ -558,44 +388,6 @@ mod tests {
         assert_eq!(o.end, End::TimedOut);
         assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
         assert!(!o.stdout.contains("never"));
-    }
-
-    #[test]
-    fn polls_are_timed_and_classified_on_their_output() {
-        // The job lives ~1 s; the poll command prints a line that names
-        // the launcher's pid (so `{pid}` was substituted) and the
-        // classifier accepts only that line.
-        let mut s = spec("/bin/sh", &["-c", "sleep 1"], Duration::from_secs(30));
-        s.mem = MemProbe::None;
-        let poll = |classify: Option<Classify>| Poll {
-            program: "/bin/sh".into(),
-            args: vec!["-c".into(), "echo launcher $0".into(), "{pid}".into()],
-            period: Duration::from_millis(100),
-            classify,
-        };
-        s.poll = Some(poll(Some(Classify(Arc::new(|out: &[u8]| {
-            let t = String::from_utf8_lossy(out);
-            t.strip_prefix("launcher ")
-                .and_then(|p| p.trim().parse::<u32>().ok())
-                .is_some_and(|p| p > 0)
-        })))));
-        let o = run(&s);
-        assert_eq!(o.end, End::Exited(0));
-        assert!(o.polls.len() >= 3, "{:?}", o.polls);
-        assert!(o.polls.iter().all(|p| p.ok && p.matched && p.ms > 0.0));
-        // Same output, a classifier that rejects it: answered, not matched.
-        s.poll = Some(poll(Some(Classify(Arc::new(|_: &[u8]| false)))));
-        let o = run(&s);
-        assert!(!o.polls.is_empty());
-        assert!(o.polls.iter().all(|p| p.ok && !p.matched));
-        // A failing command is neither answered nor matched.
-        s.poll = Some(Poll {
-            args: vec!["-c".into(), "echo x; exit 1".into()],
-            ..poll(Some(Classify(Arc::new(|_: &[u8]| true))))
-        });
-        let o = run(&s);
-        assert!(!o.polls.is_empty());
-        assert!(o.polls.iter().all(|p| !p.ok && !p.matched));
     }
 
     #[test]

@@ -1,0 +1,253 @@
+//! The configurations the harness compares: their names, kinds and
+//! descriptions. The tools each needs are found or built in [`tools`], the
+//! command line of one run of the core configurations is built in [`spec`].
+//!
+//! A configuration whose tool is missing is never dropped: [`Tools::missing`]
+//! gives the reason the report prints in its place.
+
+use std::fmt;
+
+use crate::placement;
+
+mod spec;
+mod tools;
+
+pub use spec::{hydra_args, RunParams, SPAWN_PARENTS};
+pub use tools::{compile, venv, which, Tools, SLURM_INCLUDE};
+
+/// What a configuration measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The business-card exchange; rank 0 prints a key=value line.
+    Exchange,
+    /// The futex barrier floor (per-fence time only).
+    Floor,
+    /// MPICH startup: whole-job wall time only.
+    Startup,
+    /// `MPI_Comm_spawn` latency (N = children), MPICH 5 wheel.
+    Spawn,
+    /// Job start-up against the posix_spawn floor: whole-run wall time.
+    Launch,
+    /// A 64-member group fence inside a larger job (N = job size).
+    Group,
+    /// `fastpmi ps`: the steady fence loop with and without it polling, and
+    /// its answers while a job sits in a fence.
+    Ps,
+    /// Whole MPI jobs, fastpmi vs each stack's own launcher (wall time).
+    Placement,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Config {
+    FastpmiShm,
+    FastpmiSocket,
+    Hydra,
+    SlurmPmi2,
+    FutexFloor,
+    MpichFastpmi,
+    MpichHydra,
+    SpawnFastpmi,
+    SpawnHydra5,
+    LaunchFloor,
+    LaunchFastpmi,
+    LaunchShm,
+    LaunchSocket,
+    LaunchHydra,
+    LaunchHydraPmi,
+    GroupFence,
+    PsQuiet,
+    PsPolled,
+    PsSitting,
+    /// A row of [`placement::CASES`] (index).
+    Placement(u8),
+}
+
+/// The configurations outside the families that keep their own list: the
+/// PMI exchange, MPICH start-up and spawn rows.
+const CORE: [Config; 9] = [
+    Config::FastpmiShm,
+    Config::FastpmiSocket,
+    Config::Hydra,
+    Config::SlurmPmi2,
+    Config::FutexFloor,
+    Config::MpichFastpmi,
+    Config::MpichHydra,
+    Config::SpawnFastpmi,
+    Config::SpawnHydra5,
+];
+
+/// The families' own lists, in the report's order after [`CORE`].
+const FAMILIES: [&[Config]; 3] = [
+    &crate::launch::CONFIGS,
+    &crate::groups::CONFIGS,
+    &crate::ps::CONFIGS,
+];
+
+const fn families_len() -> usize {
+    let mut n = 0;
+    let mut f = 0;
+    while f < FAMILIES.len() {
+        n += FAMILIES[f].len();
+        f += 1;
+    }
+    n
+}
+
+const COUNT: usize = CORE.len() + families_len() + placement::COUNT;
+
+impl Config {
+    pub const ALL: [Config; COUNT] = {
+        let mut all = [Config::FastpmiShm; COUNT];
+        let mut i = 0;
+        while i < CORE.len() {
+            all[i] = CORE[i];
+            i += 1;
+        }
+        let mut f = 0;
+        while f < FAMILIES.len() {
+            let mut j = 0;
+            while j < FAMILIES[f].len() {
+                all[i] = FAMILIES[f][j];
+                i += 1;
+                j += 1;
+            }
+            f += 1;
+        }
+        let mut p = 0;
+        while i < COUNT {
+            all[i] = Config::Placement(p);
+            i += 1;
+            p += 1;
+        }
+        all
+    };
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Config::FastpmiShm => "fastpmi-shm",
+            Config::FastpmiSocket => "fastpmi-socket",
+            Config::Hydra => "hydra",
+            Config::SlurmPmi2 => "slurm-pmi2@fastpmi",
+            Config::FutexFloor => "futex-floor",
+            Config::MpichFastpmi => "mpich@fastpmi",
+            Config::MpichHydra => "mpich@hydra",
+            Config::SpawnFastpmi => "spawn@fastpmi",
+            Config::SpawnHydra5 => "spawn@hydra5",
+            Config::LaunchFloor => "launch-floor",
+            Config::LaunchFastpmi => "launch@fastpmi",
+            Config::LaunchShm => "pmi2-min@fastpmi-shm",
+            Config::LaunchSocket => "pmi2-min@fastpmi-socket",
+            Config::LaunchHydra => "launch@hydra",
+            Config::LaunchHydraPmi => "pmi2-min@hydra",
+            Config::GroupFence => "group64@fastpmi-shm",
+            Config::PsQuiet => "fence-loop@fastpmi-shm",
+            Config::PsPolled => "fence-loop+ps@fastpmi-shm",
+            Config::PsSitting => "fence-sitting+ps@fastpmi-shm",
+            Config::Placement(i) => placement::CASES[i as usize].name,
+        }
+    }
+
+    pub fn kind(self) -> Kind {
+        match self {
+            Config::FutexFloor => Kind::Floor,
+            Config::MpichFastpmi | Config::MpichHydra => Kind::Startup,
+            Config::SpawnFastpmi | Config::SpawnHydra5 => Kind::Spawn,
+            Config::LaunchFloor
+            | Config::LaunchFastpmi
+            | Config::LaunchShm
+            | Config::LaunchSocket
+            | Config::LaunchHydra
+            | Config::LaunchHydraPmi => Kind::Launch,
+            Config::GroupFence => Kind::Group,
+            Config::PsQuiet | Config::PsPolled | Config::PsSitting => Kind::Ps,
+            Config::Placement(_) => Kind::Placement,
+            _ => Kind::Exchange,
+        }
+    }
+
+    /// The transport rank 0 must report for the run to count (the Rust
+    /// client's configurations only).
+    pub fn expected_transport(self) -> Option<&'static str> {
+        match self {
+            Config::FastpmiShm | Config::PsQuiet | Config::PsPolled | Config::PsSitting => {
+                Some("shm")
+            }
+            Config::FastpmiSocket | Config::Hydra => Some("socket"),
+            _ => None,
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Config::FastpmiShm => {
+                "fastpmi launcher, Rust client, shared-memory path (must report transport=shm)"
+            }
+            Config::FastpmiSocket => {
+                "fastpmi launcher, Rust client forced onto the socket (FASTPMI_TRANSPORT=socket)"
+            }
+            Config::Hydra => {
+                "MPICH's Hydra launcher, the same Rust rank program over PMI-2 on PMI_FD"
+            }
+            Config::SlurmPmi2 => {
+                "fastpmi launcher, bench/c/pmi2_exchange.c linked against Slurm's libpmi2 (socket)"
+            }
+            Config::FutexFloor => {
+                "bench/c/futex_barrier_floor.c: N forked processes, futex barrier, per-fence time"
+            }
+            Config::MpichFastpmi => "bench/c/mpi_hello.c (MPICH) under fastpmi",
+            Config::MpichHydra => "bench/c/mpi_hello.c (MPICH) under Hydra",
+            Config::SpawnFastpmi => "bench/c/mpi_spawn.c (MPICH 5 wheel) under fastpmi",
+            Config::SpawnHydra5 => "bench/c/mpi_spawn.c (MPICH 5 wheel) under its Hydra 5",
+            Config::LaunchFloor => {
+                "(a) bench/c/spawn_floor.c: posix_spawn and reap N trivial processes"
+            }
+            Config::LaunchFastpmi => "(b) fastpmi -n N of a trivial C program (no PMI)",
+            Config::LaunchShm => {
+                "(c) bench/c/pmi2_minimal.c on fastpmi's installed libpmi2.so.0 (shared memory)"
+            }
+            Config::LaunchSocket => {
+                "(d) bench/c/pmi2_minimal.c on Slurm's libpmi2 under fastpmi (socket)"
+            }
+            Config::LaunchHydra => "(e) Hydra (mpiexec.hydra) of the trivial program",
+            Config::LaunchHydraPmi => "(e) Hydra of bench/c/pmi2_minimal.c on Slurm's libpmi2",
+            Config::GroupFence => {
+                "fastpmi, Rust client, shared memory: a 64-member group fence in an N-rank job"
+            }
+            Config::PsQuiet => {
+                "fastpmi, Rust client, shared memory: exchange and 1000 steady fences"
+            }
+            Config::PsPolled => "the same with `fastpmi ps PID --json` every 100 ms during the job",
+            Config::PsSitting => {
+                "the exchange with the last rank 4 s late (N-1 ranks sit in fence 1), `fastpmi ps PID --json` every 100 ms"
+            }
+            Config::Placement(_) => {
+                "bench/c/mpi_hello.c or mpi_allreduce.c (Intel MPI, MPICH 4, MPICH 5): whole job"
+            }
+        }
+    }
+}
+
+impl fmt::Display for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether the rank program reported the shared-memory transport. The
+/// variant name is not settled yet (`Shm`, `SharedMemory`, ...).
+pub fn is_shm_transport(t: &str) -> bool {
+    t == "shm" || t.contains("shm") || t.contains("shared")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shm_names() {
+        assert!(is_shm_transport("shm"));
+        assert!(is_shm_transport("sharedmemory"));
+        assert!(!is_shm_transport("socket"));
+        assert!(!is_shm_transport("singleton"));
+    }
+}
