@@ -360,7 +360,23 @@ impl Launcher {
         }
     }
 
+    /// Port-mode identity checks that waited for rank `rank` of `job` to be
+    /// known (it started, or failed to: then no socket is its).
+    fn run_waiting_checks(&mut self, job: JobIdx, rank: u32) {
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.checks_waiting)
+            .into_iter()
+            .partition(|&(_, j, r)| j == job && r == rank);
+        self.checks_waiting = later;
+        for (conn, job, rank) in now {
+            let tok = mio::Token(conn);
+            let ok = self.peer_is_rank(tok, job, rank);
+            self.server.peer_checked(conn, ok, &mut self.events);
+            self.note_identified(tok);
+        }
+    }
+
     fn not_started(&mut self, p: PendingRank, e: io::Error) {
+        self.run_waiting_checks(p.job, p.rank);
         let message = format!(
             "cannot start {} ({}): {e}",
             self.server.rank_name(p.job, p.rank),
@@ -463,6 +479,7 @@ impl Launcher {
             self.procs[i].signaled = Some(libc::SIGKILL);
             os::signal(s.pid, rustix::process::Signal::KILL);
         }
+        self.run_waiting_checks(p.job, p.rank);
         // It may already have ended, reaped before it was known here.
         if let Some(status) = self.unclaimed_exits.remove(&s.pid) {
             self.rank_ended(i, status);

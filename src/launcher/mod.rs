@@ -113,6 +113,8 @@ pub struct Launcher {
     /// Ranks handed to the forkers, by start id.
     starting: HashMap<u64, PendingRank>,
     next_start: u64,
+    /// Port-mode identity checks of ranks still being created.
+    checks_waiting: Vec<(ConnId, JobIdx, u32)>,
     /// Exits reaped before the forker that created the process reported
     /// its pid.
     unclaimed_exits: HashMap<u32, std::process::ExitStatus>,
@@ -259,6 +261,7 @@ impl Launcher {
             pending: VecDeque::new(),
             starting: HashMap::new(),
             next_start: 0,
+            checks_waiting: Vec::new(),
             unclaimed_exits: HashMap::new(),
             spawns_starting: Vec::new(),
             jobs: Vec::new(),
@@ -448,6 +451,16 @@ impl Launcher {
                     }
                     Event::Spawn { id, job, rank, req } => self.spawn_job(id, job, rank, req),
                     Event::CheckPeer { conn, job, rank } => {
+                        // Its forker has not reported the pid yet: check
+                        // once it has (`started`, `not_started`).
+                        if self
+                            .starting
+                            .values()
+                            .any(|p| p.job == job && p.rank == rank)
+                        {
+                            self.checks_waiting.push((conn, job, rank));
+                            continue;
+                        }
                         let ok = self.peer_is_rank(Token(conn), job, rank);
                         self.server.peer_checked(conn, ok, &mut self.events);
                         self.note_identified(Token(conn));
