@@ -4,9 +4,15 @@
 //! connection ends and rank exits, and carries out the [`Event`]s the server
 //! produces (bytes to send, connections to close, jobs that failed). Handlers
 //! live in [`handlers`], one function per request, over typed requests.
+//!
+//! This file holds the server's state (jobs, ranks, connections), its
+//! setup, and the intake: deframing, decoding and dispatch to a handler.
+//! How ranks go and jobs fail is in [`failure`]; fence and node-attribute
+//! waits are released in [`waits`].
 
 pub mod auth;
 mod connect;
+mod failure;
 mod groups;
 mod handlers;
 mod hold;
@@ -14,6 +20,7 @@ pub mod nameserv;
 pub mod psets;
 pub mod spawn;
 pub mod status;
+mod waits;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -360,228 +367,6 @@ impl Server {
         }
     }
 
-    /// The peer closed `conn` (or the loop gave up on it).
-    pub fn on_closed(&mut self, conn: ConnId, out: &mut Vec<Event>) {
-        self.closed(conn, None, out);
-    }
-
-    /// `conn` is gone; `dropped` says why when the server itself closed it.
-    fn closed(&mut self, conn: ConnId, dropped: Option<&str>, out: &mut Vec<Event>) {
-        let Some(c) = self.conns.remove(&conn) else {
-            return;
-        };
-        self.forget_spawns_of(conn);
-        self.forget_names_of(conn);
-        self.forget_held(conn);
-        let Some((job, rank)) = c.bound else { return };
-        let j = &mut self.jobs[job];
-        j.fence_waiters.retain(|(_, _, r)| r.conn != conn);
-        j.attr_waiters.retain(|(_, _, r)| r.conn != conn);
-        let shm = j.store.rank_progress(rank);
-        let slot = &mut j.ranks[rank as usize];
-        if slot.conn == Some(conn) {
-            slot.conn = None;
-        }
-        if slot.phase == Phase::Initialized && j.failed.is_none() {
-            let who = rank_label(job, &j.id, rank);
-            let lost = format!("{who} closed its PMI connection before finalize");
-            if self.group_member_lost(job, rank, &lost, out) {
-                return;
-            }
-            let j = &self.jobs[job];
-            let slot = &j.ranks[rank as usize];
-            let message = match dropped {
-                Some(why) => format!(
-                    "the launcher closed the PMI connection of {who} {} after a malformed message: {why}",
-                    activity_text(slot, shm)
-                ),
-                None => format!(
-                    "{who} closed its PMI connection before finalize {}",
-                    activity_text(slot, shm)
-                ),
-            };
-            out.push(Event::JobFailed {
-                job,
-                rank,
-                cause: if dropped.is_some() {
-                    FailCause::ProtocolError
-                } else {
-                    FailCause::ConnectionLost
-                },
-                message: message.clone(),
-            });
-            self.fail_job(job, Some(rank), 1, &message, out);
-        }
-    }
-
-    /// The launcher reaped `rank`. `clean` = exit status 0. Returns nothing;
-    /// a clean exit that still breaks the job is reported as `JobFailed`.
-    pub fn rank_exited(&mut self, job: JobIdx, rank: u32, clean: bool, out: &mut Vec<Event>) {
-        let j = &mut self.jobs[job];
-        let shm = j.store.rank_progress(rank);
-        let finalized_in_segment = j.store.rank_finalized(rank);
-        let Some(slot) = j.ranks.get_mut(rank as usize) else {
-            return;
-        };
-        slot.exited = true;
-        // Its `finalize` may still be unread on the socket (see
-        // `Store::rank_finalized`); the segment already says it.
-        if slot.phase == Phase::Initialized && finalized_in_segment {
-            slot.set_phase(Phase::Finalized);
-        }
-        if j.failed.is_some() || !clean {
-            return;
-        }
-        if slot.phase == Phase::Initialized {
-            let message = format!(
-                "{} exited with status 0 before PMI finalize {}",
-                rank_label(job, &j.id, rank),
-                activity_text(slot, shm)
-            );
-            if self.group_member_lost(job, rank, &message, out) {
-                return;
-            }
-            out.push(Event::JobFailed {
-                job,
-                rank,
-                cause: FailCause::ExitedEarly,
-                message: message.clone(),
-            });
-            self.fail_job(job, Some(rank), 1, &message, out);
-            return;
-        }
-        self.check_stuck(job, out);
-    }
-
-    /// True while some job could have a fence that can never complete and
-    /// the event loop should call [`Server::check_stuck_all`] now and then.
-    pub fn needs_stuck_check(&self) -> bool {
-        self.jobs.iter().enumerate().any(|(job, j)| {
-            j.failed.is_none()
-                && j.ranks
-                    .iter()
-                    .enumerate()
-                    .any(|(r, s)| gone(s) || self.is_lost_member(job, r as u32))
-        })
-    }
-
-    /// See [`Server::check_stuck`], for every job.
-    pub fn check_stuck_all(&mut self, out: &mut Vec<Event>) {
-        for job in 0..self.jobs.len() {
-            self.check_stuck(job, out);
-        }
-    }
-
-    /// Fail `job` if ranks wait in a fence (over the socket or in shared
-    /// memory) that a finalized or PMI-less exited rank can never join.
-    pub fn check_stuck(&mut self, job: JobIdx, out: &mut Vec<Event>) {
-        let j = &self.jobs[job];
-        if j.failed.is_some() || j.store.fence_arrivals() == 0 {
-            return;
-        }
-        let Some((r, slot)) = j
-            .ranks
-            .iter()
-            .enumerate()
-            .find(|(r, s)| gone(s) || self.is_lost_member(job, *r as u32))
-        else {
-            return;
-        };
-        let why = if slot.phase == Phase::Finalized {
-            "finalized"
-        } else if self.is_lost_member(job, r as u32) {
-            "died (a tolerated group member failure)"
-        } else {
-            "exited without taking part in PMI"
-        };
-        let message = format!(
-            "fence {} can never complete: {} {why}",
-            j.store.fences_completed() + 1,
-            rank_label(job, &j.id, r as u32)
-        );
-        let rank = r as u32;
-        out.push(Event::JobFailed {
-            job,
-            rank,
-            cause: FailCause::ExitedEarly,
-            message: message.clone(),
-        });
-        self.fail_job(job, Some(rank), 1, &message, out);
-    }
-
-    /// End `job`: every waiting rank gets an error reply now, and the store
-    /// is marked aborted so shared-memory waiters wake up too.
-    ///
-    /// `rank` caused it (`None`: the launcher did, e.g. on Ctrl-C); `code` is
-    /// the exit code the job ends with.
-    pub fn fail_job(
-        &mut self,
-        job: JobIdx,
-        rank: Option<u32>,
-        code: i32,
-        message: &str,
-        out: &mut Vec<Event>,
-    ) {
-        let j = &mut self.jobs[job];
-        if j.failed.is_some() {
-            return;
-        }
-        j.store.abort(code, rank.unwrap_or(u32::MAX));
-        tracing::debug!(job = %j.id, "job failed: {message}");
-        j.failed = Some(message.to_string());
-        j.at_failure = Some(j.ranks.iter().map(|s| s.activity.clone()).collect());
-        let msg = format!("job aborted: {message}");
-        let waiters: Vec<ReplyTo> = j
-            .fence_waiters
-            .drain(..)
-            .map(|(_, _, r)| r)
-            .chain(j.attr_waiters.drain(..).map(|(_, _, r)| r))
-            .collect();
-        for slot in &mut j.ranks {
-            slot.set_activity(Activity::Running);
-        }
-        for r in waiters {
-            reply(
-                out,
-                &r,
-                &Response::Error {
-                    rc: -1,
-                    msg: msg.clone(),
-                },
-                None,
-            );
-        }
-        self.groups_job_failed(job, &msg, out);
-        self.fail_held(job, &msg, out);
-    }
-
-    /// The fence generation socket ranks of `job` wait in (the oldest), if any.
-    pub fn fence_wait_generation(&self, job: JobIdx) -> Option<u64> {
-        self.jobs[job]
-            .fence_waiters
-            .iter()
-            .map(|(_, t, _)| t.generation)
-            .min()
-    }
-
-    /// What `rank` is doing, for failure messages ("during fence 3").
-    pub fn rank_activity(&self, job: JobIdx, rank: u32) -> String {
-        let j = &self.jobs[job];
-        j.ranks
-            .get(rank as usize)
-            .map(|slot| activity_text(slot, j.store.rank_progress(rank)))
-            .unwrap_or_default()
-    }
-
-    /// Re-check held requests after the store changed behind the server's
-    /// back (a shared-memory rank completed a fence or put a node attribute).
-    pub fn poll_store(&mut self, out: &mut Vec<Event>) {
-        for job in 0..self.jobs.len() {
-            self.release_fence(job, out);
-            self.release_attrs(job, None, out);
-        }
-    }
-
     fn who(&self, conn: ConnId) -> String {
         match self.conns.get(&conn).and_then(|c| c.bound) {
             Some((job, rank)) => rank_label(job, &self.jobs[job].id, rank),
@@ -627,56 +412,6 @@ impl Server {
             reply(out, &to, &resp, Some(&who));
         }
     }
-
-    /// Release every fence waiter whose fence has completed.
-    fn release_fence(&mut self, job: JobIdx, out: &mut Vec<Event>) {
-        let j = &mut self.jobs[job];
-        if !j
-            .fence_waiters
-            .iter()
-            .any(|(_, t, _)| j.store.fence_done(*t))
-        {
-            return;
-        }
-        let store = &j.store;
-        let (ready, waiting): (Vec<_>, Vec<_>) = j
-            .fence_waiters
-            .drain(..)
-            .partition(|(_, t, _)| store.fence_done(*t));
-        j.fence_waiters = waiting;
-        for (rank, _, to) in ready {
-            j.ranks[rank as usize].set_activity(Activity::Running);
-            reply(out, &to, &Response::Ok, None);
-        }
-    }
-
-    /// Answer node-attribute waiters whose attribute now exists.
-    fn release_attrs(&mut self, job: JobIdx, key: Option<&[u8]>, out: &mut Vec<Event>) {
-        let j = &mut self.jobs[job];
-        let mut i = 0;
-        while i < j.attr_waiters.len() {
-            let (rank, ref k, _) = j.attr_waiters[i];
-            if key.is_some_and(|key| key != k.as_slice()) {
-                i += 1;
-                continue;
-            }
-            if let Some(v) = j.store.get_node_attr(k) {
-                let (_, k, to) = j.attr_waiters.swap_remove(i);
-                j.ranks[rank as usize].set_activity(Activity::Running);
-                reply(
-                    out,
-                    &to,
-                    &Response::Value {
-                        key: k,
-                        value: Some(v),
-                    },
-                    None,
-                );
-            } else {
-                i += 1;
-            }
-        }
-    }
 }
 
 fn frame_bytes(f: &wire::Frame) -> &[u8] {
@@ -685,36 +420,12 @@ fn frame_bytes(f: &wire::Frame) -> &[u8] {
     }
 }
 
-/// A rank that can never arrive at another fence.
-fn gone(slot: &RankSlot) -> bool {
-    slot.phase == Phase::Finalized || (slot.phase == Phase::Idle && slot.exited)
-}
-
 /// "rank 3", or "rank 3 of job J" outside the first job.
 fn rank_label(job: JobIdx, id: &str, rank: u32) -> String {
     if job == 0 {
         format!("rank {rank}")
     } else {
         format!("rank {rank} of job {id}")
-    }
-}
-
-/// What a rank is doing, from the server's view of its socket and, for a
-/// shared-memory rank, the segment's word (`shm`: fences entered, in one now).
-fn activity_text(slot: &RankSlot, shm: Option<(u64, bool)>) -> String {
-    let (fences, in_fence) = match shm {
-        Some((n, inside)) if n >= slot.fences => (n, inside),
-        _ => (slot.fences, false),
-    };
-    match (&slot.activity, slot.phase) {
-        (Activity::InFence(n), _) => format!("during fence {n}"),
-        _ if in_fence && slot.phase != Phase::Finalized => format!("during fence {fences}"),
-        (Activity::WaitingAttr(k), _) => {
-            format!("while waiting for node attribute {}", wire::show(k))
-        }
-        (_, Phase::Idle) => "before PMI init".to_string(),
-        (_, Phase::Finalized) => "after PMI finalize".to_string(),
-        (_, Phase::Initialized) => format!("after {fences} fences"),
     }
 }
 
