@@ -7,7 +7,7 @@
 //! execs, so creating it costs about as much as `posix_spawn`, while the
 //! child can still do what `posix_spawn` cannot: `PR_SET_PDEATHSIG`. The
 //! child function makes raw, async-signal-safe libc calls only (sigaction,
-//! prctl, getppid, fcntl, dup2, chdir, sched_setaffinity, sigprocmask,
+//! prctl, getppid, close_range, dup2, chdir, sched_setaffinity, sigprocmask,
 //! execve, _exit), reads data the parent prepared (the binding's CPU mask
 //! too), and writes nothing but its error slot.
 //!
@@ -18,7 +18,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CString, OsStr, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -27,9 +27,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 const CHILD_STACK: usize = 64 * 1024;
 /// Most descriptors a rank gets placed (stdio, PMI socket, segments).
 const MAX_MOVES: usize = 8;
-/// Parked copies of the descriptors go at or above this number, clear of
-/// every target.
-const PARK_FLOOR: RawFd = 64;
+/// A spawner's slots (see [`Spawner`]) are at or above this number, clear
+/// of every target.
+const SLOT_FLOOR: RawFd = 64;
 
 /// Program, arguments and environment shared by every rank of one
 /// application, built once.
@@ -158,11 +158,25 @@ pub struct Spawned {
     pub stderr: OwnedFd,
 }
 
-/// Creates ranks: the vfork child's stack and `/dev/null`, kept for every
-/// spawn of the launcher.
+/// Creates ranks: the vfork child's stack, `/dev/null`, and slots, kept
+/// for every spawn of the launcher.
+///
+/// Slots: a launcher with 1024 ranks holds about 3,000 descriptors. A
+/// child that copied them all (a plain clone) closes every one at exec, so
+/// a job's start cost grew with the square of its size (a tenth of the CPU
+/// of a 1024-rank start). Instead the child shares the launcher's table
+/// (`CLONE_FILES`) and its first change is `close_range(share_below, ~0,
+/// CLOSE_RANGE_UNSHARE)`: the kernel gives it a private table holding only
+/// the descriptors below `share_below`. So everything the child needs goes
+/// there first: the spawner owns `MAX_MOVES` low descriptors (placeholders
+/// on `/dev/null`, made before the ranks' descriptors exist), copies a
+/// rank's descriptors onto them before the clone and back to placeholders
+/// after. Nobody else can be given those numbers while they are occupied.
 pub struct Spawner {
     stack: Vec<u128>,
     devnull: OwnedFd,
+    slots: Vec<OwnedFd>,
+    share_below: RawFd,
 }
 
 /// Everything the child reads, prepared by the parent; `err` is the one
@@ -175,6 +189,8 @@ struct ChildArgs {
     wdir: *const c_char,
     moves: [(RawFd, RawFd); MAX_MOVES],
     nmoves: usize,
+    /// The child's private table keeps the descriptors below this.
+    share_below: RawFd,
     parent: libc::pid_t,
     /// Binding, or null.
     cpus: *const libc::cpu_set_t,
@@ -197,10 +213,25 @@ impl Spawner {
             rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )?;
+        let slots = (0..MAX_MOVES)
+            .map(|_| rustix::io::fcntl_dupfd_cloexec(&devnull, SLOT_FLOOR).map_err(io::Error::from))
+            .collect::<io::Result<Vec<_>>>()?;
+        let share_below = slots.iter().map(|s| s.as_raw_fd()).max().unwrap_or(0) + 1;
         Ok(Spawner {
             stack: vec![0u128; CHILD_STACK / 16],
             devnull,
+            slots,
+            share_below,
         })
+    }
+
+    /// Put the slots back on `/dev/null`, dropping the rank's copies.
+    fn clear_slots(&mut self, used: usize) {
+        for slot in &mut self.slots[..used] {
+            // dup3 onto an occupied number replaces it atomically; it
+            // cannot fail for two valid descriptors.
+            let _ = rustix::io::dup3(&self.devnull, slot, rustix::io::DupFlags::CLOEXEC);
+        }
     }
 
     /// Start one rank. It dies with the launcher (`PR_SET_PDEATHSIG`),
@@ -214,19 +245,34 @@ impl Spawner {
         let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC);
         let (out_r, out_w) = pipe()?;
         let (err_r, err_w) = pipe()?;
-        let mut moves = [(-1, -1); MAX_MOVES];
-        let mut n = 0;
-        let mut add = |m: (RawFd, RawFd)| {
-            moves[n] = m;
-            n += 1;
-        };
-        if !rc.stdin_inherit {
-            add((self.devnull.as_raw_fd(), 0));
+        if let Some(&(_, t)) = rc
+            .pass_fds
+            .iter()
+            .find(|&&(_, t)| !(3..SLOT_FLOOR).contains(&t))
+        {
+            return Err(io::Error::other(format!(
+                "descriptor number {t} for a rank is outside 3..{SLOT_FLOOR}"
+            )));
         }
-        add((out_w.as_raw_fd(), 1));
-        add((err_w.as_raw_fd(), 2));
-        for &m in rc.pass_fds {
-            add(m);
+        let mut wanted: Vec<(BorrowedFd<'_>, RawFd)> = Vec::with_capacity(MAX_MOVES);
+        if !rc.stdin_inherit {
+            wanted.push((self.devnull.as_fd(), 0));
+        }
+        wanted.push((out_w.as_fd(), 1));
+        wanted.push((err_w.as_fd(), 2));
+        for &(src, dst) in rc.pass_fds {
+            // SAFETY: the caller's descriptors, open for this call.
+            wanted.push((unsafe { BorrowedFd::borrow_raw(src) }, dst));
+        }
+        let mut moves = [(-1, -1); MAX_MOVES];
+        let n = wanted.len();
+        for (i, (src, dst)) in wanted.into_iter().enumerate() {
+            if let Err(e) = rustix::io::dup3(src, &mut self.slots[i], rustix::io::DupFlags::CLOEXEC)
+            {
+                self.clear_slots(i);
+                return Err(e.into());
+            }
+            moves[i] = (self.slots[i].as_raw_fd(), dst);
         }
         let rank_env = rc
             .env
@@ -248,6 +294,7 @@ impl Spawner {
             wdir: img.wdir.as_ref().map_or(std::ptr::null(), |d| d.as_ptr()),
             moves,
             nmoves: n,
+            share_below: self.share_below,
             parent: rustix::process::getpid().as_raw_nonzero().get(),
             cpus: rc.cpus.map_or(std::ptr::null(), |c| &c.0),
             err: AtomicI32::new(0),
@@ -272,18 +319,20 @@ impl Spawner {
         // valid and untouched for the child's whole life. The child runs
         // `child_main`, which only makes async-signal-safe calls and never
         // returns. SIGCHLD as exit signal: the event loop reaps it with
-        // waitpid(-1) like any child.
+        // waitpid(-1) like any child. CLONE_FILES: the child unshares the
+        // table itself, keeping only the slots' range (see `Spawner`).
         let pid = unsafe {
             libc::clone(
                 child_main,
                 top,
-                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::SIGCHLD,
                 (&args as *const ChildArgs).cast_mut().cast::<c_void>(),
             )
         };
         let clone_err = io::Error::last_os_error();
         // SAFETY: restores the mask saved above.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+        self.clear_slots(n);
         drop((out_w, err_w));
         if pid < 0 {
             return Err(clone_err);
@@ -359,19 +408,23 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             a.err.store(libc::ESRCH, Ordering::Release);
             libc::_exit(127);
         }
-        // Two steps so a source number that is another's target is not
-        // clobbered: park every source above the targets (close-on-exec
-        // copies), then dup2 onto the small numbers (dup2 clears CLOEXEC).
-        let mut parked = [-1 as RawFd; MAX_MOVES];
-        let moves = &a.moves[..a.nmoves];
-        for (slot, &(src, _)) in parked.iter_mut().zip(moves) {
-            *slot = libc::fcntl(src, libc::F_DUPFD_CLOEXEC, PARK_FLOOR);
-            if *slot < 0 {
-                child_fail(a, STAGE_FDS);
-            }
+        // Leave the launcher's table (shared until now, untouched): a
+        // private one with only the numbers below the slots' end. Kernels
+        // before 5.9 lack close_range: copy the whole table then.
+        if libc::syscall(
+            libc::SYS_close_range,
+            a.share_below as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_UNSHARE,
+        ) != 0
+            && libc::unshare(libc::CLONE_FILES) != 0
+        {
+            child_fail(a, STAGE_FDS);
         }
-        for (&tmp, &(_, dst)) in parked.iter().zip(moves) {
-            if libc::dup2(tmp, dst) < 0 {
+        // Sources are slots (>= SLOT_FLOOR), targets below it: no move
+        // clobbers another's source. dup2 clears CLOEXEC on the target.
+        for &(src, dst) in &a.moves[..a.nmoves] {
+            if libc::dup2(src, dst) < 0 {
                 child_fail(a, STAGE_FDS);
             }
         }
