@@ -25,7 +25,7 @@
 //! names them: `programs` (the C programs, scratch directories), `capi`
 //! (fastpmi's C libraries), `job` (running the launcher: [`Cmd`], [`Job`],
 //! [`Outcome`]), `procs` (/proc: process trees, signals, leftover ranks);
-//! and, named by their path, `nameserver`, `port`, `stacks`.
+//! and, named by their path, `nameserver`, `port`, `stacks`, `tools`.
 //!
 //! The launcher is `fastpmi` (`env!("CARGO_BIN_EXE_fastpmi")`). For
 //! validating these tests themselves against an independent server, set
@@ -43,6 +43,7 @@ pub mod port;
 mod procs;
 mod programs;
 pub mod stacks;
+pub mod tools;
 
 // Not every test binary uses every submodule.
 #[allow(unused_imports)]
