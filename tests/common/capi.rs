@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
 use super::build_dir;
+use crate::common;
 
 /// A directory holding fastpmi's C libraries as `libpmi2.so.0`,
 /// `libpmi2.so`, `libpmi.so.0` and `libpmi.so` (symlinks into the cargo
@@ -111,4 +112,10 @@ fn build_capi() -> PathBuf {
         }
     }
     dir
+}
+
+/// `cmd` with fastpmi's C libraries on `LD_LIBRARY_PATH` (programs linked
+/// to fastpmi's `libpmi2`/`libpmi`, run under any launcher).
+pub fn lib_env(cmd: common::Cmd) -> common::Cmd {
+    cmd.env("LD_LIBRARY_PATH", capi_lib_dir())
 }
