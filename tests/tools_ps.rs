@@ -1,0 +1,211 @@
+//! `fastpmi ps` with real processes: a job whose rank 17 is late to PMI
+//! while the others fence (shared memory, also with the tree release;
+//! socket through Slurm's libpmi2; and mixed), and a shared-memory rank
+//! waiting for a node attribute.
+//!
+//! Every launcher here runs with its own `XDG_RUNTIME_DIR`, so `fastpmi ps`
+//! sees only the launchers of the test.
+
+mod common;
+mod rank_role;
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::tools::{args, fastpmi, ps_json, runtime_dir, text, wait_for, wait_late_fence, Late};
+use common::tools::{LATE, N};
+use common::{heavy, prog, Prog};
+
+/// The checks shared by the three transports: 256 rows, rank 17 running
+/// without PMI, every other rank in fence 1 over `transport(rank)`, the
+/// missing-rank summary in the human output; then rank 17 goes and the job
+/// completes.
+fn late_rank_ps(tag: &str, sections: Vec<OsString>, transport: impl Fn(u32) -> &'static str) {
+    late_rank_ps_env(tag, sections, &[], transport)
+}
+
+/// [`late_rank_ps`] with extra launcher environment.
+fn late_rank_ps_env(
+    tag: &str,
+    sections: Vec<OsString>,
+    env: &[(&str, &str)],
+    transport: impl Fn(u32) -> &'static str,
+) {
+    let _g = heavy();
+    let late = Late::new(tag);
+    let mut cmd = late.launch(sections);
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let job = cmd.spawn();
+    let pid = job.pid();
+    let t = wait_late_fence(late.xdg.path(), pid);
+    let late_pid = late.late_pid();
+    assert_eq!(t.ranks.len(), N as usize, "one row per rank");
+    for r in &t.ranks {
+        assert!(r.pid.is_some(), "rank {} has no pid: {r:?}", r.rank);
+        if r.rank == LATE {
+            assert_eq!(r.kind, "no_pmi", "{r:?}");
+            assert_eq!(r.state, "running without PMI", "{r:?}");
+            assert_eq!(r.transport, "none");
+            assert_eq!(r.pid, Some(late_pid), "rank 17's pid");
+        } else {
+            assert_eq!(r.kind, "in_fence", "{r:?}");
+            assert_eq!(r.state, "in fence 1");
+            assert_eq!(r.fence, Some(1));
+            assert_eq!(r.transport, transport(r.rank), "{r:?}");
+            assert_eq!(r.last_op.as_deref(), Some("kvs-fence"), "{r:?}");
+        }
+    }
+    let human = fastpmi(late.xdg.path(), &["ps", &pid.to_string()]);
+    let human = text(&human.stdout);
+    let want = format!(
+        "fence 1: 255/256 arrived, missing: rank 17 (pid {late_pid}, running without PMI for "
+    );
+    assert!(
+        human.contains(&want),
+        "human output lacks {want:?}:\n{human}"
+    );
+    // The listing names the launcher and its job.
+    let list = text(&fastpmi(late.xdg.path(), &["ps"]).stdout);
+    assert!(
+        list.contains(&format!("fastpmi_{pid}_0")) && list.contains(&pid.to_string()),
+        "{list}"
+    );
+    late.release();
+    let out = job.wait_or_kill(Duration::from_secs(120));
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines()
+            .iter()
+            .filter(|l| l.starts_with("late ok rank"))
+            .count(),
+        N as usize,
+        "{}",
+        out.report()
+    );
+}
+
+#[test]
+fn ps_late_rank_shared_memory() {
+    let exe = prog(Prog::Pmi2LateFastpmi);
+    let lib = common::capi_lib_dir();
+    let mut a = args(&[&"-genv", &"LD_LIBRARY_PATH", &lib, &"-n", &"256", &exe]);
+    a.shrink_to_fit();
+    late_rank_ps("ps-shm", a, |_| "shm");
+}
+
+/// The same with the fence released by a tree (fan-out 4 forced through the
+/// launcher's `FASTPMI_FENCE_FANOUT`; the default picks it from 512 ranks):
+/// ranks sleep on their own wake words, `ps` still reads fence 1 from each
+/// rank's state, and the late rank, arriving last, releases the tree.
+#[test]
+fn ps_late_rank_shared_memory_tree_release() {
+    let exe = prog(Prog::Pmi2LateFastpmi);
+    let lib = common::capi_lib_dir();
+    let a = args(&[&"-genv", &"LD_LIBRARY_PATH", &lib, &"-n", &"256", &exe]);
+    late_rank_ps_env("ps-shm-tree", a, &[("FASTPMI_FENCE_FANOUT", "4")], |_| {
+        "shm"
+    });
+}
+
+#[test]
+fn ps_late_rank_socket() {
+    let exe = prog(Prog::Pmi2LateSlurm);
+    late_rank_ps("ps-sock", args(&[&"-n", &"256", &exe]), |_| "socket");
+}
+
+#[test]
+fn ps_late_rank_mixed() {
+    let shm = prog(Prog::Pmi2LateFastpmi);
+    let sock = prog(Prog::Pmi2LateSlurm);
+    let lib = common::capi_lib_dir();
+    // fastpmi's libpmi2 for the first section only (same SONAME as Slurm's).
+    let a = args(&[
+        &"-n",
+        &"128",
+        &"-env",
+        &"LD_LIBRARY_PATH",
+        &lib,
+        &shm,
+        &":",
+        &"-n",
+        &"128",
+        &sock,
+    ]);
+    late_rank_ps("ps-mixed", a, |r| if r < 128 { "shm" } else { "socket" });
+}
+
+const ATTR_WAIT_TEST: &str = "ps_shows_the_node_attribute_a_shared_memory_rank_waits_for";
+const ATTR_KEY: &str = "fastpmi-test-late-attr";
+
+/// Rank 0 waits for a node attribute that rank 1 puts only once the go
+/// file appears (written by the test after `ps` has shown the wait).
+fn role_attr_wait() -> Result<(), String> {
+    let pmi = rank_role::init()?;
+    if pmi.rank() == 0 {
+        let v = pmi
+            .get_node_attr(ATTR_KEY, true)
+            .map_err(|e| format!("get_node_attr: {e}"))?;
+        rank_role::ensure(v.as_deref() == Some(&b"here"[..]), || format!("got {v:?}"))?;
+        println!("attr waiter got it transport={:?}", pmi.transport());
+    } else {
+        let go = PathBuf::from(rank_role::env("FASTPMI_TEST_GO")?);
+        rank_role::poll(Duration::from_secs(120), "go file", || {
+            Ok(go.exists().then_some(()))
+        })?;
+        pmi.put_node_attr(ATTR_KEY, "here")
+            .map_err(|e| format!("put_node_attr: {e}"))?;
+    }
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+/// A shared-memory rank waiting in `get_node_attr(KEY, wait)` shows the key
+/// in `fastpmi ps --json` (row kind `waiting_attr`, `attr` = KEY, transport
+/// shm) and in the human output; the wait is then satisfied and the job
+/// completes.
+#[test]
+fn ps_shows_the_node_attribute_a_shared_memory_rank_waits_for() {
+    if rank_role::role().is_some() {
+        rank_role::finish(role_attr_wait());
+    }
+    let _g = heavy();
+    let xdg = runtime_dir("attr-wait");
+    let marks = common::scratch_dir("attr-wait-marks");
+    let go = marks.path().join("go");
+    let job = rank_role::launch(ATTR_WAIT_TEST, "attr-wait", 2, &[])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .env("FASTPMI_TEST_GO", &go)
+        .timeout(Duration::from_secs(120))
+        .spawn();
+    let pid = job.pid();
+    let row = wait_for(
+        Duration::from_secs(60),
+        "rank 0 waiting for the attribute",
+        || {
+            let t = ps_json(xdg.path(), pid).ok()?.into_iter().next()?;
+            let r = t.ranks.into_iter().next()?;
+            (r.kind == "waiting_attr").then_some(r)
+        },
+    );
+    assert_eq!(row.attr.as_deref(), Some(ATTR_KEY), "{row:?}");
+    assert_eq!(row.transport, "shm", "{row:?}");
+    assert_eq!(row.state, format!("waiting for node attribute {ATTR_KEY}"));
+    let human = fastpmi(xdg.path(), &["ps", &pid.to_string()]);
+    assert!(
+        text(&human.stdout).contains(&format!("waiting for node attribute {ATTR_KEY}")),
+        "{}{}",
+        text(&human.stdout),
+        text(&human.stderr)
+    );
+    fs::write(&go, "go").unwrap();
+    let out = job.wait_or_kill(Duration::from_secs(60));
+    out.assert_success();
+    assert!(
+        out.stdout.contains("attr waiter got it transport=Shm"),
+        "{}",
+        out.report()
+    );
+}
