@@ -472,3 +472,59 @@ fn a_segment_with_an_unknown_stamp_is_refused_and_the_socket_used() {
         "{sock}"
     );
 }
+
+/// Every rank but the one on the terminal's stdin leads a session of its
+/// own (as Hydra's ranks do), so that with the kernel's autogroups the job
+/// does not share one scheduling group's CPU; rank 0 of the first job stays
+/// in the launcher's session and process group. `FASTPMI_RANK_SESSIONS=0`
+/// keeps every rank in the launcher's session.
+#[test]
+fn ranks_lead_their_own_sessions_except_the_stdin_rank() {
+    // /proc/PID/stat: pid (comm) state ppid pgrp session ...
+    let script = r#"set -- $(cat /proc/$$/stat); echo "SID rank=$PMI_RANK pid=$1 pgrp=$5 sid=$6""#;
+    let ours = rustix::process::getsid(None)
+        .unwrap()
+        .as_raw_nonzero()
+        .get();
+    let ours_pgrp = rustix::process::getpgrp().as_raw_nonzero().get();
+    for own_sessions in [true, false] {
+        let flag = if own_sessions { "1" } else { "0" };
+        let s = stdout_of(
+            Command::new(BIN)
+                .args(["-n", "3", "sh", "-c", script])
+                .env("FASTPMI_RANK_SESSIONS", flag),
+        );
+        let lines: Vec<&str> = s.lines().filter(|l| l.starts_with("SID ")).collect();
+        assert_eq!(lines.len(), 3, "{s}");
+        for line in lines {
+            let r = field_of(line, "rank");
+            let (pid, pgrp, sid) = (
+                field_of(line, "pid"),
+                field_of(line, "pgrp"),
+                field_of(line, "sid"),
+            );
+            if r == 0 || !own_sessions {
+                assert_eq!(sid, ours, "launcher's session: {line}");
+                assert_eq!(pgrp, ours_pgrp, "launcher's process group: {line}");
+            } else {
+                assert_eq!(sid, pid, "rank {r} leads its own session: {line}");
+                assert_eq!(pgrp, pid, "{line}");
+            }
+        }
+    }
+}
+
+/// Stdout of a launcher run that must succeed.
+fn stdout_of(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout).to_string()
+}
+
+/// The number after `key=` in a whitespace-separated line.
+fn field_of(line: &str, key: &str) -> i32 {
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{key} in {line}"))
+}

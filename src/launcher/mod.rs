@@ -109,6 +109,8 @@ pub struct Launcher {
     forwarder: Option<Forwarder>,
     /// Threads that create ranks, several at a time.
     forkers: os::Forkers,
+    /// Ranks start sessions of their own (`FASTPMI_RANK_SESSIONS`).
+    rank_sessions: bool,
     pending: VecDeque<PendingRank>,
     /// Ranks handed to the forkers, by start id.
     starting: HashMap<u64, PendingRank>,
@@ -144,6 +146,12 @@ pub struct Launcher {
 /// child it creates to be scheduled and exec; while a large job's early
 /// ranks are busy starting, that wait dominates, and several threads
 /// overlap it (as Hydra's proxies do). See docs/launch.md.
+/// Whether ranks start sessions of their own (default; docs/launch.md):
+/// `FASTPMI_RANK_SESSIONS=0` keeps them in the launcher's.
+fn rank_sessions() -> bool {
+    std::env::var("FASTPMI_RANK_SESSIONS").map_or(true, |v| v != "0")
+}
+
 fn forker_threads() -> usize {
     std::env::var("FASTPMI_FORKERS")
         .ok()
@@ -258,6 +266,7 @@ impl Launcher {
             events: Vec::new(),
             forwarder: None,
             forkers: os::Forkers::new(forker_threads(), waker.clone())?,
+            rank_sessions: rank_sessions(),
             pending: VecDeque::new(),
             starting: HashMap::new(),
             next_start: 0,

@@ -37,6 +37,7 @@ pub struct ForkJob {
     /// alive until the rank has its copies.
     pub keep: Vec<Arc<dyn Send + Sync>>,
     pub stdin_inherit: bool,
+    pub new_session: bool,
     pub cpus: Option<CpuSet>,
 }
 
@@ -130,6 +131,7 @@ fn start(spawner: &mut Spawner, job: &ForkJob) -> io::Result<Spawned> {
         env: &job.env,
         pass_fds: &job.pass_fds,
         stdin_inherit: job.stdin_inherit,
+        new_session: job.new_session,
         cpus: job.cpus.as_ref(),
     })
 }

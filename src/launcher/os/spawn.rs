@@ -122,6 +122,8 @@ pub struct RankCommand<'a> {
     /// Targets must be 3 and up, distinct.
     pub pass_fds: &'a [(RawFd, RawFd)],
     pub stdin_inherit: bool,
+    /// Start the rank in a session of its own (`setsid`).
+    pub new_session: bool,
     /// CPUs the rank is bound to (`sched_setaffinity` before exec).
     pub cpus: Option<&'a CpuSet>,
 }
@@ -191,6 +193,8 @@ struct ChildArgs {
     nmoves: usize,
     /// The child's private table keeps the descriptors below this.
     share_below: RawFd,
+    /// Start a session of its own (`setsid`).
+    new_session: bool,
     parent: libc::pid_t,
     /// Binding, or null.
     cpus: *const libc::cpu_set_t,
@@ -205,6 +209,7 @@ const STAGE_FDS: i32 = 3;
 const STAGE_CHDIR: i32 = 4;
 const STAGE_EXEC: i32 = 5;
 const STAGE_BIND: i32 = 6;
+const STAGE_SESSION: i32 = 7;
 
 impl Spawner {
     pub fn new() -> io::Result<Spawner> {
@@ -295,6 +300,7 @@ impl Spawner {
             moves,
             nmoves: n,
             share_below: self.share_below,
+            new_session: rc.new_session,
             parent: rustix::process::getpid().as_raw_nonzero().get(),
             cpus: rc.cpus.map_or(std::ptr::null(), |c| &c.0),
             err: AtomicI32::new(0),
@@ -350,6 +356,7 @@ impl Spawner {
                 STAGE_FDS => io::Error::new(e.kind(), format!("descriptors: {e}")),
                 STAGE_CHDIR => io::Error::new(e.kind(), format!("chdir: {e}")),
                 STAGE_BIND => io::Error::new(e.kind(), format!("binding (sched_setaffinity): {e}")),
+                STAGE_SESSION => io::Error::new(e.kind(), format!("setsid: {e}")),
                 _ => e,
             });
         }
@@ -407,6 +414,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             a.stage.store(STAGE_PARENT_GONE, Ordering::Release);
             a.err.store(libc::ESRCH, Ordering::Release);
             libc::_exit(127);
+        }
+        // A session of its own (see `RankCommand::new_session`).
+        if a.new_session && libc::setsid() < 0 {
+            child_fail(a, STAGE_SESSION);
         }
         // Leave the launcher's table (shared until now, untouched): a
         // private one with only the numbers below the slots' end. Kernels
