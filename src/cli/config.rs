@@ -1,0 +1,77 @@
+//! What a parsed launch holds: its MPMD sections ([`App`]) and the
+//! launcher's settings ([`LaunchConfig`]).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::launcher::placement::PlacementOpts;
+use crate::shm::MemPool;
+
+/// One MPMD section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct App {
+    pub nranks: u32,
+    pub program: OsString,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    pub wdir: Option<PathBuf>,
+    /// Process sets this section's ranks belong to (`--pset`).
+    pub psets: Vec<String>,
+}
+
+/// Everything the launcher needs to run a job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchConfig {
+    pub apps: Vec<App>,
+    pub genv: Vec<(OsString, OsString)>,
+    pub label: bool,
+    pub pmi_port: bool,
+    /// Port mode: address to listen on (default 127.0.0.1); clients from
+    /// elsewhere must authenticate.
+    pub pmi_port_bind: Option<std::net::IpAddr>,
+    /// Memory behind the job segment; `None`: no segment, socket only.
+    pub mem_pool: Option<MemPool>,
+    /// Override of the segment's KVS size in MiB.
+    pub kvs_mb: Option<u64>,
+    /// Print per-transport operation counts at job end.
+    pub stats: bool,
+    /// Address of a shared `fastpmi nameserver`.
+    pub nameserver: Option<String>,
+    /// A group member's death fails its groups, not its job.
+    pub tolerate_group_failures: bool,
+    /// Hold every rank inside PMI init until released.
+    pub stop_in_init: bool,
+    /// Fail a job whose fence stays incomplete this long.
+    pub fence_timeout: Option<std::time::Duration>,
+    /// Failure details: every rank's state, last operation, fences.
+    pub verbose: bool,
+    /// `-bind-to`, `-map-by`, `-ppn`, `--print-bindings`.
+    pub placement: PlacementOpts,
+}
+
+impl Default for LaunchConfig {
+    fn default() -> Self {
+        LaunchConfig {
+            apps: Vec::new(),
+            genv: Vec::new(),
+            label: false,
+            pmi_port: false,
+            pmi_port_bind: None,
+            mem_pool: Some(MemPool::AnonMmap),
+            kvs_mb: None,
+            stats: false,
+            nameserver: None,
+            tolerate_group_failures: false,
+            stop_in_init: false,
+            fence_timeout: None,
+            verbose: false,
+            placement: PlacementOpts::default(),
+        }
+    }
+}
+
+impl LaunchConfig {
+    pub fn world_size(&self) -> u32 {
+        self.apps.iter().map(|a| a.nranks).sum()
+    }
+}
