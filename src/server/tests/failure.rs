@@ -131,3 +131,84 @@ fn a_connection_the_server_drops_is_reported_as_such() {
         "{msg}"
     );
 }
+
+/// A store whose segment words say which ranks finalized (what fastpmi's
+/// client on the segment writes before it sends `finalize` and exits
+/// without waiting for the answer); everything else is a `MemStore`.
+use crate::store::{FenceTicket, StoreError};
+
+struct SegmentSays {
+    inner: MemStore,
+    finalized: Vec<u32>,
+}
+
+impl Store for SegmentSays {
+    fn max_value(&self) -> usize {
+        self.inner.max_value()
+    }
+    fn put(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.inner.put(rank, key, value)
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.get(key)
+    }
+    fn put_node_attr(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.inner.put_node_attr(rank, key, value)
+    }
+    fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.get_node_attr(key)
+    }
+    fn rank_finalized(&self, rank: u32) -> bool {
+        self.finalized.contains(&rank)
+    }
+    fn fence_arrive(&mut self, rank: u32) -> Result<FenceTicket, StoreError> {
+        self.inner.fence_arrive(rank)
+    }
+    fn fence_done(&self, ticket: FenceTicket) -> bool {
+        self.inner.fence_done(ticket)
+    }
+    fn fences_completed(&self) -> u64 {
+        self.inner.fences_completed()
+    }
+    fn fence_arrivals(&self) -> u32 {
+        self.inner.fence_arrivals()
+    }
+    fn abort(&mut self, code: i32, rank: u32) {
+        self.inner.abort(code, rank)
+    }
+}
+
+/// A rank reaped (status 0) while its `finalize` is still unread on the
+/// socket: the job goes on when the segment says it finalized, and fails
+/// ("exited before PMI finalize") when it does not.
+#[test]
+fn a_clean_exit_with_finalize_unread_counts_when_the_segment_says_finalized() {
+    for (finalized, job_fails) in [(vec![1], false), (vec![], true)] {
+        let mut s = Server::new();
+        let job = s.add_job(JobSpec {
+            id: "fastpmi_test_0".into(),
+            apps: vec![2],
+            universe_size: 2,
+            spawner: None,
+            store: Box::new(SegmentSays {
+                inner: MemStore::new(2, VALLEN),
+                finalized: finalized.clone(),
+            }),
+        });
+        for r in 0..2 {
+            s.connect(r as ConnId, Some((job, r)), None);
+        }
+        init_all(&mut s, 2);
+        let mut out = Vec::new();
+        s.rank_exited(job, 1, true, &mut out);
+        let failed = out
+            .iter()
+            .any(|e| matches!(e, Event::JobFailed { rank: 1, .. }));
+        assert_eq!(failed, job_fails, "segment says finalized: {finalized:?}");
+        // The other rank still finalizes normally afterwards.
+        if !job_fails {
+            let out = send2(&mut s, 0, "cmd=finalize;");
+            assert_eq!(pmi2_body(&sent(&out, 0)[0]).cmd, "finalize-response");
+        }
+    }
+}
