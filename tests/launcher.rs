@@ -473,13 +473,13 @@ fn a_segment_with_an_unknown_stamp_is_refused_and_the_socket_used() {
     );
 }
 
-/// Every rank but the one on the terminal's stdin leads a session of its
-/// own (as Hydra's ranks do), so that with the kernel's autogroups the job
-/// does not share one scheduling group's CPU; rank 0 of the first job stays
-/// in the launcher's session and process group. `FASTPMI_RANK_SESSIONS=0`
-/// keeps every rank in the launcher's session.
+/// With `FASTPMI_RANK_SESSIONS=1` every rank but the one on the terminal's
+/// stdin leads a session of its own (as Hydra's ranks do), so that with the
+/// kernel's autogroups the job does not share one scheduling group's CPU;
+/// rank 0 of the first job stays in the launcher's session and process
+/// group. By default (and with `=0`) every rank is in the launcher's.
 #[test]
-fn ranks_lead_their_own_sessions_except_the_stdin_rank() {
+fn ranks_lead_their_own_sessions_on_request_except_the_stdin_rank() {
     // /proc/PID/stat: pid (comm) state ppid pgrp session ...
     let script = r#"set -- $(cat /proc/$$/stat); echo "SID rank=$PMI_RANK pid=$1 pgrp=$5 sid=$6""#;
     let ours = rustix::process::getsid(None)
@@ -487,13 +487,15 @@ fn ranks_lead_their_own_sessions_except_the_stdin_rank() {
         .as_raw_nonzero()
         .get();
     let ours_pgrp = rustix::process::getpgrp().as_raw_nonzero().get();
-    for own_sessions in [true, false] {
-        let flag = if own_sessions { "1" } else { "0" };
-        let s = stdout_of(
-            Command::new(BIN)
-                .args(["-n", "3", "sh", "-c", script])
-                .env("FASTPMI_RANK_SESSIONS", flag),
-        );
+    for flag in [Some("1"), Some("0"), None] {
+        let own_sessions = flag == Some("1");
+        let mut cmd = Command::new(BIN);
+        cmd.args(["-n", "3", "sh", "-c", script]);
+        match flag {
+            Some(f) => cmd.env("FASTPMI_RANK_SESSIONS", f),
+            None => cmd.env_remove("FASTPMI_RANK_SESSIONS"),
+        };
+        let s = stdout_of(&mut cmd);
         let lines: Vec<&str> = s.lines().filter(|l| l.starts_with("SID ")).collect();
         assert_eq!(lines.len(), 3, "{s}");
         for line in lines {

@@ -443,10 +443,10 @@ impl Launcher {
             owned,
             keep,
             stdin_inherit: p.rank == 0 && p.job == 0,
-            // As Hydra does: with the kernel's autogroups (one scheduling
-            // group per session), ranks in the launcher's session would
-            // share one group's CPU against every other session's. The rank
-            // on the terminal's stdin keeps the launcher's session and
+            // On request, as Hydra does: with the kernel's autogroups (one
+            // scheduling group per session), ranks in the launcher's session
+            // share one group's CPU against every other busy session's. The
+            // rank on the terminal's stdin keeps the launcher's session and
             // process group (job control). docs/launch.md.
             new_session: self.rank_sessions && !(p.rank == 0 && p.job == 0),
             cpus: self

@@ -146,10 +146,10 @@ pub struct Launcher {
 /// child it creates to be scheduled and exec; while a large job's early
 /// ranks are busy starting, that wait dominates, and several threads
 /// overlap it (as Hydra's proxies do). See docs/launch.md.
-/// Whether ranks start sessions of their own (default; docs/launch.md):
-/// `FASTPMI_RANK_SESSIONS=0` keeps them in the launcher's.
+/// Whether ranks start sessions of their own, `FASTPMI_RANK_SESSIONS=1`
+/// (off by default: measured trade-off in docs/launch.md).
 fn rank_sessions() -> bool {
-    std::env::var("FASTPMI_RANK_SESSIONS").map_or(true, |v| v != "0")
+    std::env::var("FASTPMI_RANK_SESSIONS").is_ok_and(|v| v == "1")
 }
 
 fn forker_threads() -> usize {
