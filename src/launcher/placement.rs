@@ -94,14 +94,11 @@ pub fn parse_map(v: &str) -> Result<ObjKind, String> {
 }
 
 /// The policy when `-bind-to` is not given, for a job of `nranks` on a
-/// node with `cores` cores: see docs/placement.md for the figures behind
+/// node with `cores` cores: one core per rank, wrapping around when the
+/// ranks outnumber the cores. See docs/placement.md for the figures behind
 /// it.
-pub fn default_bind(nranks: u32, cores: usize) -> BindTo {
-    if (nranks as usize) <= cores {
-        BindTo::Obj(ObjKind::Core, 1)
-    } else {
-        BindTo::None
-    }
+pub fn default_bind(_nranks: u32, _cores: usize) -> BindTo {
+    BindTo::Obj(ObjKind::Core, 1)
 }
 
 /// CPU lists per rank slot; rank `r` gets `slots[r % slots.len()]`.
@@ -320,11 +317,12 @@ mod tests {
     }
 
     #[test]
-    fn default_binds_cores_only_when_they_suffice() {
+    fn default_binds_one_core_per_rank_wrapping() {
         let d = PlacementOpts::default();
         let p = plan(&d, Some(&node()), 4).unwrap().unwrap();
         assert_eq!(lists(&p, 4), ["0-1", "2-3", "4-5", "6-7"]);
-        assert_eq!(plan(&d, Some(&node()), 5), Ok(None));
+        let p = plan(&d, Some(&node()), 6).unwrap().unwrap();
+        assert_eq!(lists(&p, 6), ["0-1", "2-3", "4-5", "6-7", "0-1", "2-3"]);
         assert_eq!(plan(&d, None, 2), Ok(None));
     }
 

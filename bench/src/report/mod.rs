@@ -479,7 +479,7 @@ fn placement_section(ctx: &Context, w: &mut String) {
     let _ = writeln!(w, "\n## MPI stacks: fastpmi vs their own launchers\n");
     let _ = writeln!(
         w,
-        "Whole-job wall time (launch to the launcher's exit) of `bench/c/mpi_hello.c` and `bench/c/mpi_allreduce.c`, seconds: median (min–max); the ratio is to the same program under the stack's own launcher in the same run. fastpmi's default binding at these sizes (more ranks than cores) is none (docs/placement.md).\n"
+        "Whole-job wall time (launch to the launcher's exit) of `bench/c/mpi_hello.c` and `bench/c/mpi_allreduce.c`, seconds: median (min–max); the ratio is to the same program under the stack's own launcher in the same run. fastpmi's default binding is one core per rank, wrapping around past the core count (docs/placement.md); `-bind-to none` and `-bind-to core` rows name theirs.\n"
     );
     if opts.placement_sizes.is_empty() {
         let _ = writeln!(w, "Not run (no `--placement-sizes`).");
