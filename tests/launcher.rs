@@ -87,25 +87,23 @@ fn rank_environment_and_descriptors() {
         r#"echo "R=$PMI_RANK S=$PMI_SIZE J=$PMI_JOBID F=$PMI_FD L=$MPI_LOCALRANKID/$MPI_LOCALNRANKS G=$FOO SP=${{PMI_SPAWNED-unset}} PX=${{PMIX_RANK-unset}}"; {FD_SCRIPT}"#
     );
     for (pool, segment_fd) in [("anonmmap", true), ("sysv", false), ("none", false)] {
-        let out = Command::new(BIN)
-            .args([
-                "--mem-pool",
-                pool,
-                "-n",
-                "3",
-                "-genv",
-                "FOO",
-                "bar",
-                "-l",
-                "sh",
-                "-c",
-                &script,
-            ])
-            .env("PMIX_RANK", "7")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        let s = text(&out.stdout);
+        let s = stdout_of(
+            Command::new(BIN)
+                .args([
+                    "--mem-pool",
+                    pool,
+                    "-n",
+                    "3",
+                    "-genv",
+                    "FOO",
+                    "bar",
+                    "-l",
+                    "sh",
+                    "-c",
+                    &script,
+                ])
+                .env("PMIX_RANK", "7"),
+        );
         for r in 0..3 {
             let line = s
                 .lines()

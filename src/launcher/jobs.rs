@@ -435,6 +435,8 @@ impl Launcher {
                 p.app.image.get_or_init(|| Arc::new(i)).clone()
             }
         };
+        // Rank 0 of the first job reads the terminal's stdin.
+        let on_terminal = p.rank == 0 && p.job == 0;
         self.forkers.submit(os::ForkJob {
             id,
             image,
@@ -442,13 +444,13 @@ impl Launcher {
             pass_fds: pass,
             owned,
             keep,
-            stdin_inherit: p.rank == 0 && p.job == 0,
+            stdin_inherit: on_terminal,
             // On request, as Hydra does: with the kernel's autogroups (one
             // scheduling group per session), ranks in the launcher's session
             // share one group's CPU against every other busy session's. The
             // rank on the terminal's stdin keeps the launcher's session and
             // process group (job control). docs/launch.md.
-            new_session: self.rank_sessions && !(p.rank == 0 && p.job == 0),
+            new_session: self.rank_sessions && !on_terminal,
             cpus: self
                 .binding
                 .as_ref()

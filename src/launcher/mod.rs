@@ -141,17 +141,17 @@ pub struct Launcher {
     tools: tools::ToolsRt,
 }
 
-/// How many threads create ranks at once: `FASTPMI_FORKERS` (1 to 64),
-/// else one per CPU, at least 4 and at most 16. A thread waits for each
-/// child it creates to be scheduled and exec; while a large job's early
-/// ranks are busy starting, that wait dominates, and several threads
-/// overlap it (as Hydra's proxies do). See docs/launch.md.
 /// Whether ranks start sessions of their own, `FASTPMI_RANK_SESSIONS=1`
 /// (off by default: measured trade-off in docs/launch.md).
 fn rank_sessions() -> bool {
     std::env::var("FASTPMI_RANK_SESSIONS").is_ok_and(|v| v == "1")
 }
 
+/// How many threads create ranks at once: `FASTPMI_FORKERS` (1 to 64),
+/// else one per CPU, at least 4 and at most 16. A thread waits for each
+/// child it creates to be scheduled and exec; while a large job's early
+/// ranks are busy starting, that wait dominates, and several threads
+/// overlap it (as Hydra's proxies do). See docs/launch.md.
 fn forker_threads() -> usize {
     std::env::var("FASTPMI_FORKERS")
         .ok()

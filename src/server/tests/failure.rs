@@ -184,20 +184,13 @@ impl Store for SegmentSays {
 #[test]
 fn a_clean_exit_with_finalize_unread_counts_when_the_segment_says_finalized() {
     for (finalized, job_fails) in [(vec![1], false), (vec![], true)] {
-        let mut s = Server::new();
-        let job = s.add_job(JobSpec {
-            id: "fastpmi_test_0".into(),
-            apps: vec![2],
-            universe_size: 2,
-            spawner: None,
-            store: Box::new(SegmentSays {
+        let (mut s, job) = server_with(
+            2,
+            Box::new(SegmentSays {
                 inner: MemStore::new(2, VALLEN),
                 finalized: finalized.clone(),
             }),
-        });
-        for r in 0..2 {
-            s.connect(r as ConnId, Some((job, r)), None);
-        }
+        );
         init_all(&mut s, 2);
         let mut out = Vec::new();
         s.rank_exited(job, 1, true, &mut out);

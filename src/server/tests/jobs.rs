@@ -58,16 +58,7 @@ fn spawn_is_handed_to_the_launcher_and_answered_by_thrid() {
 fn cross_job_gets_need_a_connection() {
     let (mut s, _) = server(1);
     init_all(&mut s, 1);
-    let other = s.add_job(JobSpec {
-        id: "other".into(),
-        apps: vec![1],
-        universe_size: 1,
-        spawner: None,
-        store: Box::new(MemStore::new(1, VALLEN)),
-    });
-    s.connect(100, Some((other, 0)), None);
-    send1(&mut s, 100, "cmd=init pmi_version=2 pmi_subversion=0");
-    send2(&mut s, 100, "cmd=fullinit;threaded=FALSE;");
+    other_job(&mut s);
     send2(&mut s, 100, "cmd=kvs-put;key=card;value=x1;");
     let get = "cmd=kvs-get;jobid=other;srcid=0;key=card;";
     let r = pmi2_body(&sent(&send2(&mut s, 0, get), 0)[0]);
@@ -92,16 +83,7 @@ fn cross_job_gets_need_a_connection() {
 fn names_are_shared_by_jobs_and_owned_by_their_publisher() {
     let (mut s, _) = server(1);
     init_all(&mut s, 1);
-    let other = s.add_job(JobSpec {
-        id: "other".into(),
-        apps: vec![1],
-        universe_size: 1,
-        spawner: None,
-        store: Box::new(MemStore::new(1, VALLEN)),
-    });
-    s.connect(100, Some((other, 0)), None);
-    send1(&mut s, 100, "cmd=init pmi_version=2 pmi_subversion=0");
-    send2(&mut s, 100, "cmd=fullinit;threaded=FALSE;");
+    other_job(&mut s);
     let r = pmi2_body(
         &sent(
             &send2(&mut s, 100, "cmd=name-publish;name=svc;port=p1;"),
@@ -152,4 +134,19 @@ fn an_endless_spawn_block_is_cut_off_and_the_connection_closed() {
         "{}",
         String::from_utf8_lossy(&reply)
     );
+}
+
+/// A second one-rank job, "other", its rank initialized on connection 100.
+fn other_job(s: &mut Server) -> JobIdx {
+    let other = s.add_job(JobSpec {
+        id: "other".into(),
+        apps: vec![1],
+        universe_size: 1,
+        spawner: None,
+        store: Box::new(MemStore::new(1, VALLEN)),
+    });
+    s.connect(100, Some((other, 0)), None);
+    send1(s, 100, "cmd=init pmi_version=2 pmi_subversion=0");
+    send2(s, 100, "cmd=fullinit;threaded=FALSE;");
+    other
 }

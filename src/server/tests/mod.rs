@@ -11,13 +11,18 @@ pub(super) mod support {
 use crate::wire::{frame::Frame, pmi1, pmi2};
 
 pub(super) fn server(n: u32) -> (Server, JobIdx) {
+    server_with(n, Box::new(MemStore::new(n, VALLEN)))
+}
+
+/// A job of `n` ranks on `store`, every rank connected.
+pub(super) fn server_with(n: u32, store: Box<dyn Store>) -> (Server, JobIdx) {
     let mut s = Server::new();
     let job = s.add_job(JobSpec {
         id: "fastpmi_test_0".into(),
         apps: vec![n],
         universe_size: n,
         spawner: None,
-        store: Box::new(MemStore::new(n, VALLEN)),
+        store,
     });
     for r in 0..n {
         s.connect(r as ConnId, Some((job, r)), None);
