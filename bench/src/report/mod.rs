@@ -479,7 +479,8 @@ fn placement_section(ctx: &Context, w: &mut String) {
     let _ = writeln!(w, "\n## MPI stacks: fastpmi vs their own launchers\n");
     let _ = writeln!(
         w,
-        "Whole-job wall time (launch to the launcher's exit) of `bench/c/mpi_hello.c` and `bench/c/mpi_allreduce.c`, seconds: median (min–max); the ratio is to the same program under the stack's own launcher in the same run. fastpmi's default binding is one core per rank, wrapping around past the core count (docs/placement.md); `-bind-to none` and `-bind-to core` rows name theirs.\n"
+        "Whole-job wall time (launch to the launcher's exit) of `bench/c/mpi_hello.c` and `bench/c/mpi_allreduce.c`, seconds: median (min–max); the ratio is to the same program under the stack's own launcher in the same run. fastpmi's default binding is one core per rank, wrapping around past the core count (docs/placement.md); `-bind-to none` and `-bind-to core` rows name theirs. Debian MPICH's own launcher is `mpiexec.hydra -n N` with one proxy, as a user on one node runs it, so MPICH sees one node under both launchers; the `hydra-proxies` row is Hydra with at most {} ranks per proxy (the PMI-exchange family's workaround, see above; MPICH then sees several nodes), compared with that one-proxy run.\n",
+        opts.params.hydra_ppn
     );
     if opts.placement_sizes.is_empty() {
         let _ = writeln!(w, "Not run (no `--placement-sizes`).");
