@@ -86,7 +86,17 @@ pub unsafe fn key<'a>(p: *const c_char) -> Result<&'a [u8], Rc> {
 /// As [`bounded`] with `max = MAX_VALLEN`.
 pub unsafe fn value<'a>(p: *const c_char) -> Result<&'a [u8], Rc> {
     // SAFETY: forwarded caller contract.
-    let v = unsafe { bounded(p, MAX_VALLEN) }.map_err(|long| {
+    unsafe { value_max(p, MAX_VALLEN) }
+}
+
+/// Like [`value`], but at most `max` bytes (a caller whose value travels
+/// with extra bytes has less room).
+///
+/// # Safety
+/// As [`bounded`].
+pub unsafe fn value_max<'a>(p: *const c_char, max: usize) -> Result<&'a [u8], Rc> {
+    // SAFETY: forwarded caller contract.
+    let v = unsafe { bounded(p, max) }.map_err(|long| {
         if long {
             ERR_INVALID_VAL_LENGTH
         } else {

@@ -33,6 +33,21 @@ pub struct KeyVal {
     pub val: *const c_char,
 }
 
+/// What an info or pre-put element is read as: a key and a value string.
+pub trait Pair {
+    fn key(&self) -> *const c_char;
+    fn value(&self) -> *const c_char;
+}
+
+impl Pair for MpidInfo {
+    fn key(&self) -> *const c_char {
+        self.key
+    }
+    fn value(&self) -> *const c_char {
+        self.value
+    }
+}
+
 /// A count from C: within `0..=max`, else `INVALID_ARG`.
 pub fn count(n: c_int, max: usize, what: &str) -> Result<usize, Rc> {
     if n < 0 || n as usize > max {
@@ -59,6 +74,19 @@ pub unsafe fn string(p: *const c_char) -> Result<String, Rc> {
 pub unsafe fn at<T: Copy>(a: *const T, i: usize) -> T {
     // SAFETY: caller contract.
     unsafe { *a.add(i) }
+}
+
+/// Element `i` of a C array, or `none` if the array is NULL (an optional
+/// per-command array).
+///
+/// # Safety
+/// `a` is NULL or valid for reading `i + 1` elements.
+pub unsafe fn at_or<T: Copy>(a: *const T, i: usize, none: T) -> T {
+    if a.is_null() {
+        return none;
+    }
+    // SAFETY: non-NULL, so valid for `i + 1` elements (caller contract).
+    unsafe { at(a, i) }
 }
 
 /// The commands of a spawn: `cmds[i]`, `maxprocs[i]`, and what `argv(i)` and
@@ -149,6 +177,73 @@ pub fn pairs(
 ) -> Result<Vec<(String, String)>, Rc> {
     let n = count(n, SPAWN_MAX_PAIRS, "pair count")?;
     (0..n).map(&mut pair).collect()
+}
+
+/// `n` pairs, pair `j` read from the element `elem(j)` returns; a NULL
+/// element is `INVALID_ARG`.
+///
+/// # Safety
+/// Each non-NULL pointer `elem` returns is valid for reading a `T` whose
+/// strings are NULL or NUL-terminated.
+unsafe fn pairs_from<T: Pair>(
+    n: c_int,
+    mut elem: impl FnMut(usize) -> Result<*const T, Rc>,
+) -> Result<Vec<(String, String)>, Rc> {
+    pairs(n, |j| {
+        let kv = elem(j)?;
+        cbuf::non_null(kv)?;
+        // SAFETY: non-NULL and valid (caller contract).
+        let kv = unsafe { &*kv };
+        // SAFETY: the strings are NULL or NUL-terminated (caller contract).
+        unsafe { Ok((string(kv.key())?, string(kv.value())?)) }
+    })
+}
+
+/// The info pairs of command `i`: `sizes[i]` pairs in the array
+/// `vectors[i]`; none if either array is NULL.
+///
+/// # Safety
+/// `sizes` and `vectors` are NULL or valid for `i + 1` elements;
+/// `vectors[i]` is NULL or valid for `sizes[i]` pairs of NUL-terminated
+/// strings.
+pub unsafe fn info<T: Pair>(
+    sizes: *const c_int,
+    vectors: *const *const T,
+    i: usize,
+) -> Result<Vec<(String, String)>, Rc> {
+    if sizes.is_null() || vectors.is_null() {
+        return Ok(Vec::new());
+    }
+    // SAFETY: both arrays are non-NULL and hold element `i` (caller contract).
+    let (n, arr) = unsafe { (at(sizes, i), at(vectors, i)) };
+    // SAFETY: `arr` is checked non-NULL before it is indexed, and holds
+    // `n` pairs (caller contract).
+    unsafe {
+        pairs_from(n, |j| {
+            cbuf::non_null(arr)?;
+            Ok(arr.add(j))
+        })
+    }
+}
+
+/// The pre-put pairs: `n` elements of `v`, the pair of each read through
+/// `pair` (the element itself in MPICH's ABI, a pointer in Slurm's); none
+/// if `n` is not positive.
+///
+/// # Safety
+/// `v` is NULL or valid for `n` elements; `pair` returns NULL or a pointer
+/// valid for reading a pair of NUL-terminated strings.
+pub unsafe fn preput<E, T: Pair>(
+    n: c_int,
+    v: *const E,
+    pair: impl Fn(*const E) -> *const T,
+) -> Result<Vec<(String, String)>, Rc> {
+    if n <= 0 {
+        return Ok(Vec::new());
+    }
+    cbuf::non_null(v)?;
+    // SAFETY: `v` is non-NULL and holds `n` elements (caller contract).
+    unsafe { pairs_from(n, |j| Ok(pair(v.add(j)))) }
 }
 
 /// Run the spawn and fill `errors` (one per process) and the job id.

@@ -120,3 +120,12 @@ pub struct PMI_keyval_t {
     pub key: *const c_char,
     pub val: *mut c_char,
 }
+
+impl fastpmi_capi::spawn::Pair for PMI_keyval_t {
+    fn key(&self) -> *const c_char {
+        self.key
+    }
+    fn value(&self) -> *const c_char {
+        self.val
+    }
+}

@@ -2,7 +2,6 @@
 
 use std::ffi::{c_char, c_int};
 
-use fastpmi_capi::cbuf;
 use fastpmi_capi::session::current;
 
 use crate::{guard, PMI_keyval_t};
@@ -29,49 +28,22 @@ pub unsafe extern "C" fn PMI_Spawn_multiple(
     preput_keyval_vector: *const PMI_keyval_t,
     errors: *mut c_int,
 ) -> c_int {
-    use fastpmi_capi::spawn::{self as sp, at};
+    use fastpmi_capi::spawn as sp;
     guard("PMI_Spawn_multiple", || {
         let s = current()?;
         // SAFETY (the block and its closures): the arrays and strings follow
-        // the caller contract above; `at` reads element i of a checked array.
+        // the caller contract above.
         let cmds = unsafe {
             sp::commands(
                 count,
                 cmds,
                 maxprocs,
-                |i| {
-                    let argv = if argvs.is_null() {
-                        std::ptr::null()
-                    } else {
-                        at(argvs, i)
-                    };
-                    sp::args_until_null(argv)
-                },
-                |i| {
-                    if info_keyval_sizes.is_null() || info_keyval_vectors.is_null() {
-                        return Ok(Vec::new());
-                    }
-                    let arr = at(info_keyval_vectors, i);
-                    sp::pairs(at(info_keyval_sizes, i), |j| {
-                        cbuf::non_null(arr)?;
-                        let kv = &*arr.add(j);
-                        Ok((sp::string(kv.key)?, sp::string(kv.val)?))
-                    })
-                },
+                |i| sp::args_until_null(sp::at_or(argvs, i, std::ptr::null())),
+                |i| sp::info(info_keyval_sizes, info_keyval_vectors, i),
             )?
         };
-        let preput = if preput_keyval_size > 0 {
-            cbuf::non_null(preput_keyval_vector)?;
-            sp::pairs(preput_keyval_size, |j| {
-                // SAFETY: `preput_keyval_size` pairs (caller contract).
-                unsafe {
-                    let kv = &*preput_keyval_vector.add(j);
-                    Ok((sp::string(kv.key)?, sp::string(kv.val)?))
-                }
-            })?
-        } else {
-            Vec::new()
-        };
+        // SAFETY: `preput_keyval_size` pairs in the vector (caller contract).
+        let preput = unsafe { sp::preput(preput_keyval_size, preput_keyval_vector, |kv| kv)? };
         let req = sp::SpawnRequest { cmds, preput };
         // SAFETY: `errors` per the caller contract; no job id out in PMI-1.
         unsafe { sp::run(&s, req, errors, std::ptr::null_mut(), 0) }

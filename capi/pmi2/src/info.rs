@@ -85,8 +85,9 @@ pub unsafe extern "C" fn PMI2_Info_GetNodeAttr(
     })
 }
 
-/// Shared by the integer-array getters: up to `arraylen` elements of the
-/// comma-separated attribute (more are cut, as in MPICH's client).
+/// The integer-array getters (node attribute if `node`, else job), guard
+/// included: up to `arraylen` elements of the comma-separated attribute
+/// (more are cut, as in MPICH's client).
 ///
 /// # Safety
 /// As [`PMI2_Info_GetNodeAttrIntArray`].
@@ -98,32 +99,34 @@ unsafe fn int_array(
     arraylen: c_int,
     outlen: *mut c_int,
     found: *mut c_int,
-) -> Result<c_int, c_int> {
-    let s = current()?;
-    // SAFETY: caller contract of `name`.
-    let k = unsafe { cbuf::key(name)? };
-    cbuf::non_null(array)?;
-    cbuf::non_null(outlen)?;
-    cbuf::non_null(found)?;
-    let cap = cbuf::capacity(arraylen)?;
-    let got = s.int_array(node, k, what);
-    // SAFETY: `array` holds `cap` ints, `outlen` and `found` one each, all
-    // non-NULL and writable per the caller contract.
-    unsafe {
-        match got? {
-            Some(v) => {
-                let n = v.len().min(cap);
-                std::ptr::copy_nonoverlapping(v.as_ptr(), array, n);
-                cbuf::put(outlen, n as c_int)?;
-                cbuf::put(found, 1)?;
-            }
-            None => {
-                cbuf::put(outlen, 0)?;
-                cbuf::put(found, 0)?;
+) -> c_int {
+    guard(what, ERR_OTHER, || {
+        let s = current()?;
+        // SAFETY: caller contract of `name`.
+        let k = unsafe { cbuf::key(name)? };
+        cbuf::non_null(array)?;
+        cbuf::non_null(outlen)?;
+        cbuf::non_null(found)?;
+        let cap = cbuf::capacity(arraylen)?;
+        let got = s.int_array(node, k, what);
+        // SAFETY: `array` holds `cap` ints, `outlen` and `found` one each, all
+        // non-NULL and writable per the caller contract.
+        unsafe {
+            match got? {
+                Some(v) => {
+                    let n = v.len().min(cap);
+                    std::ptr::copy_nonoverlapping(v.as_ptr(), array, n);
+                    cbuf::put(outlen, n as c_int)?;
+                    cbuf::put(found, 1)?;
+                }
+                None => {
+                    cbuf::put(outlen, 0)?;
+                    cbuf::put(found, 0)?;
+                }
             }
         }
-    }
-    Ok(SUCCESS)
+        Ok(SUCCESS)
+    })
 }
 
 /// Node attribute `name` as an array of ints (`localRanksCount`,
@@ -143,20 +146,18 @@ pub unsafe extern "C" fn PMI2_Info_GetNodeAttrIntArray(
     outlen: *mut c_int,
     found: *mut c_int,
 ) -> c_int {
-    guard("PMI2_Info_GetNodeAttrIntArray", ERR_OTHER, || {
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            int_array(
-                true,
-                "PMI2_Info_GetNodeAttrIntArray",
-                name,
-                array,
-                arraylen,
-                outlen,
-                found,
-            )
-        }
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        int_array(
+            true,
+            "PMI2_Info_GetNodeAttrIntArray",
+            name,
+            array,
+            arraylen,
+            outlen,
+            found,
+        )
+    }
 }
 
 /// Put node attribute `name` = `value`, for the ranks on this node.
@@ -213,18 +214,16 @@ pub unsafe extern "C" fn PMI2_Info_GetJobAttrIntArray(
     outlen: *mut c_int,
     found: *mut c_int,
 ) -> c_int {
-    guard("PMI2_Info_GetJobAttrIntArray", ERR_OTHER, || {
-        // SAFETY: forwarded caller contract.
-        unsafe {
-            int_array(
-                false,
-                "PMI2_Info_GetJobAttrIntArray",
-                name,
-                array,
-                arraylen,
-                outlen,
-                found,
-            )
-        }
-    })
+    // SAFETY: forwarded caller contract.
+    unsafe {
+        int_array(
+            false,
+            "PMI2_Info_GetJobAttrIntArray",
+            name,
+            array,
+            arraylen,
+            outlen,
+            found,
+        )
+    }
 }

@@ -131,16 +131,7 @@ pub unsafe extern "C" fn PMIX_Ring(
         // MAX_VALLEN - 1 bytes of the caller's, and shorter than `cap`.
         let max = (cap - 1).min(MAX_VALLEN - 1);
         // SAFETY: caller contract of `value`.
-        let v = unsafe { cbuf::bounded(value, max) }.map_err(|long| {
-            if long {
-                ERR_INVALID_VAL_LENGTH
-            } else {
-                ERR_INVALID_ARG
-            }
-        })?;
-        if v.contains(&b'\n') {
-            return Err(ERR_INVALID_VAL);
-        }
+        let v = unsafe { cbuf::value_max(value, max)? };
         let (l, r) = s.ring(v)?;
         // SAFETY: all four outputs checked non-NULL; `left` and `right`
         // hold `cap` writable bytes per the caller contract.

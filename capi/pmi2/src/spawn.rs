@@ -2,7 +2,6 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use fastpmi_capi::cbuf;
 use fastpmi_capi::codes::*;
 use fastpmi_capi::guard;
 use fastpmi_capi::session::current;
@@ -35,59 +34,29 @@ pub unsafe extern "C" fn PMI2_Job_Spawn(
     job_id_size: c_int,
     errors: *mut c_int,
 ) -> c_int {
-    use fastpmi_capi::spawn::{self as sp, at, MpidInfo};
+    use fastpmi_capi::spawn::{self as sp, MpidInfo};
     guard("PMI2_Job_Spawn", ERR_OTHER, || {
         let s = current()?;
         let info = info_keyval_vectors.cast::<*const MpidInfo>();
         let preput = preput_keyval_vector.cast::<*const MpidInfo>();
-        // SAFETY (all blocks below): the arrays and strings follow the
-        // caller contract above; `at` reads element i of a checked array.
+        // SAFETY (the block and its closures): the arrays and strings follow
+        // the caller contract above.
         let cmds = unsafe {
             sp::commands(
                 count,
                 cmds,
                 maxprocs,
                 |i| {
-                    let n = if argcs.is_null() {
-                        0
-                    } else {
-                        at(argcs.cast_const(), i)
-                    };
+                    let n = sp::at_or(argcs.cast_const(), i, 0);
                     let n = sp::count(n, sp::SPAWN_MAX_ARGS, "argc")?;
-                    let argv = if argvs.is_null() {
-                        std::ptr::null()
-                    } else {
-                        at(argvs, i)
-                    };
-                    sp::args(argv, n)
+                    sp::args(sp::at_or(argvs, i, std::ptr::null()), n)
                 },
-                |i| {
-                    if info_keyval_sizes.is_null() || info.is_null() {
-                        return Ok(Vec::new());
-                    }
-                    let arr = at(info, i);
-                    sp::pairs(at(info_keyval_sizes, i), |j| {
-                        cbuf::non_null(arr)?;
-                        let kv = &*arr.add(j);
-                        Ok((sp::string(kv.key)?, sp::string(kv.value)?))
-                    })
-                },
+                |i| sp::info(info_keyval_sizes, info, i),
             )?
         };
-        let preput = if preput_keyval_size > 0 {
-            cbuf::non_null(preput)?;
-            sp::pairs(preput_keyval_size, |j| {
-                // SAFETY: `preput` holds `preput_keyval_size` pointers to
-                // `MPID_Info` (caller contract); each is checked non-NULL.
-                unsafe {
-                    let kv = at(preput, j);
-                    cbuf::non_null(kv)?;
-                    Ok((sp::string((*kv).key)?, sp::string((*kv).value)?))
-                }
-            })?
-        } else {
-            Vec::new()
-        };
+        // SAFETY: `preput` holds `preput_keyval_size` pointers to `MPID_Info`
+        // (caller contract); `sp::preput` checks each non-NULL before reading.
+        let preput = unsafe { sp::preput(preput_keyval_size, preput, |kv| *kv)? };
         let req = sp::SpawnRequest { cmds, preput };
         // SAFETY: output pointers per the caller contract.
         unsafe { sp::run(&s, req, errors, job_id, job_id_size) }
