@@ -25,7 +25,8 @@
 //! names them: `programs` (the C programs, scratch directories), `capi`
 //! (fastpmi's C libraries), `job` (running the launcher: [`Cmd`], [`Job`],
 //! [`Outcome`]), `procs` (/proc: process trees, signals, leftover ranks);
-//! and, named by their path, `nameserver`, `port`, `stacks`, `tools`.
+//! and, named by their path, `nameserver`, `port`, `shm_children`, `spawn`,
+//! `stacks`, `tools`.
 //!
 //! The launcher is `fastpmi` (`env!("CARGO_BIN_EXE_fastpmi")`). For
 //! validating these tests themselves against an independent server, set
@@ -42,6 +43,8 @@ pub mod nameserver;
 pub mod port;
 mod procs;
 mod programs;
+pub mod shm_children;
+pub mod spawn;
 pub mod stacks;
 pub mod tools;
 
