@@ -25,7 +25,8 @@
 //! names them: `programs` (the C programs, scratch directories), `capi`
 //! (fastpmi's C libraries), `job` (running the launcher: [`Cmd`], [`Job`],
 //! [`Outcome`]), `procs` (/proc: process trees, signals, leftover ranks);
-//! and, named by their path, `nameserver`, `port`, `shm_children`, `spawn`,
+//! and, named by their path, `nameserver`, `placement`, `port`, `shm_children`,
+//! `spawn`,
 //! `stacks`, `tools`.
 //!
 //! The launcher is `fastpmi` (`env!("CARGO_BIN_EXE_fastpmi")`). For
@@ -40,6 +41,7 @@
 mod capi;
 mod job;
 pub mod nameserver;
+pub mod placement;
 pub mod port;
 mod procs;
 mod programs;
