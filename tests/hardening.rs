@@ -342,8 +342,7 @@ fn role_before_init() -> Result<(), String> {
         || format!("get_maxes after init: {m:?}"),
     )?;
     r.send(b"cmd=finalize\n")?;
-    let m = r.recv()?;
-    ensure(m.get_int("rc") == Some(0), || format!("finalize: {m:?}"))?;
+    r.expect_ok("finalize")?;
     println!("init after refusal ok");
     Ok(())
 }
@@ -381,8 +380,7 @@ fn role_has_name_serv() -> Result<(), String> {
         || format!("hasNameServ: {m:?}"),
     )?;
     r.send_pmi2("cmd=finalize;")?;
-    let m = r.recv()?;
-    ensure(m.get_int("rc") == Some(0), || format!("finalize: {m:?}"))?;
+    r.expect_ok("finalize")?;
     println!("hasNameServ=TRUE");
     Ok(())
 }

@@ -1,4 +1,4 @@
-/* mpi_hello.c: placement check (tests/placement.rs).
+/* mpi_hello.c: placement check (tests/placement*.rs).
  *
  * Every rank prints one line after MPI_Init:
  *

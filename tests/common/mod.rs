@@ -25,7 +25,9 @@
 //! names them: `programs` (the C programs, scratch directories), `capi`
 //! (fastpmi's C libraries), `job` (running the launcher: [`Cmd`], [`Job`],
 //! [`Outcome`]), `procs` (/proc: process trees, signals, leftover ranks);
-//! and, named by their path, `nameserver`, `port`, `stacks`, `tools`.
+//! and, named by their path, `nameserver`, `placement`, `port`, `shm_children`,
+//! `spawn`,
+//! `stacks`, `tools`.
 //!
 //! The launcher is `fastpmi` (`env!("CARGO_BIN_EXE_fastpmi")`). For
 //! validating these tests themselves against an independent server, set
@@ -39,9 +41,12 @@
 mod capi;
 mod job;
 pub mod nameserver;
+pub mod placement;
 pub mod port;
 mod procs;
 mod programs;
+pub mod shm_children;
+pub mod spawn;
 pub mod stacks;
 pub mod tools;
 

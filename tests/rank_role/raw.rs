@@ -56,6 +56,13 @@ impl Raw {
         }
     }
 
+    /// Receives the reply to `what` and expects rc 0.
+    pub fn expect_ok(&mut self, what: &str) -> Result<Message, String> {
+        let m = self.recv()?;
+        ensure(m.get_int("rc") == Some(0), || format!("{what}: {m:?}"))?;
+        Ok(m)
+    }
+
     /// Send a request and expect an error reply naming `needle`.
     pub fn refused(
         &mut self,
@@ -201,6 +208,5 @@ pub fn role_raw() -> Result<(), String> {
     )?;
     println!("raw valid spawn jobid={jobid}");
     r.send_pmi2("cmd=finalize;")?;
-    let m = r.recv()?;
-    ensure(m.get_int("rc") == Some(0), || format!("finalize: {m:?}"))
+    r.expect_ok("finalize").map(drop)
 }
