@@ -21,9 +21,7 @@ pub fn launch(nranks: u32, mut cfg: LaunchConfig) -> i32 {
         nranks,
         program: exe.into(),
         args: vec!["__demo-rank".into()],
-        env: vec![],
-        wdir: None,
-        psets: vec![],
+        ..App::default()
     }];
     let t0 = Instant::now();
     let code = crate::launcher::run(&cfg);

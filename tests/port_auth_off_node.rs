@@ -14,8 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::{heavy, Outcome};
-use fastpmi::client::Pmi;
-use rank_role::{ensure, finish};
+use rank_role::finish;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -106,25 +105,7 @@ impl Drop for Netns {
 
 /// Rank of the off-node job: init, put, fence, get both values, finalize.
 fn role_offnode() -> Result<(), String> {
-    let pmi = Pmi::init().map_err(|e| format!("Pmi::init: {e}"))?;
-    let (me, n) = (pmi.rank(), pmi.size());
-    pmi.put(format!("k{me}"), format!("v{me}"))
-        .map_err(|e| format!("put: {e}"))?;
-    pmi.fence().map_err(|e| format!("fence: {e}"))?;
-    for r in 0..n {
-        let v = pmi
-            .get(format!("k{r}"), Some(r))
-            .map_err(|e| format!("get k{r}: {e}"))?;
-        ensure(v.as_deref() == Some(format!("v{r}").as_bytes()), || {
-            format!("rank {me}: k{r} is {v:?}")
-        })?;
-    }
-    pmi.finalize().map_err(|e| format!("finalize: {e}"))?;
-    println!(
-        "offnode rank {me} ok size={n} transport={:?}",
-        pmi.transport()
-    );
-    Ok(())
+    rank_role::exchange_all("offnode")
 }
 
 /// `ip netns exec <launcher ns> fastpmi --pmi-port-bind 10.77.0.1 -n 1

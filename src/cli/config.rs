@@ -19,6 +19,20 @@ pub struct App {
     pub psets: Vec<String>,
 }
 
+/// An empty section: one rank, no program yet.
+impl Default for App {
+    fn default() -> App {
+        App {
+            nranks: 1,
+            program: OsString::new(),
+            args: vec![],
+            env: vec![],
+            wdir: None,
+            psets: vec![],
+        }
+    }
+}
+
 /// Everything the launcher needs to run a job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaunchConfig {

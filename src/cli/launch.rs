@@ -60,14 +60,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
         _ => {}
     }
     let mut cfg = LaunchConfig::default();
-    let mut app = App {
-        nranks: 1,
-        program: OsString::new(),
-        args: vec![],
-        env: vec![],
-        wdir: None,
-        psets: vec![],
-    };
+    let mut app = App::default();
     let mut nranks_given = false;
     while let Some(arg) = it.next() {
         let s = arg.to_string_lossy().into_owned();
@@ -111,18 +104,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                     }
                     app.args.push(a);
                 }
-                let _ = nranks_given;
-                cfg.apps.push(std::mem::replace(
-                    &mut app,
-                    App {
-                        nranks: 1,
-                        program: OsString::new(),
-                        args: vec![],
-                        env: vec![],
-                        wdir: None,
-                        psets: vec![],
-                    },
-                ));
+                cfg.apps.push(std::mem::take(&mut app));
                 nranks_given = false;
             }
         }

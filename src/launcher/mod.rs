@@ -216,7 +216,7 @@ impl Launcher {
             }
         };
         let impi = objects.as_ref().and_then(impi::Hints::from_topology);
-        let binding = placement::plan(&cfg.placement, objects.as_ref(), cfg.world_size())
+        let binding = placement::plan(&cfg.placement, objects.as_ref())
             .map_err(|m| io::Error::other(placement::PlacementError(m)))?
             .map(|plan| {
                 let sets = plan

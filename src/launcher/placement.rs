@@ -93,11 +93,10 @@ pub fn parse_map(v: &str) -> Result<ObjKind, String> {
     kind(v).ok_or_else(|| format!("-map-by {v}: expected {OBJECTS}"))
 }
 
-/// The policy when `-bind-to` is not given, for a job of `nranks` on a
-/// node with `cores` cores: one core per rank, wrapping around when the
-/// ranks outnumber the cores. See docs/placement.md for the figures behind
-/// it.
-pub fn default_bind(_nranks: u32, _cores: usize) -> BindTo {
+/// The policy when `-bind-to` is not given: one core per rank, wrapping
+/// around when the ranks outnumber the cores, whatever the job's size. See
+/// docs/placement.md for the figures behind it.
+pub const fn default_bind() -> BindTo {
     BindTo::Obj(ObjKind::Core, 1)
 }
 
@@ -120,11 +119,7 @@ fn covers(outer: &[u32], inner: &[u32]) -> bool {
 /// Compute the slots. `Ok(None)`: no binding. An explicit binding the node
 /// cannot give (no such object, fewer objects than `:N`) is an error; the
 /// default policy never is.
-pub fn plan(
-    opts: &PlacementOpts,
-    objects: Option<&Objects>,
-    nranks: u32,
-) -> Result<Option<Plan>, String> {
+pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Plan>, String> {
     let explicit = opts.bind_to.is_some();
     let Some(objects) = objects else {
         return match opts.bind_to {
@@ -138,7 +133,7 @@ pub fn plan(
     };
     let bind = match opts.bind_to {
         Some(b) => b,
-        None => default_bind(nranks, objects.of(ObjKind::Core).len()),
+        None => default_bind(),
     };
     let BindTo::Obj(bk, per_rank) = bind else {
         return Ok(None);
@@ -282,19 +277,17 @@ mod tests {
 
     #[test]
     fn core_binding_wraps_past_the_last_core() {
-        let p = plan(&opts("core", None), Some(&node()), 6)
-            .unwrap()
-            .unwrap();
+        let p = plan(&opts("core", None), Some(&node())).unwrap().unwrap();
         assert_eq!(lists(&p, 6), ["0-1", "2-3", "4-5", "6-7", "0-1", "2-3"]);
     }
 
     #[test]
     fn map_by_socket_alternates_sockets() {
-        let p = plan(&opts("core", Some("socket")), Some(&node()), 4)
+        let p = plan(&opts("core", Some("socket")), Some(&node()))
             .unwrap()
             .unwrap();
         assert_eq!(lists(&p, 4), ["0-1", "4-5", "2-3", "6-7"]);
-        let p = plan(&opts("socket", Some("core")), Some(&node()), 4)
+        let p = plan(&opts("socket", Some("core")), Some(&node()))
             .unwrap()
             .unwrap();
         assert_eq!(lists(&p, 4), ["0-3", "0-3", "4-7", "4-7"]);
@@ -302,14 +295,12 @@ mod tests {
 
     #[test]
     fn counts_and_errors() {
-        let p = plan(&opts("core:2", None), Some(&node()), 2)
-            .unwrap()
-            .unwrap();
+        let p = plan(&opts("core:2", None), Some(&node())).unwrap().unwrap();
         assert_eq!(lists(&p, 3), ["0-3", "4-7", "0-3"]);
-        assert!(plan(&opts("socket:3", None), Some(&node()), 2).is_err());
-        assert!(plan(&opts("l3cache", None), Some(&node()), 2).is_err());
-        assert!(plan(&opts("core", None), None, 2).is_err());
-        assert_eq!(plan(&opts("none", None), Some(&node()), 2), Ok(None));
+        assert!(plan(&opts("socket:3", None), Some(&node())).is_err());
+        assert!(plan(&opts("l3cache", None), Some(&node())).is_err());
+        assert!(plan(&opts("core", None), None).is_err());
+        assert_eq!(plan(&opts("none", None), Some(&node())), Ok(None));
         for bad in ["bogus", "socket:0", "core:", "core:x", "core:-1"] {
             assert!(parse_bind(bad).is_err(), "{bad}");
         }
@@ -319,11 +310,11 @@ mod tests {
     #[test]
     fn default_binds_one_core_per_rank_wrapping() {
         let d = PlacementOpts::default();
-        let p = plan(&d, Some(&node()), 4).unwrap().unwrap();
+        // One plan for any job size: ranks past the cores wrap around.
+        let p = plan(&d, Some(&node())).unwrap().unwrap();
         assert_eq!(lists(&p, 4), ["0-1", "2-3", "4-5", "6-7"]);
-        let p = plan(&d, Some(&node()), 6).unwrap().unwrap();
         assert_eq!(lists(&p, 6), ["0-1", "2-3", "4-5", "6-7", "0-1", "2-3"]);
-        assert_eq!(plan(&d, None, 2), Ok(None));
+        assert_eq!(plan(&d, None), Ok(None));
     }
 
     #[test]

@@ -113,6 +113,7 @@ impl Server {
 #[cfg(test)]
 mod tests {
     use super::super::status::SockState;
+    use super::super::tests::support::{send1 as line, send2 as pmi2, sent};
     use super::super::JobSpec;
     use super::*;
     use crate::store::MemStore;
@@ -134,30 +135,10 @@ mod tests {
     }
 
     fn sends(out: &[Event], conn: ConnId) -> Vec<String> {
-        out.iter()
-            .filter_map(|e| match e {
-                Event::Send { conn: c, bytes } if *c == conn => {
-                    Some(String::from_utf8_lossy(bytes).into_owned())
-                }
-                _ => None,
-            })
+        sent(out, conn)
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
             .collect()
-    }
-
-    fn line(s: &mut Server, conn: ConnId, l: &str) -> Vec<Event> {
-        let mut out = Vec::new();
-        s.on_bytes(conn, format!("{l}\n").as_bytes(), &mut out);
-        out
-    }
-
-    fn pmi2(s: &mut Server, conn: ConnId, body: &str) -> Vec<Event> {
-        let mut out = Vec::new();
-        s.on_bytes(
-            conn,
-            format!("{:<6}{body}", body.len()).as_bytes(),
-            &mut out,
-        );
-        out
     }
 
     #[test]

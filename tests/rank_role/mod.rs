@@ -114,10 +114,15 @@ pub fn poll<T>(
     }
 }
 
-/// A Rust-client rank: waits for its gate, then init, put, fence, get of
-/// every rank's value, finalize.
+/// A Rust-client rank: waits for its gate, then [`exchange_all`].
 pub fn role_gated() -> Result<(), String> {
     crate::common::port::wait_gate(Duration::from_secs(60))?;
+    exchange_all("gated")
+}
+
+/// Init, put, fence, get and check every rank's value, finalize; prints
+/// `LABEL rank R ok size=N transport=T`.
+pub fn exchange_all(label: &str) -> Result<(), String> {
     let pmi = Pmi::init().map_err(|e| format!("Pmi::init: {e}"))?;
     let (me, n) = (pmi.rank(), pmi.size());
     pmi.put(format!("k{me}"), format!("v{me}"))
@@ -133,7 +138,7 @@ pub fn role_gated() -> Result<(), String> {
     }
     pmi.finalize().map_err(|e| format!("finalize: {e}"))?;
     println!(
-        "gated rank {me} ok size={n} transport={:?}",
+        "{label} rank {me} ok size={n} transport={:?}",
         pmi.transport()
     );
     Ok(())

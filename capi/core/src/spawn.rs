@@ -26,13 +26,6 @@ pub struct MpidInfo {
     pub value: *const c_char,
 }
 
-/// `PMI_keyval_t` / `PMI2_keyval_t` (MPICH's `pmi.h`).
-#[repr(C)]
-pub struct KeyVal {
-    pub key: *const c_char,
-    pub val: *const c_char,
-}
-
 /// What an info or pre-put element is read as: a key and a value string.
 pub trait Pair {
     fn key(&self) -> *const c_char;

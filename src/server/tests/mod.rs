@@ -6,7 +6,7 @@ use crate::store::MemStore;
 
 /// Helpers shared with the group tests.
 pub(super) mod support {
-    pub(in crate::server) use super::{init_all, pmi2_body, send2, sent, server};
+    pub(in crate::server) use super::{init_all, pmi2_body, send1, send2, sent, server};
 }
 use crate::wire::{frame::Frame, pmi1, pmi2};
 
@@ -58,7 +58,7 @@ pub(super) fn send2(s: &mut Server, conn: ConnId, body: &str) -> Vec<Event> {
     out
 }
 
-fn send1(s: &mut Server, conn: ConnId, line: &str) -> Vec<Event> {
+pub(super) fn send1(s: &mut Server, conn: ConnId, line: &str) -> Vec<Event> {
     let mut out = Vec::new();
     s.on_bytes(conn, format!("{line}\n").as_bytes(), &mut out);
     out
