@@ -41,7 +41,7 @@ impl Pmi {
                 node.insert(key.to_vec(), value.to_vec());
                 Ok(())
             }
-            Conn::Done => Err(PmiError::Finalized),
+            other => Err(other.unusable()),
         })
     }
 
@@ -98,7 +98,7 @@ impl Pmi {
                 Ok(found_value(&m))
             }
             Conn::Singleton { node, .. } => Ok(node.get(key).cloned()),
-            Conn::Done => Err(PmiError::Finalized),
+            other => Err(other.unusable()),
         })
     }
 
@@ -143,7 +143,7 @@ impl Pmi {
                 b"universeSize" => Some(b"1".to_vec()),
                 _ => None,
             }),
-            Conn::Done => Err(PmiError::Finalized),
+            other => Err(other.unusable()),
         })
     }
 }

@@ -8,6 +8,9 @@
 //!   (`slurmstepd` refuses a `fullinit` without it);
 //! * `PMI_SPAWNED`: this job was spawned by another.
 //!
+//! fastpmi's launcher adds, for its own client, what lets init attach to
+//! the job segment with no round trip on the socket (see [`Direct`]).
+//!
 //! `slurmstepd` (`srun --mpi=pmi2`) is recognised by its own variables:
 //! `SLURM_MPI_TYPE=pmi2` and `PMI_JOBID` = `<SLURM_JOB_ID>.<SLURM_STEP_ID>`,
 //! the id it gives a step. A launcher started inside a Slurm step sets its
@@ -39,6 +42,30 @@ pub enum ServerKind {
     SlurmStepd,
 }
 
+/// The job segment, `anonmmap:FD` (an inherited memfd) or `sysv:ID`.
+pub const SEGMENT_ENV: &str = "FASTPMI_SEGMENT";
+/// The rank's appnum (MPMD section or spawn command).
+pub const APPNUM_ENV: &str = "FASTPMI_APPNUM";
+/// The job id of the job that spawned this one.
+pub const SPAWNER_ENV: &str = "FASTPMI_SPAWNER";
+/// The spawning job's segment, `fd:N` or `sysv:ID` (as the node attribute
+/// `fastpmi-parentSegment`).
+pub const PARENT_SEGMENT_ENV: &str = "FASTPMI_PARENT_SEGMENT";
+
+/// What fastpmi's launcher tells its ranks in the environment, beside
+/// `PMI_FD`, so that its own client's init is only: read the environment,
+/// map the segment, check its stamp and owner, register. The socket is
+/// opened (`init`, `fullinit`) only when the rank first needs the launcher.
+/// The inherited descriptors are the proof of membership, as for `PMI_FD`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Direct {
+    pub size: u32,
+    pub segment: String,
+    pub appnum: i32,
+    pub spawner: Option<String>,
+    pub parent_segment: Option<String>,
+}
+
 /// The PMI variables of this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PmiEnv {
@@ -49,6 +76,9 @@ pub struct PmiEnv {
     pub jobid: Option<String>,
     pub spawned: bool,
     pub server: ServerKind,
+    /// Set by fastpmi's launcher for a rank with an inherited socket and a
+    /// job segment.
+    pub direct: Option<Direct>,
 }
 
 impl PmiEnv {
@@ -90,11 +120,27 @@ impl PmiEnv {
                 (Some(job), Some(step)) => jobid.as_deref() == Some(&format!("{job}.{step}")),
                 _ => false,
             };
+        let direct = match (&endpoint, rank, &jobid, var(SEGMENT_ENV)) {
+            (Some(Endpoint::Fd(_)), Some(_), Some(_), Some(segment)) if !slurm => {
+                let size = int("PMI_SIZE")?
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| PmiError::Env(format!("{SEGMENT_ENV} without PMI_SIZE")))?;
+                Some(Direct {
+                    size,
+                    segment,
+                    appnum: int(APPNUM_ENV)?.unwrap_or(0) as i32,
+                    spawner: var(SPAWNER_ENV).filter(|j| !j.is_empty()),
+                    parent_segment: var(PARENT_SEGMENT_ENV).filter(|v| !v.is_empty()),
+                })
+            }
+            _ => None,
+        };
         Ok(PmiEnv {
             endpoint,
             rank,
             jobid,
             spawned,
+            direct,
             server: if slurm {
                 ServerKind::SlurmStepd
             } else {
@@ -152,6 +198,49 @@ mod tests {
         // A singleton inside a Slurm step has no server at all.
         let e = env(&[("SLURM_MPI_TYPE", "pmi2"), ("SLURM_JOB_ID", "1")]).unwrap();
         assert_eq!((e.endpoint, e.server), (None, ServerKind::Generic));
+    }
+
+    #[test]
+    fn fastpmis_direct_init_variables() {
+        let base = [
+            ("PMI_FD", "3"),
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "4"),
+            ("PMI_JOBID", "fastpmi_9_1"),
+        ];
+        let mut v = base.to_vec();
+        v.extend([
+            (SEGMENT_ENV, "anonmmap:4"),
+            (APPNUM_ENV, "2"),
+            (SPAWNER_ENV, "fastpmi_9_0"),
+            (PARENT_SEGMENT_ENV, "fd:5"),
+        ]);
+        let d = env(&v).unwrap().direct.unwrap();
+        assert_eq!(
+            d,
+            Direct {
+                size: 4,
+                segment: "anonmmap:4".into(),
+                appnum: 2,
+                spawner: Some("fastpmi_9_0".into()),
+                parent_segment: Some("fd:5".into()),
+            }
+        );
+        // Without the segment variable (another launcher): none.
+        assert_eq!(env(&base).unwrap().direct, None);
+        // Nor in port mode, where the rank must authenticate first.
+        let port = [
+            ("PMI_PORT", "127.0.0.1:5000"),
+            ("PMI_ID", "1"),
+            ("PMI_JOBID", "j"),
+            (SEGMENT_ENV, "sysv:7"),
+        ];
+        assert_eq!(env(&port).unwrap().direct, None);
+        // The segment without the job size is an error, not a guess.
+        let mut v = base.to_vec();
+        v.retain(|(k, _)| *k != "PMI_SIZE");
+        v.push((SEGMENT_ENV, "sysv:7"));
+        assert!(env(&v).is_err());
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl Pmi {
         let m: Message = self
             .with(|t| match t {
                 Conn::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
-                _ => Err(PmiError::Finalized),
+                other => Err(other.unusable()),
             })
             .map_err(|e| match e {
                 // A server that claimed the extension but does not know the

@@ -22,41 +22,36 @@ impl Pmi {
             stream,
             deframer: Deframer::new(),
         };
-        conn.send(
-            Protocol::Pmi1,
-            &Request::Init {
-                version: 2,
-                subversion: 0,
-            },
-        )?;
-        let m = conn.recv()?;
-        if m.cmd != "response_to_init"
-            || m.get_int("rc") != Some(0)
-            || m.get_int("pmi_version") != Some(2)
-        {
-            return Err(PmiError::Protocol(format!(
-                "the server refused PMI 2.0: it replied to init with `{}`",
-                String::from_utf8_lossy(&crate::wire::pmi1::encode(&m)).trim_end()
-            )));
+        if let Some(direct) = &env.direct {
+            match init_direct(&env, direct) {
+                Ok((rank, seg, parent)) => {
+                    let jobid = env.jobid.clone().unwrap_or_default();
+                    return Ok(Pmi {
+                        rank,
+                        size: direct.size,
+                        appnum: direct.appnum,
+                        spawned: env.spawned || direct.spawner.is_some(),
+                        jobid: jobid.clone(),
+                        shm: Some(seg),
+                        parent,
+                        fallback: None,
+                        fence_spins: fence_spins(direct.size),
+                        singleton: false,
+                        server: env.server,
+                        conn: Mutex::new(Conn::Deferred(Box::new(Deferred {
+                            conn,
+                            env: env.clone(),
+                            rank,
+                            size: direct.size,
+                        }))),
+                        finalized: AtomicBool::new(false),
+                        groups: Default::default(),
+                    });
+                }
+                Err(why) => tracing::debug!("not attaching from the environment: {why}"),
+            }
         }
-        // Port mode with the job's secret: authenticate (the launcher then
-        // serves this rank from any address).
-        let secret = match env.endpoint {
-            Some(Endpoint::Port(_)) => std::env::var(crate::wire::auth::SECRET_ENV).ok(),
-            _ => None,
-        };
-        // slurmstepd requires all three keys (rc=3, no message, without).
-        let m = conn.fullinit(
-            &Request::FullInit {
-                rank: env.rank,
-                jobid: env.jobid.clone(),
-                threaded: true,
-                auth: secret
-                    .as_ref()
-                    .map(|_| crate::wire::auth::AUTHTYPE.to_string()),
-            },
-            secret.as_deref(),
-        )?;
+        let m = handshake(&mut conn, &env)?;
         let num = |k: &str| {
             m.get_int(k)
                 .ok_or_else(|| PmiError::Protocol(format!("fullinit-response lacks {k}")))
@@ -87,10 +82,7 @@ impl Pmi {
         let mut fallback = None;
         let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
             Ok(seg) => {
-                if let Some(st) = seg.seg().rank(r as u32) {
-                    st.set_last_op(RankOp::Init);
-                    st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
-                }
+                register(&seg, r as u32);
                 Some(seg)
             }
             Err(why) => {
@@ -147,6 +139,120 @@ impl Pmi {
             finalized: AtomicBool::new(false),
             groups: Default::default(),
         }
+    }
+}
+
+/// A rank of fastpmi's launcher whose socket is not opened yet: init
+/// attached to the segment from the environment ([`Direct`]).
+pub(super) struct Deferred {
+    conn: WireConn,
+    /// The PMI variables as init read them (the program may change them).
+    env: PmiEnv,
+    rank: u32,
+    size: u32,
+}
+
+impl Deferred {
+    /// `init` and `fullinit` now, when the rank first needs the launcher.
+    pub(super) fn open(mut self) -> Result<Mux, PmiError> {
+        let m = handshake(&mut self.conn, &self.env)?;
+        let (r, n) = (m.get_int("rank"), m.get_int("size"));
+        if r != Some(self.rank.into()) || n != Some(self.size.into()) {
+            return Err(PmiError::Protocol(format!(
+                "the launcher calls this process rank {r:?} of {n:?}, its environment rank {} of {}",
+                self.rank, self.size
+            )));
+        }
+        Mux::new(self.conn)
+    }
+}
+
+/// `init` (PMI 2.0) and `fullinit` on a fresh connection.
+fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, PmiError> {
+    conn.send(
+        Protocol::Pmi1,
+        &Request::Init {
+            version: 2,
+            subversion: 0,
+        },
+    )?;
+    let m = conn.recv()?;
+    if m.cmd != "response_to_init"
+        || m.get_int("rc") != Some(0)
+        || m.get_int("pmi_version") != Some(2)
+    {
+        return Err(PmiError::Protocol(format!(
+            "the server refused PMI 2.0: it replied to init with `{}`",
+            String::from_utf8_lossy(&crate::wire::pmi1::encode(&m)).trim_end()
+        )));
+    }
+    // Port mode with the job's secret: authenticate (the launcher then
+    // serves this rank from any address).
+    let secret = match env.endpoint {
+        Some(Endpoint::Port(_)) => std::env::var(crate::wire::auth::SECRET_ENV).ok(),
+        _ => None,
+    };
+    // slurmstepd requires all three keys (rc=3, no message, without).
+    conn.fullinit(
+        &Request::FullInit {
+            rank: env.rank,
+            jobid: env.jobid.clone(),
+            threaded: true,
+            auth: secret
+                .as_ref()
+                .map(|_| crate::wire::auth::AUTHTYPE.to_string()),
+        },
+        secret.as_deref(),
+    )
+}
+
+/// A spawned job's parent's job id and segment.
+type ParentSegment = (String, JobSegment);
+
+/// Attach to the job segment (and a spawned job's parent's) as the
+/// environment describes it: no word on the socket.
+fn init_direct(
+    env: &PmiEnv,
+    d: &Direct,
+) -> Result<(u32, JobSegment, Option<ParentSegment>), String> {
+    let rank = env
+        .rank
+        .and_then(|r| u32::try_from(r).ok())
+        .filter(|r| *r < d.size)
+        .ok_or_else(|| format!("PMI_RANK={:?} outside a job of {}", env.rank, d.size))?;
+    let jobid = env.jobid.as_deref().unwrap_or_default();
+    let (pool, v) = d
+        .segment
+        .split_once(':')
+        .ok_or_else(|| format!("{SEGMENT_ENV}={}", d.segment))?;
+    let mut attr = |k: &str| -> Result<Option<String>, String> {
+        Ok(match k {
+            "memPoolType" => Some(pool.to_string()),
+            "memAnonMMAPfd" | "memSYSVid" => Some(v.to_string()),
+            PARENT_SEGMENT_ATTR => d.parent_segment.clone(),
+            _ => None,
+        })
+    };
+    let seg = attach_segment(&mut attr, env.server, jobid, d.size)?;
+    register(&seg, rank);
+    let parent = match &d.spawner {
+        Some(pj) => match attach_parent(&mut attr, pj) {
+            Ok(p) => p.map(|seg| (pj.clone(), seg)),
+            Err(why) => {
+                tracing::debug!("rank {rank}: parent's KVS over the socket: {why}");
+                None
+            }
+        },
+        None => None,
+    };
+    Ok((rank, seg, parent))
+}
+
+/// The rank registers in its state slot: attached and running.
+fn register(seg: &JobSegment, rank: u32) {
+    if let Some(st) = seg.seg().rank(rank) {
+        st.set_last_op(RankOp::Init);
+        st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
     }
 }
 

@@ -44,7 +44,9 @@ use crate::shm::{JobSegment, SharedFutex};
 use crate::wire::{Deframer, Message, Protocol, Request, WireError};
 
 use conn::{lock, Mux, Stream, WireConn};
-pub use env::{Endpoint, PmiEnv, ServerKind};
+pub use env::{
+    Direct, Endpoint, PmiEnv, ServerKind, APPNUM_ENV, PARENT_SEGMENT_ENV, SEGMENT_ENV, SPAWNER_ENV,
+};
 
 /// Errors of the client. Each has one PMI error code (see [`PmiError::code`]).
 #[derive(Debug, thiserror::Error)]
@@ -83,11 +85,30 @@ impl PmiError {
 /// The non-shared-memory side of the client.
 enum Conn {
     Wire(Arc<Mux>),
+    /// fastpmi's launcher's socket, not opened yet ([`Pmi::with`] opens it).
+    Deferred(Box<init::Deferred>),
+    /// Opening the deferred socket failed: why.
+    Failed(String),
     Singleton {
         kvs: HashMap<Vec<u8>, Vec<u8>>,
         node: HashMap<Vec<u8>, Vec<u8>>,
     },
     Done,
+}
+
+impl Conn {
+    /// The error for a request on a connection that cannot carry it.
+    fn unusable(&self) -> PmiError {
+        match self {
+            Conn::Failed(why) => PmiError::Protocol(why.clone()),
+            Conn::Done => PmiError::Finalized,
+            // `with` opens it before anyone sees it.
+            Conn::Deferred(_) => PmiError::Protocol("the PMI socket is not open".into()),
+            Conn::Wire(_) | Conn::Singleton { .. } => {
+                PmiError::Protocol("request not possible on this connection".into())
+            }
+        }
+    }
 }
 
 /// How this process does put/get/fence.
@@ -195,6 +216,14 @@ impl Pmi {
     /// locked, during the call: its replies are matched by `thrid`.
     fn with<R>(&self, f: impl FnOnce(&mut Conn) -> Result<R, PmiError>) -> Result<R, PmiError> {
         let mut t = lock(&self.conn);
+        if matches!(&*t, Conn::Deferred(_)) {
+            if let Conn::Deferred(d) = std::mem::replace(&mut *t, Conn::Done) {
+                *t = match d.open() {
+                    Ok(m) => Conn::Wire(Arc::new(m)),
+                    Err(e) => Conn::Failed(format!("opening the PMI socket: {e}")),
+                };
+            }
+        }
         if let Conn::Wire(m) = &*t {
             let mut shared = Conn::Wire(m.clone());
             drop(t);
@@ -281,7 +310,7 @@ impl Pmi {
                 kvs.insert(key.to_vec(), value.to_vec());
                 Ok(())
             }
-            Conn::Done => Err(PmiError::Finalized),
+            other => Err(other.unusable()),
         })
     }
 
@@ -363,7 +392,7 @@ impl Pmi {
                 jobid.unwrap_or_default()
             ))),
             Conn::Singleton { kvs, .. } => Ok(kvs.get(key).cloned()),
-            Conn::Done => Err(PmiError::Finalized),
+            other => Err(other.unusable()),
         })?;
         Ok(f(got.as_deref()))
     }
@@ -394,7 +423,7 @@ impl Pmi {
                 .call(Protocol::Pmi2, &Request::Barrier, "kvs-fence-response")
                 .map(|_| ()),
             Conn::Singleton { .. } => Ok(()),
-            Conn::Done => Err(PmiError::Finalized),
+            other => Err(other.unusable()),
         })
     }
 
@@ -427,7 +456,7 @@ impl Pmi {
                 "{} needs a launcher (this process is a singleton)",
                 crate::wire::command::request_name(req)
             ))),
-            Conn::Done => Err(PmiError::Finalized),
+            other => Err(other.unusable()),
         })
     }
 
@@ -455,6 +484,13 @@ impl Pmi {
             st.set_last_op(RankOp::Finalize);
             st.set_phase_at(RankPhase::Finalized, crate::tools::mono_ns());
         }
+        let mut t = lock(&self.conn);
+        if let Conn::Deferred(_) = &*t {
+            // Never opened: the segment says it all; the socket closes here.
+            *t = Conn::Done;
+            return Ok(());
+        }
+        drop(t);
         self.with(|t| {
             let r = match t {
                 // On the segment the launcher is fastpmi's, which reads the
@@ -465,7 +501,7 @@ impl Pmi {
                 Conn::Wire(c) => c
                     .call(Protocol::Pmi2, &Request::Finalize, "finalize-response")
                     .map(|_| ()),
-                Conn::Singleton { .. } | Conn::Done => Ok(()),
+                Conn::Singleton { .. } | Conn::Done | Conn::Failed(_) | Conn::Deferred(_) => Ok(()),
             };
             *t = Conn::Done;
             r

@@ -118,6 +118,13 @@ impl Launcher {
             .and_then(|p| self.server.job_index(p))
             .and_then(|p| self.jobs[p].segment.clone());
         let (store, segment) = self.job_store(size, &id, parent_segment.as_deref())?;
+        // Ranks held in init (`--stop-in-init`) are held at the socket
+        // handshake, so they must not attach without one.
+        let direct = if self.tools_holding_new_jobs() {
+            Vec::new()
+        } else {
+            direct_env(&*store, spawner.as_deref())
+        };
         let job = self.server.add_job(JobSpec {
             id: id.clone(),
             apps: apps.iter().map(|a| a.nranks).collect(),
@@ -173,7 +180,7 @@ impl Launcher {
             .impi
             .as_ref()
             .map(|h| h.for_job(size, |r| binding.map(|(plan, _)| plan.cpus(r))));
-        for mut app in apps {
+        for (appnum, mut app) in apps.into_iter().enumerate() {
             if let Some(h) = &impi {
                 let add = h.app_env(&app.env);
                 app.env.extend(add);
@@ -194,6 +201,12 @@ impl Launcher {
                     set("PMI_FD", PMI_FD_IN_RANK.to_string());
                     set("PMI_RANK", rank.to_string());
                     set("PMI_SIZE", size.to_string());
+                    for (k, v) in &direct {
+                        set(k, v.clone());
+                    }
+                    if !direct.is_empty() {
+                        set(crate::client::APPNUM_ENV, appnum.to_string());
+                    }
                 }
                 set("PMI_JOBID", id.clone());
                 if spawned {
@@ -495,6 +508,33 @@ impl Launcher {
     }
 }
 
+/// What fastpmi's client needs to attach to the job segment at init with
+/// no round trip (`client::Direct`): the segment's node attributes, as the
+/// launcher just put them, in the environment. Empty without a segment.
+fn direct_env(store: &dyn Store, spawner: Option<&str>) -> Vec<(&'static str, String)> {
+    let attr = |k: &str| {
+        store
+            .get_node_attr(k.as_bytes())
+            .map(|v| String::from_utf8_lossy(&v).into_owned())
+    };
+    let segment = match attr("memPoolType").as_deref() {
+        Some(pool @ "anonmmap") => attr("memAnonMMAPfd").map(|fd| format!("{pool}:{fd}")),
+        Some(pool @ "sysv") => attr("memSYSVid").map(|id| format!("{pool}:{id}")),
+        _ => None,
+    };
+    let Some(segment) = segment else {
+        return Vec::new();
+    };
+    let mut env = vec![(crate::client::SEGMENT_ENV, segment)];
+    if let Some(p) = spawner {
+        env.push((crate::client::SPAWNER_ENV, p.to_string()));
+        if let Some(v) = attr(crate::client::PARENT_SEGMENT_ATTR) {
+            env.push((crate::client::PARENT_SEGMENT_ENV, v));
+        }
+    }
+    env
+}
+
 /// Variables a rank must not inherit from the launcher's own environment:
 /// another launcher's PMI wiring, and PMIx markers that make MPICH 4.1+
 /// refuse to start.
@@ -516,6 +556,10 @@ const ENV_REMOVE: &[&str] = &[
     "MPI_LOCALNRANKS",
     "MPI_LOCALRANKID",
     "FASTPMI_AUTH_SECRET",
+    crate::client::SEGMENT_ENV,
+    crate::client::APPNUM_ENV,
+    crate::client::SPAWNER_ENV,
+    crate::client::PARENT_SEGMENT_ENV,
     // srun --mpi=pmi2's marker: fastpmi's libraries would take the ranks
     // for Slurm's.
     "SLURM_MPI_TYPE",

@@ -180,6 +180,12 @@ impl Launcher {
         }
     }
 
+    /// Whether a job created now is held in init (`--stop-in-init`, not
+    /// released yet).
+    pub(super) fn tools_holding_new_jobs(&self) -> bool {
+        self.tools.hold_new_jobs
+    }
+
     /// Build a snapshot and make it the one `ps` answers from.
     fn publish_snapshot(&mut self) -> Arc<Snapshot> {
         let snap = Arc::new(self.snapshot());

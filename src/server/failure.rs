@@ -23,6 +23,7 @@ impl Server {
         self.forget_names_of(conn);
         self.forget_held(conn);
         let Some((job, rank)) = c.bound else { return };
+        self.sync_from_segment(job, rank);
         let j = &mut self.jobs[job];
         j.fence_waiters.retain(|(_, _, r)| r.conn != conn);
         j.attr_waiters.retain(|(_, _, r)| r.conn != conn);
@@ -66,18 +67,13 @@ impl Server {
     /// The launcher reaped `rank`. `clean` = exit status 0. Returns nothing;
     /// a clean exit that still breaks the job is reported as `JobFailed`.
     pub fn rank_exited(&mut self, job: JobIdx, rank: u32, clean: bool, out: &mut Vec<Event>) {
+        self.sync_from_segment(job, rank);
         let j = &mut self.jobs[job];
         let shm = j.store.rank_progress(rank);
-        let finalized_in_segment = j.store.rank_finalized(rank);
         let Some(slot) = j.ranks.get_mut(rank as usize) else {
             return;
         };
         slot.exited = true;
-        // Its `finalize` may still be unread on the socket (see
-        // `Store::rank_finalized`); the segment already says it.
-        if slot.phase == Phase::Initialized && finalized_in_segment {
-            slot.set_phase(Phase::Finalized);
-        }
         if j.failed.is_some() || !clean {
             return;
         }
@@ -100,6 +96,26 @@ impl Server {
             return;
         }
         self.check_stuck(job, out);
+    }
+
+    /// Take into `rank`'s slot what it recorded in the job segment: a rank
+    /// of fastpmi's client attaches at init without a word on the socket
+    /// (it opens the socket only when it needs the launcher), and finalizes
+    /// there too; a `finalize` it did send may still be unread when it has
+    /// exited (see `Store::rank_finalized`).
+    pub(super) fn sync_from_segment(&mut self, job: JobIdx, rank: u32) {
+        let j = &mut self.jobs[job];
+        let attached = j.store.rank_attached(rank);
+        let finalized = j.store.rank_finalized(rank);
+        let Some(slot) = j.ranks.get_mut(rank as usize) else {
+            return;
+        };
+        if slot.phase == Phase::Idle && attached {
+            slot.set_phase(Phase::Initialized);
+        }
+        if slot.phase == Phase::Initialized && finalized {
+            slot.set_phase(Phase::Finalized);
+        }
     }
 
     /// True while some job could have a fence that can never complete and

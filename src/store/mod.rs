@@ -63,6 +63,12 @@ pub trait Store: Send {
     fn rank_finalized(&self, _rank: u32) -> bool {
         false
     }
+    /// Whether `rank` attached to the job segment (registered in its state
+    /// slot). fastpmi's client on the segment does so at init without a
+    /// word on the socket, so this is its `init`.
+    fn rank_attached(&self, _rank: u32) -> bool {
+        false
+    }
     /// Arrive at the job's fence on behalf of `rank`. A rank arrives again
     /// only after its previous fence is done.
     fn fence_arrive(&mut self, rank: u32) -> Result<FenceTicket, StoreError>;

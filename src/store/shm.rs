@@ -132,6 +132,16 @@ impl Store for ShmStore {
             .is_some_and(|r| r.phase() == Ok(shm_layout::RankPhase::Finalized))
     }
 
+    fn rank_attached(&self, rank: u32) -> bool {
+        use shm_layout::RankPhase;
+        self.seg.seg().rank(rank).is_some_and(|r| {
+            !matches!(
+                r.phase(),
+                Ok(RankPhase::NotStarted | RankPhase::Exited) | Err(_)
+            )
+        })
+    }
+
     fn rank_progress(&self, rank: u32) -> Option<(u64, bool)> {
         let r = self.seg.seg().rank(rank)?;
         Some((
