@@ -242,3 +242,71 @@ fn child_reads_parent_kvs_but_unconnected_sibling_is_refused() {
         out.report()
     );
 }
+
+// -----------------------------------------------------------------------------
+// Binding of spawned jobs
+
+const BIND_TEST: &str = "a_spawned_job_is_bound_to_the_cores_its_parents_left_free";
+
+fn cpus_line(who: &str) -> String {
+    let cpus = common::placement::own_cpus();
+    let list: Vec<String> = cpus.iter().map(u32::to_string).collect();
+    format!("bind {who} cpus={}", list.join(","))
+}
+
+/// The parent (1 rank) prints its CPUs and spawns one child, which prints
+/// its own.
+fn role_bind_parent() -> Result<(), String> {
+    let pmi = init()?;
+    println!("{}", cpus_line("parent"));
+    let s = role_spawn_request(&pmi, vec![rank_role::cmd(BIND_TEST, "bind-child", 1, &[])])
+        .map_err(|e| e.to_string())?;
+    ensure(s.errcodes.iter().all(|&c| c == 0), || {
+        format!("spawn errors {:?}", s.errcodes)
+    })?;
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+/// With the default binding, a 1-rank job sits on the first core; the job
+/// it spawns goes to the next core, not onto its parent's (the slots of a
+/// spawned job are the least loaded by the launcher's live jobs).
+#[test]
+fn a_spawned_job_is_bound_to_the_cores_its_parents_left_free() {
+    match rank_role::role().as_deref() {
+        Some("bind-child") => {
+            let pmi = init();
+            println!("{}", cpus_line("child"));
+            finish(pmi.and_then(|p| p.finalize().map_err(|e| e.to_string())))
+        }
+        Some(_) => finish(role_bind_parent()),
+        None => {}
+    }
+    let _g = heavy();
+    let out = rank_role::launch(BIND_TEST, "bind-parent", 1, &[]).run();
+    out.assert_success();
+    let cpus = |who: &str| -> std::collections::BTreeSet<u32> {
+        let prefix = format!("bind {who} cpus=");
+        let line = out
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no `{prefix}` line: {}", out.report()));
+        common::placement::parse_list(line)
+    };
+    let (parent, child) = (cpus("parent"), cpus("child"));
+    let cores: Vec<_> = common::placement::cores().into_iter().collect();
+    assert_eq!(
+        parent,
+        cores[0],
+        "parent not on the first core: {}",
+        out.report()
+    );
+    let want = cores.get(1).unwrap_or(&cores[0]);
+    assert_eq!(
+        &child,
+        want,
+        "the child is not on the core after its parent's ({} cores): {}",
+        cores.len(),
+        out.report()
+    );
+}

@@ -143,6 +143,7 @@ impl Launcher {
             stop,
             live: size,
             torn_down: false,
+            slots: self.slot_load.assign(size),
         });
         let port = if self.cfg.pmi_port {
             let bind = self.cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());
@@ -175,11 +176,10 @@ impl Launcher {
             None => None,
         };
         let mut rank = 0u32;
-        let binding = self.binding.as_ref();
         let impi = self
             .impi
             .as_ref()
-            .map(|h| h.for_job(size, |r| binding.map(|(plan, _)| plan.cpus(r))));
+            .map(|h| h.for_job(size, |r| self.rank_cpus(job, r).map(|(c, _)| c)));
         for (appnum, mut app) in apps.into_iter().enumerate() {
             if let Some(h) = &impi {
                 let add = h.app_env(&app.env);
@@ -464,10 +464,7 @@ impl Launcher {
             // rank on the terminal's stdin keeps the launcher's session and
             // process group (job control). docs/launch.md.
             new_session: self.rank_sessions && !on_terminal,
-            cpus: self
-                .binding
-                .as_ref()
-                .map(|(_, sets)| sets[p.rank as usize % sets.len()].clone()),
+            cpus: self.rank_cpus(p.job, p.rank).map(|(_, set)| set.clone()),
         })
     }
 

@@ -83,6 +83,8 @@ struct JobRt {
     live: u32,
     /// Its ranks were sent SIGTERM because the job failed.
     torn_down: bool,
+    /// The binding slot of each rank (empty: not bound).
+    slots: Vec<u32>,
 }
 
 pub struct Launcher {
@@ -135,6 +137,8 @@ pub struct Launcher {
     /// Rank binding: CPU lists per slot and their masks (rank `r` of any
     /// job gets slot `r % len`); `None`: ranks are not bound.
     binding: Option<(placement::Plan, Vec<os::CpuSet>)>,
+    /// Ranks of live jobs per binding slot.
+    slot_load: placement::SlotLoad,
     /// Intel MPI's launcher hints, from the topology.
     impi: Option<impi::Hints>,
     /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
@@ -279,10 +283,18 @@ impl Launcher {
             names,
             foreign: None,
             _topology: topology,
+            slot_load: placement::SlotLoad::new(binding.as_ref().map_or(0, |(p, _)| p.slots.len())),
             binding,
             impi,
             tools,
         })
+    }
+
+    /// The CPUs `rank` of `job` is bound to, if it is.
+    fn rank_cpus(&self, job: JobIdx, rank: u32) -> Option<(&[u32], &os::CpuSet)> {
+        let (plan, sets) = self.binding.as_ref()?;
+        let i = *self.jobs.get(job)?.slots.get(rank as usize)? as usize;
+        Some((plan.slots.get(i)?, sets.get(i)?))
     }
 
     fn running(&self) -> usize {

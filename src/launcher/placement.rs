@@ -100,7 +100,8 @@ pub const fn default_bind() -> BindTo {
     BindTo::Obj(ObjKind::Core, 1)
 }
 
-/// CPU lists per rank slot; rank `r` gets `slots[r % slots.len()]`.
+/// CPU lists per rank slot; rank `r` of the first job gets
+/// `slots[r % slots.len()]`, later jobs' ranks what [`SlotLoad`] gives them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub slots: Vec<Vec<u32>>,
@@ -109,6 +110,57 @@ pub struct Plan {
 impl Plan {
     pub fn cpus(&self, rank: u32) -> &[u32] {
         &self.slots[rank as usize % self.slots.len()]
+    }
+}
+
+/// How many ranks of the launcher's live jobs each slot holds. A new job's
+/// ranks go, one after the other, to the slot holding the fewest (the
+/// lowest on ties): the first job wraps (rank r on slot r mod slots), and a
+/// spawned job fills the slots its parents left free before it doubles up
+/// on theirs, instead of starting again at the first core. A job's slots
+/// are given back when the whole job has ended.
+#[derive(Debug, Clone, Default)]
+pub struct SlotLoad {
+    load: Vec<u32>,
+}
+
+impl SlotLoad {
+    pub fn new(slots: usize) -> SlotLoad {
+        SlotLoad {
+            load: vec![0; slots],
+        }
+    }
+
+    /// The slot of each of a new job's `size` ranks (empty without slots).
+    pub fn assign(&mut self, size: u32) -> Vec<u32> {
+        if self.load.is_empty() {
+            return Vec::new();
+        }
+        (0..size)
+            .map(|_| {
+                match self
+                    .load
+                    .iter_mut()
+                    .enumerate()
+                    .min_by_key(|(i, n)| (**n, *i))
+                {
+                    Some((i, n)) => {
+                        *n += 1;
+                        i as u32
+                    }
+                    None => 0,
+                }
+            })
+            .collect()
+    }
+
+    /// The job whose ranks had `slots` has ended.
+    pub fn release(&mut self, slots: &[u32]) {
+        for &i in slots {
+            if let Some(n) = self.load.get_mut(i as usize) {
+                *n = n.saturating_sub(1);
+            }
+        }
     }
 }
 
@@ -245,6 +297,25 @@ pub fn cpu_list(cpus: &[u32]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn later_jobs_fill_the_slots_earlier_ones_left_free() {
+        let mut l = super::SlotLoad::new(4);
+        // The first job wraps.
+        assert_eq!(l.assign(6), vec![0, 1, 2, 3, 0, 1]);
+        // A job spawned beside it starts on the slots holding one rank.
+        let spawned = l.assign(3);
+        assert_eq!(spawned, vec![2, 3, 0]);
+        // Once it has ended, its slots are free again.
+        l.release(&spawned);
+        assert_eq!(l.assign(2), vec![2, 3]);
+        // One rank of two slots: its child goes to the other core.
+        let mut l = super::SlotLoad::new(2);
+        assert_eq!(l.assign(1), vec![0]);
+        assert_eq!(l.assign(1), vec![1]);
+        // No binding: no slots.
+        assert!(super::SlotLoad::new(0).assign(5).is_empty());
+    }
+
     use super::*;
 
     /// 2 sockets x 2 cores x 2 hwthreads (PUs numbered socket-major).

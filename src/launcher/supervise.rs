@@ -286,6 +286,7 @@ impl Launcher {
             return;
         }
         j.stop.store(true, Ordering::Relaxed);
+        self.slot_load.release(&std::mem::take(&mut j.slots));
         j.fence_watcher = None;
         j.parent_segment = None;
         if let Some(seg) = j.segment.take() {

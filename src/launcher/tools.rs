@@ -319,9 +319,8 @@ impl Launcher {
                         )
                     }),
                     cpus: self
-                        .binding
-                        .as_ref()
-                        .map(|(plan, _)| super::placement::cpu_list(plan.cpus(p.rank))),
+                        .rank_cpus(job, p.rank)
+                        .map(|(c, _)| super::placement::cpu_list(c)),
                 };
             }
         }
