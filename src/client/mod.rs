@@ -1,7 +1,8 @@
 //! The fastpmi Rust client.
 //!
 //! [`Pmi::init`] picks the transport: the job segment when the launcher
-//! advertises one (node attributes `memPoolType`, `memAnonMMAPfd` /
+//! advertises one (fastpmi's in the environment, [`Direct`], so init needs
+//! no round trip; otherwise node attributes `memPoolType`, `memAnonMMAPfd` /
 //! `memSYSVid`) whose layout stamp this client knows; otherwise PMI-2 over
 //! the socket the launcher handed over (`PMI_FD`, or `PMI_PORT` +
 //! `PMI_ID`); with no PMI environment at all, a singleton (rank 0 of 1 with
@@ -114,8 +115,9 @@ impl Conn {
 /// How this process does put/get/fence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportKind {
-    /// Straight in the job segment (the socket stays for init, finalize,
-    /// abort, job attributes and overflow).
+    /// Straight in the job segment (the socket, under fastpmi's launcher
+    /// opened only when first needed, stays for spawn, names, abort, job
+    /// attributes and overflow).
     Shm,
     /// PMI-2 over the launcher's socket.
     Socket,
