@@ -410,7 +410,7 @@ impl<'a> Fence<'a> {
             }
             // Sleeps only while the word is unchanged: a bump after our load
             // (release or abort) cannot be slept through.
-            futex.wait(&slot.word, w | SLEEPING, Some(slice));
+            futex.wait(&slot.word, w | SLEEPING, slice);
         }
     }
 }

@@ -330,7 +330,7 @@ impl<'a> GroupBarrier<'a> {
             futex,
             self.spin_limit,
             deadline,
-            SLEEP_SLICE,
+            Some(SLEEP_SLICE),
             |w| w >> 1 != arrival.generation,
             |w| {
                 if w & GROUP_FAILED != 0 {

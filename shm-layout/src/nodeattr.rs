@@ -109,10 +109,10 @@ impl<'a> NodeAttrs<'a> {
                 return Ok(value);
             }
             self.table.abort.check()?;
-            let Some(slice) = next_slice(deadline, SLEEP_SLICE) else {
+            let Some(slice) = next_slice(deadline, Some(SLEEP_SLICE)) else {
                 return Err(WaitError::TimedOut(timeout.unwrap_or_default()));
             };
-            futex.wait(self.changes, seen, Some(slice));
+            futex.wait(self.changes, seen, slice);
         }
     }
 }

@@ -17,23 +17,33 @@ use crate::sync::{spin_loop, spins, AtomicU32, Ordering};
 /// came without a wake is noticed.
 pub(crate) const SLEEP_SLICE: Duration = Duration::from_millis(100);
 
-/// Longest single sleep in the job fence. Every reason for a fence waiter
-/// to wake changes and wakes the word it sleeps on (the completion: the
-/// generation word or the release tree; an abort: the generation word and
-/// every wake slot, see `JobView::abort`), so the slice is only a backstop.
-/// A short one costs: with 1024 ranks sitting in a fence, 100 ms slices
-/// wake 10,000 processes a second for nothing (measured at the start of a
-/// 1024-rank job: 3,800 of its 10,500 context switches).
-pub(crate) const FENCE_SLEEP_SLICE: Duration = Duration::from_secs(1);
+/// Longest single sleep in the job fence: none. Every reason for a fence
+/// waiter to wake changes and wakes the word it sleeps on (the completion:
+/// the generation word or the release tree; an abort: the generation word
+/// and every wake slot, see `JobView::abort`; a rank killed anywhere in
+/// the fence is an abort by the launcher), which the loom models check
+/// with a futex that never times out. A timed sleep costs the kernel a
+/// timer armed and cancelled per sleep: a bare futex barrier of 256 / 1024
+/// bound processes took 10-13% / up to 10% longer with a 1 s timeout on
+/// every wait (docs/fence.md). The slice was 1 s until 2026-11-23 (and
+/// 100 ms before that, which woke 10,000 idle processes a second in a
+/// 1024-rank fence).
+pub(crate) const FENCE_SLEEP_SLICE: Option<Duration> = None;
 
-/// How long the next sleep may last: `slice`, or what is left of the time
-/// before `deadline`; `None` once the deadline has passed.
-pub(crate) fn next_slice(deadline: Option<Instant>, slice: Duration) -> Option<Duration> {
+/// How long the next sleep may last: `slice` (`None`: no limit), or what is
+/// left of the time before `deadline`; `None` once the deadline has passed.
+pub(crate) fn next_slice(
+    deadline: Option<Instant>,
+    slice: Option<Duration>,
+) -> Option<Option<Duration>> {
     match deadline {
         None => Some(slice),
         Some(deadline) => {
             let now = Instant::now();
-            (now < deadline).then(|| (deadline - now).min(slice))
+            (now < deadline).then(|| {
+                let left = deadline - now;
+                Some(slice.map_or(left, |s| left.min(s)))
+            })
         }
     }
 }
@@ -41,7 +51,7 @@ pub(crate) fn next_slice(deadline: Option<Instant>, slice: Duration) -> Option<D
 /// Waits until `done(w)` holds for the value `w` of `word`: `Ok(true)`.
 /// `Ok(false)` if `deadline` passed first. Before each sleep, `check(w)`
 /// may end the wait with an error (a failure bit in `w`, the abort word);
-/// each sleep lasts at most `slice`.
+/// each sleep lasts at most `slice` (`None`: until woken or the deadline).
 ///
 /// Polls `word` `spin_limit` times first (at most [`crate::sync::SPIN_LIMIT`]
 /// by the callers' builders; 0 when ranks outnumber CPUs), without checks:
@@ -56,7 +66,7 @@ pub(crate) fn wait_word<E, F: Futex + ?Sized>(
     futex: &F,
     spin_limit: u32,
     deadline: Option<Instant>,
-    slice: Duration,
+    slice: Option<Duration>,
     done: impl Fn(u32) -> bool,
     mut check: impl FnMut(u32) -> Result<(), E>,
 ) -> Result<bool, E> {
@@ -80,6 +90,6 @@ pub(crate) fn wait_word<E, F: Futex + ?Sized>(
         let Some(slice) = next_slice(deadline, slice) else {
             return Ok(false);
         };
-        futex.wait(word, w, Some(slice));
+        futex.wait(word, w, slice);
     }
 }

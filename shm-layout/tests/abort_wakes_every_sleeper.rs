@@ -1,6 +1,8 @@
 //! An abort releases every rank blocked in a fence or in a node-attribute
-//! wait with the abort error, promptly; and waits without an abort end at
-//! their timeout.
+//! wait with the abort error, promptly; a node-attribute wait notices an
+//! abort that came without a wake within its sleep slice, while a fence
+//! sleeps until woken (every abort wakes it; there is no timer on its
+//! sleeps); and waits without an abort end at their timeout.
 #![cfg(not(loom))]
 
 mod common;
@@ -12,12 +14,12 @@ use shm_layout::{Aborted, Futex, SegmentParams, SegmentRef, WaitError};
 
 const RANKS: u32 = 8;
 
-/// Puts 4 threads in a fence that cannot complete and 3 in node-attribute
-/// waits, aborts, and returns how long after the abort the last one
-/// returned.
-fn abort_sleepers(seg: SegmentRef<'_>, futex: &(impl Futex + Sync)) -> Duration {
+/// Puts `fencers` threads in a fence that cannot complete and 3 in
+/// node-attribute waits, aborts, and returns how long after the abort the
+/// last one returned.
+fn abort_sleepers(seg: SegmentRef<'_>, futex: &(impl Futex + Sync), fencers: u32) -> Duration {
     std::thread::scope(|s| {
-        let fences: Vec<_> = (0..4)
+        let fences: Vec<_> = (0..fencers)
             .map(|_| s.spawn(move || (seg.fence().fence(futex), Instant::now())))
             .collect();
         let attrs: Vec<_> = (0..3)
@@ -30,7 +32,7 @@ fn abort_sleepers(seg: SegmentRef<'_>, futex: &(impl Futex + Sync)) -> Duration 
             .collect();
         // Let them get to sleep.
         std::thread::sleep(Duration::from_millis(250));
-        assert_eq!(seg.fence().arrived(), 4);
+        assert_eq!(seg.fence().arrived(), fencers);
         let aborted_at = Instant::now();
         assert_eq!(seg.abort(42, 5, futex), Aborted::new(42, 5));
         let mut latest = aborted_at;
@@ -54,7 +56,7 @@ fn abort_wakes_every_sleeper_at_once() {
     let mut buf = common::buffer(&params);
     let seg = common::init(&mut buf, &params);
     // Sleeps last 10 s unless woken: returning within 2 s proves the wake.
-    let late = abort_sleepers(seg, &common::WakeOnlyFutex::default());
+    let late = abort_sleepers(seg, &common::WakeOnlyFutex::default(), 4);
     assert!(late < Duration::from_secs(2), "{late:?}");
     assert_eq!(seg.abort_status(), Some(Aborted::new(42, 5)));
     // Later aborts do not replace the first.
@@ -62,13 +64,35 @@ fn abort_wakes_every_sleeper_at_once() {
 }
 
 #[test]
-fn abort_without_wake_is_noticed_within_a_sleep_slice() {
+fn abort_without_wake_is_noticed_by_node_attribute_waits_within_a_slice() {
     let params = SegmentParams::for_ranks(RANKS);
     let mut buf = common::buffer(&params);
     let seg = common::init(&mut buf, &params);
-    // Nobody is woken: the 100 ms sleep slices notice the abort word.
-    let late = abort_sleepers(seg, &common::NoWakeFutex);
+    // Nobody is woken: the 100 ms sleep slices notice the abort word. (No
+    // fencer: a fence sleep has no timer, it ends only when woken.)
+    let late = abort_sleepers(seg, &common::NoWakeFutex, 0);
     assert!(late < Duration::from_secs(1), "{late:?}");
+}
+
+/// A fence sleep has no timeout: with a futex that never wakes, a waiter
+/// asks for an unbounded sleep (what makes every wake-up in the fence one
+/// that the completion or the abort made).
+#[test]
+fn a_fence_sleep_has_no_timer() {
+    let params = SegmentParams::for_ranks(2);
+    let mut buf = common::buffer(&params);
+    let seg = common::init(&mut buf, &params);
+    let futex = common::RecordingFutex::default();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| seg.fence().fence(&futex));
+        while futex.waits().is_empty() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let waits = futex.waits();
+        assert!(waits.iter().all(Option::is_none), "{waits:?}");
+        seg.fence().fence(&futex).unwrap();
+        h.join().unwrap().unwrap();
+    });
 }
 
 #[test]

@@ -38,6 +38,30 @@ impl Futex for NoWakeFutex {
     }
 }
 
+/// A condvar futex that records the timeout of every wait.
+#[derive(Default)]
+pub struct RecordingFutex {
+    inner: CondvarFutex,
+    waits: std::sync::Mutex<Vec<Option<Duration>>>,
+}
+
+impl RecordingFutex {
+    pub fn waits(&self) -> Vec<Option<Duration>> {
+        self.waits.lock().unwrap().clone()
+    }
+}
+
+impl Futex for RecordingFutex {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        self.waits.lock().unwrap().push(timeout);
+        self.inner.wait(word, expected, timeout)
+    }
+
+    fn wake(&self, word: &AtomicU32, n: u32) -> usize {
+        self.inner.wake(word, n)
+    }
+}
+
 /// A sleeping futex that stretches every timeout to 10 s, so a waiter that
 /// returns sooner was woken, not timed out.
 #[derive(Default)]
