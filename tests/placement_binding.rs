@@ -374,3 +374,65 @@ fn impi_hints_never_replace_the_users_variables() {
         assert!(vars.contains_key("I_MPI_INFO_CORE"), "rank {r}: {vars:?}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// Fence cohorts from the binding
+// ---------------------------------------------------------------------------
+
+/// Ranks bound by the default policy, `COHORT_MIN_MEMBERS` or more per
+/// core: the launcher releases their fence by cohorts, one per core, and a
+/// job fencing on fastpmi's libpmi2 (shared memory) completes; one rank
+/// fewer per core than that, and -bind-to none, keep the fence without
+/// cohorts.
+#[test]
+fn ranks_sharing_cores_fence_by_cohorts() {
+    let _g = heavy();
+    let nc = cores().len() as u32;
+    let min = shm_layout::cohort::COHORT_MIN_MEMBERS;
+    let exe = common::prog(common::Prog::Pmi2Trivial);
+    let lib = common::capi_lib_dir();
+    let run = |n: u32, extra: &[&str]| {
+        let mut args: Vec<std::ffi::OsString> = vec!["-genv".into(), "LD_LIBRARY_PATH".into()];
+        args.push(lib.into());
+        args.extend(extra.iter().map(|a| a.into()));
+        args.extend([
+            "--stats".into(),
+            "-n".into(),
+            n.to_string().into(),
+            exe.into(),
+        ]);
+        let out = launch(args)
+            .env("FASTPMI_LOG", "debug")
+            .timeout(Duration::from_secs(120))
+            .run();
+        out.assert_success();
+        let ok = format!("pmi2 trivial ok size={n}");
+        assert!(
+            out.stdout_lines().contains(&ok.as_str()),
+            "{}",
+            out.report()
+        );
+        // Every rank fenced through the segment.
+        let shm = out
+            .stderr_lines()
+            .iter()
+            .find(|l| l.trim_start().starts_with("shared-memory"))
+            .map(|l| l.split_whitespace().nth(3).map(str::to_string))
+            .unwrap_or_else(|| panic!("no --stats table\n{}", out.report()));
+        assert_eq!(shm, Some(n.to_string()), "{}", out.report());
+        out
+    };
+    let cohort_line = |out: &Outcome| {
+        out.stderr_lines()
+            .iter()
+            .find(|l| l.contains("fence released by cohorts"))
+            .map(|l| l.to_string())
+    };
+    let out = run(min * nc, &[]);
+    let line = cohort_line(&out).unwrap_or_else(|| panic!("no cohorts\n{}", out.report()));
+    assert!(line.contains(&format!("cohorts={nc}")), "{line}");
+    let out = run(min * nc - 1, &[]);
+    assert_eq!(cohort_line(&out), None, "{}", out.report());
+    let out = run(min * nc, &["-bind-to", "none"]);
+    assert_eq!(cohort_line(&out), None, "{}", out.report());
+}

@@ -39,9 +39,11 @@ fn late_rank_ps_env(
     for (k, v) in env {
         cmd = cmd.env(k, v);
     }
+    let started = std::time::Instant::now();
     let job = cmd.spawn();
     let pid = job.pid();
     let t = wait_late_fence(late.xdg.path(), pid);
+    let age = started.elapsed().as_secs_f64();
     let late_pid = late.late_pid();
     assert_eq!(t.ranks.len(), N as usize, "one row per rank");
     for r in &t.ranks {
@@ -57,6 +59,12 @@ fn late_rank_ps_env(
             assert_eq!(r.fence, Some(1));
             assert_eq!(r.transport, transport(r.rank), "{r:?}");
             assert_eq!(r.last_op.as_deref(), Some("kvs-fence"), "{r:?}");
+            // Entered after the launch: whatever clock the ranks stamp with
+            // (TSC ticks where the kernel keeps time by them), `ps` converts.
+            assert!(
+                r.seconds > 0.0 && r.seconds < age,
+                "launched {age} s ago: {r:?}"
+            );
         }
     }
     let human = fastpmi(late.xdg.path(), &["ps", &pid.to_string()]);
@@ -88,6 +96,9 @@ fn late_rank_ps_env(
     );
 }
 
+/// 256 ranks bound to this node's cores by the default policy: on a machine
+/// of up to 16 cores they share cores by 16 or more, and the fence is
+/// released by cohorts.
 #[test]
 fn ps_late_rank_shared_memory() {
     let exe = prog(Prog::Pmi2LateFastpmi);
@@ -98,7 +109,8 @@ fn ps_late_rank_shared_memory() {
 }
 
 /// The same with the fence released by a tree (fan-out 4 forced through the
-/// launcher's `FASTPMI_FENCE_FANOUT`; the default picks it from 512 ranks):
+/// launcher's `FASTPMI_FENCE_FANOUT`, cohorts off by `FASTPMI_FENCE_COHORTS=0`;
+/// the default picks a tree from 512 ranks that do not share cores):
 /// ranks sleep on their own wake words, `ps` still reads fence 1 from each
 /// rank's state, and the late rank, arriving last, releases the tree.
 #[test]
@@ -106,9 +118,11 @@ fn ps_late_rank_shared_memory_tree_release() {
     let exe = prog(Prog::Pmi2LateFastpmi);
     let lib = common::capi_lib_dir();
     let a = args(&[&"-genv", &"LD_LIBRARY_PATH", &lib, &"-n", &"256", &exe]);
-    late_rank_ps_env("ps-shm-tree", a, &[("FASTPMI_FENCE_FANOUT", "4")], |_| {
-        "shm"
-    });
+    let env = [
+        ("FASTPMI_FENCE_FANOUT", "4"),
+        ("FASTPMI_FENCE_COHORTS", "0"),
+    ];
+    late_rank_ps_env("ps-shm-tree", a, &env, |_| "shm");
 }
 
 #[test]

@@ -59,6 +59,81 @@ mod support {
             .expect("some key collides")
     }
 
+    /// Runs `parties` ranks of `job` through `generations` fences, each rank
+    /// on its own thread, checking that nobody leaves a generation before
+    /// all arrived in it. Returns, per rank, whether it was the last
+    /// arriver of each generation.
+    pub fn fence_generations(
+        job: &loom::sync::Arc<shm_layout::heap::HeapJob>,
+        futex: &loom::sync::Arc<shm_layout::futex::LoomFutex>,
+        parties: u32,
+        generations: usize,
+    ) -> Vec<Vec<bool>> {
+        use loom::sync::atomic::{AtomicUsize, Ordering};
+        use loom::sync::Arc;
+        let arrived: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..generations).map(|_| AtomicUsize::new(0)).collect());
+        let ranks: Vec<_> = (0..parties)
+            .map(|rank| {
+                let (job, futex, arrived) = (job.clone(), futex.clone(), arrived.clone());
+                loom::thread::spawn(move || {
+                    let fence = job.view().fence().for_rank(rank);
+                    let mut last = Vec::new();
+                    for (g, arrived) in arrived.iter().enumerate() {
+                        // Relaxed on purpose: only the barrier orders these.
+                        arrived.fetch_add(1, Ordering::Relaxed);
+                        let arrival = fence.arrive(&*futex);
+                        assert_eq!(arrival.generation as usize, g);
+                        last.push(arrival.last);
+                        fence.wait(arrival, &*futex).unwrap();
+                        assert_eq!(
+                            arrived.load(Ordering::Relaxed),
+                            parties as usize,
+                            "rank {rank} left generation {g} early"
+                        );
+                    }
+                    last
+                })
+            })
+            .collect();
+        ranks.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    /// A mixed job's one fence: ranks `0..shm` fence through shared memory,
+    /// the rest are socket ranks the launcher arrives for anonymously (one
+    /// thread, as the store does) and whose completion it learns by waiting
+    /// on the generation word, as its watcher does.
+    pub fn fence_with_socket_ranks(
+        job: &loom::sync::Arc<shm_layout::heap::HeapJob>,
+        futex: &loom::sync::Arc<shm_layout::futex::LoomFutex>,
+        shm: u32,
+    ) {
+        let ranks: Vec<_> = (0..shm)
+            .map(|r| {
+                let (job, futex) = (job.clone(), futex.clone());
+                loom::thread::spawn(move || {
+                    job.view().fence().for_rank(r).fence(&*futex).unwrap();
+                })
+            })
+            .collect();
+        let launcher = {
+            let (job, futex) = (job.clone(), futex.clone());
+            loom::thread::spawn(move || {
+                let fence = job.view().fence();
+                let socket = fence.parties() - shm;
+                let arrivals: Vec<_> = (0..socket).map(|_| fence.arrive(&*futex)).collect();
+                for a in arrivals {
+                    fence.wait(a, &*futex).unwrap();
+                    assert!(fence.is_complete(a));
+                }
+            })
+        };
+        for t in ranks {
+            t.join().unwrap();
+        }
+        launcher.join().unwrap();
+    }
+
     /// Outcomes seen across all executions of a model (a plain std mutex:
     /// it lives outside the model).
     #[derive(Debug, Default)]

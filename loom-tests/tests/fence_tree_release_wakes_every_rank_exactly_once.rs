@@ -10,10 +10,8 @@
 //! model checks that both cases are explored.
 #![cfg(loom)]
 
-use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
-use loom::thread;
-use loom_tests::{tiny_params, Outcomes};
+use loom_tests::{fence_generations, tiny_params, Outcomes};
 use shm_layout::futex::LoomFutex;
 use shm_layout::heap::HeapJob;
 
@@ -26,34 +24,11 @@ fn fence_tree_release_wakes_every_rank_exactly_once() {
     loom::model(|| {
         let job = Arc::new(HeapJob::with_fence_fanout(&tiny_params(PARTIES), 1));
         let futex = Arc::new(LoomFutex::new());
-        let arrived: Arc<[AtomicUsize; GENERATIONS]> = Arc::new(Default::default());
-        let ranks: Vec<_> = (0..PARTIES)
-            .map(|rank| {
-                let (job, futex, arrived) = (job.clone(), futex.clone(), arrived.clone());
-                thread::spawn(move || {
-                    let fence = job.view().fence().for_rank(rank);
-                    let mut waited = 0;
-                    for (g, arrived) in arrived.iter().enumerate() {
-                        // Relaxed on purpose: only the barrier orders these.
-                        arrived.fetch_add(1, Ordering::Relaxed);
-                        let arrival = fence.arrive(&*futex);
-                        assert_eq!(arrival.generation as usize, g);
-                        waited += usize::from(!arrival.last);
-                        fence.wait(arrival, &*futex).unwrap();
-                        assert_eq!(
-                            arrived.load(Ordering::Relaxed),
-                            PARTIES as usize,
-                            "rank {rank} left generation {g} early"
-                        );
-                    }
-                    waited
-                })
-            })
-            .collect();
-        let waited: Vec<usize> = ranks.into_iter().map(|t| t.join().unwrap()).collect();
+        let last = fence_generations(&job, &futex, PARTIES, GENERATIONS);
+        let waited = last.iter().map(|l| l.iter().filter(|&&last| !last).count());
         let fence = job.view().fence();
         let mut exact = true;
-        for (rank, waited) in waited.into_iter().enumerate() {
+        for (rank, waited) in waited.enumerate() {
             let wakes = fence.wakes(rank as u32).unwrap() as usize;
             assert!(
                 wakes <= waited,

@@ -9,8 +9,7 @@
 #![cfg(loom)]
 
 use loom::sync::Arc;
-use loom::thread;
-use loom_tests::tiny_params;
+use loom_tests::{fence_with_socket_ranks, tiny_params};
 use shm_layout::futex::LoomFutex;
 use shm_layout::heap::HeapJob;
 
@@ -19,27 +18,7 @@ fn fence_tree_socket_rank_is_woken_for_inline() {
     loom::model(|| {
         let job = Arc::new(HeapJob::with_fence_fanout(&tiny_params(3), 1));
         let futex = Arc::new(LoomFutex::new());
-        let ranks: Vec<_> = (0..2)
-            .map(|r| {
-                let (job, futex) = (job.clone(), futex.clone());
-                thread::spawn(move || job.view().fence().for_rank(r).fence(&*futex).unwrap())
-            })
-            .collect();
-        let launcher = {
-            let (job, futex) = (job.clone(), futex.clone());
-            thread::spawn(move || {
-                // As the store and the watcher do: anonymous arrival, then a
-                // wait on the generation word.
-                let fence = job.view().fence();
-                let arrival = fence.arrive(&*futex);
-                fence.wait(arrival, &*futex).unwrap();
-                assert!(fence.is_complete(arrival));
-            })
-        };
-        for t in ranks {
-            t.join().unwrap();
-        }
-        launcher.join().unwrap();
+        fence_with_socket_ranks(&job, &futex, 2);
         let fence = job.view().fence();
         assert_eq!(fence.generation(), 1);
         assert_eq!(fence.wakes(2), Some(0), "the socket rank is never bumped");

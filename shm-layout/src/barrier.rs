@@ -46,6 +46,13 @@
 //! the generation word and wakes whoever sleeps on it, so anonymous waiters
 //! (the launcher's fence watcher) and [`Fence::is_complete`] work unchanged.
 //!
+//! # Release by cohorts
+//!
+//! When the launcher records cohorts ([`Fence::set_cohorts`]: ranks bound
+//! to the same CPUs), they take precedence over the tree: a rank with a
+//! cohort sleeps on its cohort's word, and the release wakes one member per
+//! cohort, which wakes the rest of it (see [`crate::cohort`]).
+//!
 //! **Contract**: each of the `parties` arrives once per generation, and
 //! arrives for the next generation only after it has seen the previous one
 //! complete (its `wait` returned, [`Arrival::last`] was true, or
@@ -63,6 +70,7 @@ use std::time::{Duration, Instant};
 
 use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
+use crate::cohort::{masked, CohortTree};
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
 use crate::wait::{next_slice, wait_word, FENCE_SLEEP_SLICE};
@@ -94,6 +102,12 @@ pub(crate) struct GenerationLine {
     /// Rank of the last arriver of the latest generation (the tree's root),
     /// written before the bump that publishes it.
     pub(crate) root: AtomicU32,
+    /// Number of cohorts, 0 = release without cohorts (see
+    /// [`crate::cohort`]). Set before any party arrives.
+    pub(crate) cohorts: AtomicU32,
+    /// Cohort of the last arriver of the latest generation (the cohort
+    /// tree's root), written before the bump that publishes it.
+    pub(crate) cohort_root: AtomicU32,
 }
 
 impl Barrier {
@@ -105,12 +119,19 @@ impl Barrier {
                 parties,
                 fanout: AtomicU32::new(fanout),
                 root: AtomicU32::new(0),
+                cohorts: AtomicU32::new(0),
+                cohort_root: AtomicU32::new(0),
             }),
         }
     }
 
     pub(crate) fn fanout(&self) -> u32 {
         self.generation.fanout.load(Ordering::Relaxed)
+    }
+
+    /// Number of cohorts as recorded (unchecked).
+    pub(crate) fn cohorts(&self) -> u32 {
+        self.generation.cohorts.load(Ordering::Relaxed)
     }
 
     /// Marks the job aborted in the generation word (see the module docs).
@@ -143,6 +164,8 @@ pub struct Fence<'a> {
     slots: &'a [WakeSlot],
     /// The party this handle fences for, if known (tree mode needs it).
     rank: Option<u32>,
+    /// Its cohort, if the release is by cohorts and it has one.
+    cohort: Option<u32>,
     spin_limit: u32,
 }
 
@@ -153,6 +176,7 @@ impl<'a> Fence<'a> {
             abort,
             slots,
             rank: None,
+            cohort: None,
             spin_limit: SPIN_LIMIT,
         }
     }
@@ -164,7 +188,69 @@ impl<'a> Fence<'a> {
     /// sleeps on the generation word. A rank outside the job is ignored.
     pub fn for_rank(mut self, rank: u32) -> Self {
         self.rank = (rank < self.parties()).then_some(rank);
+        self.cohort = self.rank.and_then(|r| self.cohort_of(r));
         self
+    }
+
+    /// As [`Self::for_rank`], with the rank's cohort as [`Self::cohort_of`]
+    /// gave it earlier (a client reads it once: the rank's own slot may be
+    /// the only line of its page the fence would touch).
+    pub fn for_rank_in(mut self, rank: u32, cohort: Option<u32>) -> Self {
+        self.rank = (rank < self.parties()).then_some(rank);
+        self.cohort = cohort.filter(|&c| self.rank.is_some() && c < self.cohort_count());
+        self
+    }
+
+    /// The cohort `rank` sleeps with, if the fence releases by cohorts.
+    pub fn cohort_of(&self, rank: u32) -> Option<u32> {
+        let n = self.cohort_count();
+        // Relaxed: written by the launcher before any rank started.
+        let c = self
+            .slots
+            .get(rank as usize)?
+            .cohort
+            .load(Ordering::Relaxed)
+            .checked_sub(1)?;
+        (n > 0 && c < n).then_some(c)
+    }
+
+    /// Number of cohorts the fence releases by (0: none). A recorded count
+    /// larger than the slots (a corrupt segment) counts as none.
+    pub fn cohort_count(&self) -> u32 {
+        let n = self.barrier.cohorts();
+        if n as usize <= self.slots.len() && self.slots.len() == self.parties() as usize {
+            n
+        } else {
+            0
+        }
+    }
+
+    /// Whether cohort `c` has a lead duty nobody claimed (diagnostics and
+    /// models: between fences it is always false).
+    pub fn cohort_lead_pending(&self, c: u32) -> bool {
+        self.slots
+            .get(c as usize)
+            .is_some_and(|s| s.cohort_lead.load(Ordering::Relaxed) != 0)
+    }
+
+    /// Launcher only, before any party arrives: release by cohorts,
+    /// `of_rank[r]` being rank `r`'s cohort (ranks bound to the same CPUs).
+    /// Cohort numbers must be below the rank count; an empty slice, or one
+    /// of the wrong length, turns cohorts off.
+    pub fn set_cohorts(&self, of_rank: &[u32]) {
+        let ok = of_rank.len() == self.parties() as usize
+            && self.slots.len() == of_rank.len()
+            && of_rank.iter().all(|&c| c < self.parties());
+        let n = if ok {
+            of_rank.iter().max().map_or(0, |&m| m + 1)
+        } else {
+            0
+        };
+        for (slot, &c) in self.slots.iter().zip(of_rank) {
+            slot.cohort
+                .store(if ok { c + 1 } else { 0 }, Ordering::Relaxed);
+        }
+        self.barrier.generation.cohorts.store(n, Ordering::Relaxed);
     }
 
     /// Tree fan-out of the release (0: central).
@@ -193,7 +279,8 @@ impl<'a> Fence<'a> {
     /// The fan-out if this barrier releases by tree (and has every slot).
     fn tree_fanout(&self) -> Option<u32> {
         let k = self.barrier.fanout();
-        (k >= 1 && self.slots.len() == self.parties() as usize).then_some(k)
+        (k >= 1 && self.slots.len() == self.parties() as usize && self.cohort_count() == 0)
+            .then_some(k)
     }
 
     /// This handle's slot, if it waits by tree.
@@ -263,6 +350,14 @@ impl<'a> Fence<'a> {
         // their Acquire of the bump, so they count from 0.
         b.arrived.store(0, Ordering::Relaxed);
         let tree = self.tree_fanout();
+        let cohorts = self.cohort_count();
+        if cohorts > 0 {
+            // Relaxed: published by the bump below. An anonymous last
+            // arriver visits cohort 0 as the root (below).
+            b.generation
+                .cohort_root
+                .store(self.cohort.unwrap_or(0), Ordering::Relaxed);
+        }
         if tree.is_some() {
             // Relaxed: published by the bump below. An anonymous last
             // arriver roots the tree at rank 0 and visits it (below).
@@ -274,6 +369,18 @@ impl<'a> Fence<'a> {
         // puts (collected above) to waiters' Acquire load of the generation.
         // fetch_add keeps the abort bit.
         b.generation.word.fetch_add(GEN_STEP, Ordering::Release);
+        if cohorts > 0 {
+            let t = CohortTree {
+                slots: self.slots,
+                n: cohorts,
+                root: self.cohort.unwrap_or(0),
+                generation: masked(generation),
+            };
+            match self.cohort {
+                Some(_) => t.duty(0, true, futex),
+                None => t.visit(0, futex),
+            }
+        }
         if let Some(fanout) = tree {
             let t = Tree {
                 slots: self.slots,
@@ -328,6 +435,9 @@ impl<'a> Fence<'a> {
         futex: &F,
         deadline: Option<Instant>,
     ) -> Result<bool, Aborted> {
+        if let Some(c) = self.cohort {
+            return self.wait_cohort(arrival, c, futex, deadline);
+        }
         if let Some((rank, slot)) = self.my_slot() {
             return self.wait_tree(arrival, rank, slot, futex, deadline);
         }
@@ -411,6 +521,58 @@ impl<'a> Fence<'a> {
             // Sleeps only while the word is unchanged: a bump after our load
             // (release or abort) cannot be slept through.
             futex.wait(&slot.word, w | SLEEPING, slice);
+        }
+    }
+
+    /// `wait_until` of a member of cohort `c`: sleeps on the cohort's word
+    /// for this generation's parity; once the generation is complete,
+    /// claims the cohort's lead duty if a visitor left it (see
+    /// [`crate::cohort`]).
+    fn wait_cohort<F: Futex + ?Sized>(
+        &self,
+        arrival: Arrival,
+        c: u32,
+        futex: &F,
+        deadline: Option<Instant>,
+    ) -> Result<bool, Aborted> {
+        let gen = &self.barrier.generation;
+        let done = |w: u32| w >> 1 != arrival.generation;
+        let released = || {
+            if !arrival.last {
+                let t = CohortTree {
+                    slots: self.slots,
+                    n: self.cohort_count(),
+                    // Relaxed: published by the bump our caller acquired;
+                    // not yet overwritten, as the next generation needs our
+                    // own arrival.
+                    root: gen.cohort_root.load(Ordering::Relaxed),
+                    generation: masked(arrival.generation),
+                };
+                if t.claim(c) {
+                    t.duty(t.position(c), false, futex);
+                }
+            }
+            Ok(true)
+        };
+        let word = &self.slots[c as usize].cohort_words[(arrival.generation & 1) as usize];
+        // The cohort's word is loaded (Acquire) before the generation word
+        // in every check, so a visitor's or aborter's bump seen on it means
+        // the completion or the abort is seen too; the futex sleeps only
+        // while the word is unchanged.
+        let completed = wait_word(
+            word,
+            futex,
+            self.spin_limit,
+            deadline,
+            FENCE_SLEEP_SLICE,
+            // SYNC POINT (fence completion): as in `crate::wait::wait_word`.
+            |_| done(gen.word.load(Ordering::Acquire)),
+            |_| self.abort.check(),
+        )?;
+        if completed {
+            released()
+        } else {
+            Ok(false)
         }
     }
 }

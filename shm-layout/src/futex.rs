@@ -156,29 +156,37 @@ mod loom_impl {
     /// proves no wake-up is ever lost (a lost one shows up as a loom deadlock)
     /// instead of being papered over by a 100 ms re-check.
     ///
-    /// **Wakes are per word**, as with a real futex: a sleeper returns only
-    /// after a `wake` of its own word, so an algorithm that wakes the wrong
-    /// word (say, a tree parent's instead of the child's) deadlocks the model
-    /// instead of being rescued by a wake meant for someone else.
+    /// **Wakes are per word and counted**, as with a real futex: a sleeper
+    /// returns only after a `wake` of its own word gave it a turn, `wake(w, n)`
+    /// releases at most `n` of the sleepers present (the longest asleep
+    /// first) and returns how many. So an algorithm that wakes the wrong word
+    /// (say, a tree parent's instead of the child's), or wakes one sleeper
+    /// where it needed all, deadlocks the model instead of being rescued by
+    /// a wake meant for someone else.
     #[derive(Debug)]
     pub struct LoomFutex {
-        /// `(word address, wakes so far)` for every word ever woken.
-        wakes: Mutex<Vec<(usize, u64)>>,
+        /// Per word ever slept on or woken: `(address, tickets handed to
+        /// sleepers, tickets released)`; sleeper `t` returns once
+        /// `released > t`.
+        words: Mutex<Vec<(usize, u64, u64)>>,
         cv: Condvar,
     }
 
-    fn wakes_of(table: &[(usize, u64)], addr: usize) -> u64 {
-        table
-            .iter()
-            .find(|(a, _)| *a == addr)
-            .map_or(0, |(_, n)| *n)
+    fn entry(table: &mut Vec<(usize, u64, u64)>, addr: usize) -> usize {
+        match table.iter().position(|(a, _, _)| *a == addr) {
+            Some(i) => i,
+            None => {
+                table.push((addr, 0, 0));
+                table.len() - 1
+            }
+        }
     }
 
     impl LoomFutex {
         /// A futex with nobody sleeping on it (create it inside `loom::model`).
         pub fn new() -> Self {
             Self {
-                wakes: Mutex::new(Vec::new()),
+                words: Mutex::new(Vec::new()),
                 cv: Condvar::new(),
             }
         }
@@ -193,27 +201,31 @@ mod loom_impl {
     impl Futex for LoomFutex {
         fn wait(&self, word: &AtomicU32, expected: u32, _timeout: Option<Duration>) {
             let addr = word as *const AtomicU32 as usize;
-            let mut table = self.wakes.lock().unwrap();
+            let mut table = self.words.lock().unwrap();
             // Compared under the lock `wake` takes: a waker that changed the
             // word before calling `wake` is either seen here or wakes us.
             if word.load(Ordering::SeqCst) != expected {
                 return;
             }
-            let seen = wakes_of(&table, addr);
-            while wakes_of(&table, addr) == seen {
+            let i = entry(&mut table, addr);
+            let ticket = table[i].1;
+            table[i].1 += 1;
+            while table[i].2 <= ticket {
                 table = self.cv.wait(table).unwrap();
             }
         }
 
-        fn wake(&self, word: &AtomicU32, _n: u32) -> usize {
+        fn wake(&self, word: &AtomicU32, n: u32) -> usize {
             let addr = word as *const AtomicU32 as usize;
-            let mut table = self.wakes.lock().unwrap();
-            match table.iter_mut().find(|(a, _)| *a == addr) {
-                Some((_, n)) => *n += 1,
-                None => table.push((addr, 1)),
+            let mut table = self.words.lock().unwrap();
+            let i = entry(&mut table, addr);
+            let (handed, released) = (table[i].1, table[i].2);
+            let woken = (handed - released).min(u64::from(n));
+            table[i].2 += woken;
+            if woken > 0 {
+                self.cv.notify_all();
             }
-            self.cv.notify_all();
-            0
+            woken as usize
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::abort::{AbortWord, ABORT_FLAG, RANK_MASK};
 use crate::arena::{RECORD_ALIGN, RECORD_HEADER};
 use crate::barrier::{Barrier, GenerationLine, GEN_ABORTED, GEN_STEP};
 use crate::cache::CachePadded;
+use crate::cohort::COHORT_FANOUT;
 use crate::group::{
     GroupLine, GroupSlot, FAILED_FLAG as GROUP_FAILED_FLAG, GROUP_FAILED, GROUP_SLOT_SIZE,
     PARTY as GROUP_PARTY,
@@ -30,7 +31,7 @@ use crate::layout::{
     SegmentLayout, SegmentParams, TableRegion, HEADER_SIZE, JOB_ID_MAX, LAYOUT_MAJOR, LAYOUT_MINOR,
     RANK_STATE_SIZE, SLOT_SIZE, SYNC_SIZE, WAKE_SLOT_SIZE,
 };
-use crate::rank::{RankOp, RankPhase, RankState};
+use crate::rank::{RankOp, RankPhase, RankState, StampClock, STAMP_TSC};
 use crate::sync::{AtomicU32, AtomicU64};
 use crate::wake_tree::{WakeSlot, MAX_FANOUT, SLEEPING as WAKE_SLEEPING};
 
@@ -227,11 +228,22 @@ pub const LAYOUT_HASH: u64 = {
         barrier,
         node_changes,
         kvs_cursor,
-        nodeattr_cursor
+        nodeattr_cursor,
+        stamp_clock
     );
+    let h = shape!(h, StampClock, kind, tsc_base, mono_base);
     let h = shape!(h, Barrier, arrived, generation);
-    let h = shape!(h, GenerationLine, word, parties, fanout, root);
-    let h = shape!(h, WakeSlot, word, armed);
+    let h = shape!(
+        h,
+        GenerationLine,
+        word,
+        parties,
+        fanout,
+        root,
+        cohorts,
+        cohort_root
+    );
+    let h = shape!(h, WakeSlot, word, armed, cohort, cohort_words, cohort_lead);
     let h = shape!(h, Slot, state, value, key);
     let h = shape!(h, SlotKey, hash, len, bytes);
     let h = shape!(
@@ -266,6 +278,8 @@ pub const LAYOUT_HASH: u64 = {
         .push(GEN_STEP as u64)
         .push(WAKE_SLEEPING as u64)
         .push(MAX_FANOUT as u64)
+        .push(COHORT_FANOUT as u64)
+        .push(STAMP_TSC as u64)
         .push(GROUP_FAILED as u64)
         .push(GROUP_PARTY)
         .push(GROUP_FAILED_FLAG)

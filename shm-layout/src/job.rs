@@ -9,6 +9,7 @@ use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::kvs::{Kvs, Slot};
 use crate::nodeattr::NodeAttrs;
+use crate::rank::StampClock;
 use crate::sync::{AtomicU32, AtomicU64, Ordering};
 use crate::wake_tree::WakeSlot;
 
@@ -24,6 +25,8 @@ pub struct SyncBlock {
     pub(crate) kvs_cursor: CachePadded<AtomicU64>,
     /// Bump cursor of the node-attribute value arena.
     pub(crate) nodeattr_cursor: CachePadded<AtomicU64>,
+    /// What the ranks' phase stamps count.
+    pub(crate) stamp_clock: CachePadded<StampClock>,
 }
 
 impl SyncBlock {
@@ -35,6 +38,7 @@ impl SyncBlock {
             node_changes: CachePadded::new(AtomicU32::new(0)),
             kvs_cursor: CachePadded::new(AtomicU64::new(0)),
             nodeattr_cursor: CachePadded::new(AtomicU64::new(0)),
+            stamp_clock: CachePadded::new(StampClock::default()),
         }
     }
 }
@@ -107,6 +111,11 @@ impl<'a> JobView<'a> {
         Fence::new(&self.sync.barrier, self.abort, self.wake)
     }
 
+    /// What the ranks' phase stamps count.
+    pub fn stamp_clock(&self) -> &'a StampClock {
+        &self.sync.stamp_clock
+    }
+
     /// The abort in effect, if the job was aborted.
     pub fn abort_status(&self) -> Option<Aborted> {
         self.abort.get()
@@ -130,6 +139,16 @@ impl<'a> JobView<'a> {
         futex.wake(&self.sync.node_changes, WAKE_ALL);
         for slot in self.wake {
             slot.bump(futex);
+        }
+        // Cohort members sleep on their cohort's words (both parities: a
+        // member may be a generation ahead of the others).
+        let cohorts = self.fence().cohort_count() as usize;
+        for slot in &self.wake[..cohorts] {
+            for word in &slot.cohort_words {
+                // SYNC POINT (abort): as for the generation word above.
+                word.fetch_add(1, Ordering::Release);
+                futex.wake(word, WAKE_ALL);
+            }
         }
         effective
     }

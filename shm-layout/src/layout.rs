@@ -14,7 +14,7 @@
 //! ```
 //!
 //! Regions, in order: header, sync block (barrier, cursors, node-attribute
-//! counter), per-rank states, per-rank fence wake slots, group barrier slots, KVS slots, node-attribute slots, KVS arena,
+//! counter), per-rank fence wake slots, per-rank states, group barrier slots, KVS slots, node-attribute slots, KVS arena,
 //! node-attribute arena. Every region starts on a 64-byte boundary; the
 //! total is rounded up to 4096. The arenas come last because they are the
 //! only regions `init` does not zero.
@@ -24,7 +24,7 @@ pub const LAYOUT_MAJOR: u16 = 1;
 /// Layout minor version: attachers require an exact match too (a client
 /// that does not recognise the stamp falls back to the socket, which is
 /// always correct).
-pub const LAYOUT_MINOR: u16 = 3;
+pub const LAYOUT_MINOR: u16 = 4;
 
 /// Required alignment of the segment's base address (mmap gives 4096).
 pub const SEGMENT_ALIGN: usize = 64;
@@ -47,7 +47,7 @@ pub const MAX_SLOTS: u32 = 1 << 30;
 // identically under loom (where the real types differ); checked against
 // `size_of` by the layout asserts in `header.rs`.
 pub(crate) const HEADER_SIZE: u64 = 320;
-pub(crate) const SYNC_SIZE: u64 = 320;
+pub(crate) const SYNC_SIZE: u64 = 384;
 pub(crate) const RANK_STATE_SIZE: u64 = 128;
 pub(crate) const WAKE_SLOT_SIZE: u64 = 64;
 pub(crate) const SLOT_SIZE: u64 = 128;
@@ -269,8 +269,12 @@ impl SegmentLayout {
         };
 
         let (sync_off, end) = tri!(place(HEADER_SIZE, Some(SYNC_SIZE)));
-        let (ranks_off, end) = tri!(place(end, (p.nranks as u64).checked_mul(RANK_STATE_SIZE)));
+        // The wake slots next to the sync block: a fence by cohorts then
+        // touches one page for the abort word, the barrier and the first
+        // cohorts' words (every page a rank touches after a context switch
+        // costs it a TLB refill).
         let (wake_off, end) = tri!(place(end, (p.nranks as u64).checked_mul(WAKE_SLOT_SIZE)));
+        let (ranks_off, end) = tri!(place(end, (p.nranks as u64).checked_mul(RANK_STATE_SIZE)));
         let group_slots = crate::group::group_slots_for(p.nranks);
         let (groups_off, end) = tri!(place(
             end,
@@ -362,8 +366,8 @@ mod tests {
         let regions = [
             (0, HEADER_SIZE),
             (l.sync_off, SYNC_SIZE),
-            (l.ranks_off, 256 * RANK_STATE_SIZE),
             (l.wake_off, 256 * WAKE_SLOT_SIZE),
+            (l.ranks_off, 256 * RANK_STATE_SIZE),
             (l.groups_off, 256 * crate::group::GROUP_SLOT_SIZE),
             (l.kvs.slots_off, l.kvs.slots * SLOT_SIZE),
             (l.nodeattr.slots_off, l.nodeattr.slots * SLOT_SIZE),

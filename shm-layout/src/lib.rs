@@ -50,6 +50,7 @@ mod abort;
 mod arena;
 pub mod barrier;
 mod cache;
+pub mod cohort;
 mod error;
 pub mod futex;
 pub mod group;
@@ -88,7 +89,9 @@ pub use layout::{
     LAYOUT_MAJOR, LAYOUT_MINOR, MAX_MAX_VALUE_LEN, MIN_MAX_VALUE_LEN, SEGMENT_ALIGN,
 };
 pub use nodeattr::NodeAttrs;
-pub use rank::{RankOp, RankPhase, RankState, RankStats, WaitKey};
+pub use rank::{
+    RankOp, RankPhase, RankState, RankStats, StampClock, WaitKey, STAMP_MONOTONIC, STAMP_TSC,
+};
 #[cfg(not(loom))]
 pub use segment::{AttachError, Segment, SegmentRef};
 pub use wake_tree::{fanout_for, WakeSlot};

@@ -67,6 +67,15 @@ pub struct WakeSlot {
     pub(crate) word: AtomicU32,
     /// [`armed_mark`] of the generation the rank last waited in by tree.
     pub(crate) armed: AtomicU32,
+    /// This rank's cohort plus one (0: none), see [`crate::cohort`]. Written
+    /// by the launcher before any rank starts.
+    pub(crate) cohort: AtomicU32,
+    /// As the slot of cohort `i` (its index): the words the cohort's
+    /// members sleep on, by the parity of the generation they wait for.
+    pub(crate) cohort_words: [AtomicU32; 2],
+    /// As the slot of cohort `i`: [`armed_mark`] of the generation whose
+    /// lead duty for the cohort nobody has claimed yet, else 0.
+    pub(crate) cohort_lead: AtomicU32,
 }
 
 impl WakeSlot {

@@ -72,11 +72,11 @@ impl Pmi {
                 let st = self.state();
                 if let Some(st) = st {
                     st.set_wait_key(key);
-                    st.set_phase_at(RankPhase::WaitingNodeAttr, crate::tools::mono_ns());
+                    st.set_phase_at(RankPhase::WaitingNodeAttr, self.stamp());
                 }
                 let r = attrs.get_wait(key, &SharedFutex, None);
                 if let Some(st) = st {
-                    st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
+                    st.set_phase_at(RankPhase::Running, self.stamp());
                 }
                 return match r {
                     Ok(v) => Ok(Some(v.to_vec())),

@@ -26,6 +26,7 @@ impl Pmi {
             match init_direct(&env, direct) {
                 Ok((rank, seg, parent)) => {
                     let jobid = env.jobid.clone().unwrap_or_default();
+                    let fence = FenceCfg::new(direct.size, Some(&seg), rank);
                     return Ok(Pmi {
                         rank,
                         size: direct.size,
@@ -35,7 +36,7 @@ impl Pmi {
                         shm: Some(seg),
                         parent,
                         fallback: None,
-                        fence_spins: fence_spins(direct.size),
+                        fence,
                         singleton: false,
                         server: env.server,
                         conn: Mutex::new(Conn::Deferred(Box::new(Deferred {
@@ -101,6 +102,7 @@ impl Pmi {
             },
             _ => None,
         };
+        let fence = FenceCfg::new(size as u32, shm.as_ref(), r as u32);
         Ok(Pmi {
             rank: r as u32,
             size: size as u32,
@@ -110,7 +112,7 @@ impl Pmi {
             shm,
             parent,
             fallback,
-            fence_spins: fence_spins(size as u32),
+            fence,
             singleton: false,
             server: env.server,
             conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
@@ -129,7 +131,7 @@ impl Pmi {
             shm: None,
             parent: None,
             fallback: None,
-            fence_spins: 0,
+            fence: FenceCfg::default(),
             singleton: true,
             server: ServerKind::Generic,
             conn: Mutex::new(Conn::Singleton {
@@ -252,7 +254,30 @@ fn init_direct(
 fn register(seg: &JobSegment, rank: u32) {
     if let Some(st) = seg.seg().rank(rank) {
         st.set_last_op(RankOp::Init);
-        st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
+        let tsc = seg.seg().job().stamp_clock().is_tsc();
+        st.set_phase_at(RankPhase::Running, crate::shm::phase_stamp(tsc));
+    }
+}
+
+/// How this rank fences on the segment, read once at init.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct FenceCfg {
+    /// Spins before sleeping in a fence: none when the job has more ranks
+    /// than this process may run on (the ranks still to arrive need the CPU).
+    pub(super) spins: u32,
+    /// The rank's fence cohort (`Fence::cohort_of`), if any.
+    pub(super) cohort: Option<u32>,
+    /// Phase stamps are TSC ticks (the segment's `StampClock`).
+    pub(super) tsc_stamps: bool,
+}
+
+impl FenceCfg {
+    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32) -> FenceCfg {
+        FenceCfg {
+            spins: fence_spins(size),
+            cohort: shm.and_then(|s| s.seg().fence().cohort_of(rank)),
+            tsc_stamps: shm.is_some_and(|s| s.seg().job().stamp_clock().is_tsc()),
+        }
     }
 }
 

@@ -142,9 +142,8 @@ pub struct Pmi {
     parent: Option<(String, JobSegment)>,
     /// Why the segment is not used (None when it is, or for a singleton).
     fallback: Option<String>,
-    /// Spins before sleeping in a fence: none when the job has more ranks
-    /// than this node has CPUs (the ranks still to arrive need the CPU).
-    fence_spins: u32,
+    /// How this rank fences on the segment.
+    fence: init::FenceCfg,
     singleton: bool,
     server: ServerKind,
     conn: Mutex<Conn>,
@@ -232,6 +231,11 @@ impl Pmi {
             return f(&mut shared);
         }
         f(&mut t)
+    }
+
+    /// Now, as a phase stamp of this segment's kind.
+    fn stamp(&self) -> u64 {
+        crate::shm::phase_stamp(self.fence.tsc_stamps)
     }
 
     fn state(&self) -> Option<&shm_layout::RankState> {
@@ -407,16 +411,16 @@ impl Pmi {
             if let Some(st) = st {
                 st.count_fence();
                 st.set_last_op(RankOp::Fence);
-                st.set_phase_at(RankPhase::InFence, crate::tools::mono_ns());
+                st.set_phase_at(RankPhase::InFence, self.stamp());
             }
             let r = seg
                 .seg()
                 .fence()
-                .for_rank(self.rank)
-                .with_spin_limit(self.fence_spins)
+                .for_rank_in(self.rank, self.fence.cohort)
+                .with_spin_limit(self.fence.spins)
                 .fence(&SharedFutex);
             if let Some(st) = st {
-                st.set_phase_at(RankPhase::Running, crate::tools::mono_ns());
+                st.set_phase_at(RankPhase::Running, self.stamp());
             }
             return r.map(|_| ()).map_err(aborted);
         }
@@ -484,7 +488,7 @@ impl Pmi {
         }
         if let Some(st) = self.state() {
             st.set_last_op(RankOp::Finalize);
-            st.set_phase_at(RankPhase::Finalized, crate::tools::mono_ns());
+            st.set_phase_at(RankPhase::Finalized, self.stamp());
         }
         let mut t = lock(&self.conn);
         if let Conn::Deferred(_) = &*t {

@@ -145,6 +145,7 @@ impl Launcher {
             torn_down: false,
             slots: self.slot_load.assign(size),
         });
+        self.set_fence_cohorts(job);
         let port = if self.cfg.pmi_port {
             let bind = self.cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());
             let mut l = TcpListener::bind(std::net::SocketAddr::new(bind, 0))?;
@@ -237,6 +238,22 @@ impl Launcher {
         Ok(job)
     }
 
+    /// Ranks bound to the same CPUs wake each other from the fence
+    /// (`placement::fence_cohorts`); `FASTPMI_FENCE_COHORTS=0` turns that
+    /// off, for measurements.
+    fn set_fence_cohorts(&self, job: JobIdx) {
+        let rt = &self.jobs[job];
+        let Some(seg) = &rt.segment else { return };
+        if std::env::var_os("FASTPMI_FENCE_COHORTS").is_some_and(|v| v == "0") {
+            return;
+        }
+        if let Some(of_rank) = super::placement::fence_cohorts(&rt.slots) {
+            let fence = seg.seg().fence();
+            fence.set_cohorts(&of_rank);
+            tracing::debug!(cohorts = fence.cohort_count(), "fence released by cohorts");
+        }
+    }
+
     /// The store of a new job: its segment when one is configured, with the
     /// node attributes that tell clients how to map it.
     fn job_store(
@@ -258,6 +275,12 @@ impl Launcher {
                         pool.attr()
                     ))
                 })?);
+                if crate::shm::tsc_stamps_usable() {
+                    if let Some(tsc) = crate::shm::read_tsc() {
+                        let clock = seg.seg().job().stamp_clock();
+                        clock.set_tsc(tsc, crate::shm::monotonic_ns());
+                    }
+                }
                 // Measurement knob: force the fence's release (0 central,
                 // k >= 2 a k-ary tree) instead of the rank-count default.
                 if let Some(k) = std::env::var("FASTPMI_FENCE_FANOUT")

@@ -164,6 +164,26 @@ impl SlotLoad {
     }
 }
 
+/// The fence cohorts of a job whose rank `r` is bound to slot
+/// `slots[r]`: ranks on the same slot form a cohort (numbered densely in
+/// order of first rank), which its fence wakes with one wake on that slot's
+/// CPUs (`shm_layout::cohort`). `None` when the cohorts would hold fewer
+/// than [`shm_layout::cohort::COHORT_MIN_MEMBERS`] ranks on average (one
+/// rank per core gains nothing, a few per core lose to the central wake)
+/// or the ranks are unbound.
+pub fn fence_cohorts(slots: &[u32]) -> Option<Vec<u32>> {
+    let mut dense: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    let of_rank: Vec<u32> = slots
+        .iter()
+        .map(|&s| {
+            let next = dense.len() as u32;
+            *dense.entry(s).or_insert(next)
+        })
+        .collect();
+    let enough = dense.len() as u64 * u64::from(shm_layout::cohort::COHORT_MIN_MEMBERS);
+    (!slots.is_empty() && slots.len() as u64 >= enough).then_some(of_rank)
+}
+
 fn covers(outer: &[u32], inner: &[u32]) -> bool {
     inner.iter().all(|c| outer.binary_search(c).is_ok())
 }
@@ -297,6 +317,23 @@ pub fn cpu_list(cpus: &[u32]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fence_cohorts_group_ranks_sharing_a_slot_and_only_then() {
+        let min = shm_layout::cohort::COHORT_MIN_MEMBERS;
+        // Ranks wrapped over 2 slots, enough of them.
+        let wrapped: Vec<u32> = (0..2 * min).map(|r| r % 2).collect();
+        assert_eq!(fence_cohorts(&wrapped), Some(wrapped.clone()));
+        // Spawned-job style slots 3 and 1 are renumbered densely.
+        let spawned: Vec<u32> = (0..2 * min)
+            .map(|r| if r % 2 == 0 { 3 } else { 1 })
+            .collect();
+        assert_eq!(fence_cohorts(&spawned), Some(wrapped.clone()));
+        // Too few per slot, one rank per slot, or unbound: no cohorts.
+        assert_eq!(fence_cohorts(&wrapped[..2 * min as usize - 1]), None);
+        assert_eq!(fence_cohorts(&[0, 1, 2, 3]), None);
+        assert_eq!(fence_cohorts(&[]), None);
+    }
+
     #[test]
     fn later_jobs_fill_the_slots_earlier_ones_left_free() {
         let mut l = super::SlotLoad::new(4);

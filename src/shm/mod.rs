@@ -212,6 +212,44 @@ pub fn monotonic_ns() -> u64 {
         .saturating_add(t.tv_nsec as u64)
 }
 
+/// The CPU's time-stamp counter, where there is one to read without
+/// memory (x86-64); `None` elsewhere.
+pub fn read_tsc() -> Option<u64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC has no preconditions in user mode on Linux x86-64
+        // (the kernel does not set CR4.TSD).
+        Some(unsafe { core::arch::x86_64::_rdtsc() })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// Whether ranks may stamp their phases with the TSC: only where the
+/// kernel's own clock is the TSC, which it picks only when the counter is
+/// constant and synchronised across CPUs.
+pub fn tsc_stamps_usable() -> bool {
+    static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USABLE.get_or_init(|| {
+        read_tsc().is_some()
+            && std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+            )
+            .is_ok_and(|s| s.trim() == "tsc")
+    })
+}
+
+/// A phase stamp of the kind the segment's [`shm_layout::StampClock`] says
+/// (`tsc`: its `is_tsc()`, read once by the caller).
+pub fn phase_stamp(tsc: bool) -> u64 {
+    match read_tsc() {
+        Some(t) if tsc => t,
+        _ => monotonic_ns(),
+    }
+}
+
 /// Shared (cross-process) futex: `FUTEX_WAIT`/`FUTEX_WAKE` without
 /// the private-futex flag, so a wake in one process reaches sleepers in others.
 #[derive(Debug, Default, Clone, Copy)]

@@ -106,7 +106,14 @@ pub fn job_table(js: &JobSnap) -> JobTable {
         } else if sock.state == SockState::HeldInInit {
             ("held_in_init", "held in init".into(), sock_since)
         } else if attached {
-            let since = shm.map_or(0, |s| s.since_ns());
+            let since = match (shm, &seg) {
+                (Some(s), Some(seg)) => seg.job().stamp_clock().to_mono_ns(
+                    s.since_ns(),
+                    crate::shm::read_tsc().unwrap_or(0),
+                    now,
+                ),
+                _ => 0,
+            };
             match shm_phase {
                 Some(RankPhase::InFence) => {
                     row.fence = Some(shm_fences);
