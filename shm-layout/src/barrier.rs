@@ -72,7 +72,7 @@ use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
 use crate::cohort::{masked, CohortTree};
 use crate::futex::{Futex, WAKE_ALL};
-use crate::sync::{spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
+use crate::sync::{cap_spins, spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
 use crate::wait::{next_slice, wait_word, FENCE_SLEEP_SLICE};
 use crate::wake_tree::{armed_mark, Tree, WakeSlot, GEN_MASK, SLEEPING};
 
@@ -295,7 +295,7 @@ impl<'a> Fence<'a> {
     /// ranks than CPUs should pass 0: the ranks still to arrive need the CPU
     /// it would spin on, so spinning only delays the fence.
     pub fn with_spin_limit(mut self, spins: u32) -> Self {
-        self.spin_limit = spins.min(SPIN_LIMIT);
+        self.spin_limit = cap_spins(spins);
         self
     }
 

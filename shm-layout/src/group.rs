@@ -53,7 +53,7 @@ use crate::abort::{AbortWord, Aborted};
 use crate::barrier::{Arrival, GEN_STEP};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
-use crate::sync::{AtomicU32, AtomicU64, Ordering, SPIN_LIMIT};
+use crate::sync::{cap_spins, AtomicU32, AtomicU64, Ordering, SPIN_LIMIT};
 use crate::wait::{wait_word, SLEEP_SLICE};
 
 /// Bit 0 of a group's generation word: a member failed.
@@ -154,7 +154,7 @@ impl<'a> GroupBarrier<'a> {
 
     /// As [`crate::Fence::with_spin_limit`]: 0 when ranks outnumber CPUs.
     pub fn with_spin_limit(mut self, spins: u32) -> Self {
-        self.spin_limit = spins.min(SPIN_LIMIT);
+        self.spin_limit = cap_spins(spins);
         self
     }
 

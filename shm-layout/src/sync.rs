@@ -26,6 +26,14 @@ pub(crate) fn spins() -> core::ops::Range<u32> {
     0..SPIN_LIMIT
 }
 
+/// `n` spins capped at [`SPIN_LIMIT`] (one place to allow the lint that the
+/// cap of 0 makes the `min` constant under loom).
+#[cfg_attr(loom, allow(clippy::unnecessary_min_or_max))]
+#[inline]
+pub(crate) fn cap_spins(n: u32) -> u32 {
+    n.min(SPIN_LIMIT)
+}
+
 /// A busy-wait hint. Under loom this yields to the model's scheduler, which
 /// is what lets loom explore spin loops at all.
 #[inline]
