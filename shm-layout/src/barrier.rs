@@ -70,7 +70,7 @@ use std::time::{Duration, Instant};
 
 use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
-use crate::cohort::{masked, CohortTree};
+use crate::cohort::CohortTree;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{cap_spins, spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
 use crate::wait::{next_slice, wait_word, FENCE_SLEEP_SLICE};
@@ -186,10 +186,9 @@ impl<'a> Fence<'a> {
     /// At most one fence per rank at a time. Without it (the launcher
     /// arriving for socket ranks, its watcher) the handle is anonymous and
     /// sleeps on the generation word. A rank outside the job is ignored.
-    pub fn for_rank(mut self, rank: u32) -> Self {
-        self.rank = (rank < self.parties()).then_some(rank);
-        self.cohort = self.rank.and_then(|r| self.cohort_of(r));
-        self
+    pub fn for_rank(self, rank: u32) -> Self {
+        let cohort = self.cohort_of(rank);
+        self.for_rank_in(rank, cohort)
     }
 
     /// As [`Self::for_rank`], with the rank's cohort as [`Self::cohort_of`]
@@ -374,7 +373,7 @@ impl<'a> Fence<'a> {
                 slots: self.slots,
                 n: cohorts,
                 root: self.cohort.unwrap_or(0),
-                generation: masked(generation),
+                generation,
             };
             match self.cohort {
                 Some(_) => t.duty(0, true, futex),
@@ -546,7 +545,7 @@ impl<'a> Fence<'a> {
                     // not yet overwritten, as the next generation needs our
                     // own arrival.
                     root: gen.cohort_root.load(Ordering::Relaxed),
-                    generation: masked(arrival.generation),
+                    generation: arrival.generation,
                 };
                 if t.claim(c) {
                     t.duty(t.position(c), false, futex);

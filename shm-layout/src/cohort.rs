@@ -42,7 +42,7 @@
 
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::Ordering;
-use crate::wake_tree::{armed_mark, WakeSlot, GEN_MASK};
+use crate::wake_tree::{armed_mark, HeapOrder, WakeSlot};
 
 /// Fewest ranks per cohort, on average, for which the launcher releases a
 /// fence by cohorts: the release costs one more hop (the woken leader) than
@@ -64,18 +64,22 @@ pub(crate) struct CohortTree<'a> {
     pub(crate) n: u32,
     /// The cohort at position 0.
     pub(crate) root: u32,
-    /// The generation being released (masked).
+    /// The generation being released (the generation word shifted right
+    /// by one: 31 bits, so its parity alternates across the wrap).
     pub(crate) generation: u32,
 }
 
 impl CohortTree<'_> {
-    /// Position of cohort `c` in this generation's tree.
-    pub(crate) fn position(&self, c: u32) -> u32 {
-        (c % self.n + self.n - self.root % self.n) % self.n
+    fn order(&self) -> HeapOrder {
+        HeapOrder {
+            n: self.n,
+            root: self.root,
+        }
     }
 
-    fn cohort_at(&self, pos: u32) -> u32 {
-        ((self.root as u64 + pos as u64) % self.n as u64) as u32
+    /// Position of cohort `c` in this generation's tree.
+    pub(crate) fn position(&self, c: u32) -> u32 {
+        self.order().position(c)
     }
 
     fn word(&self, c: u32) -> &crate::sync::AtomicU32 {
@@ -86,12 +90,10 @@ impl CohortTree<'_> {
     /// member of its cohort. `bump`: the cohort's word was not bumped by a
     /// visitor (position 0).
     pub(crate) fn duty<F: Futex + ?Sized>(&self, pos: u32, bump: bool, futex: &F) {
-        let (n, k) = (self.n as u64, COHORT_FANOUT as u64);
-        let first = pos as u64 * k + 1;
-        for c in first..(first + k).min(n) {
-            self.visit(c as u32, futex);
+        for c in self.order().children(pos, COHORT_FANOUT) {
+            self.visit(c, futex);
         }
-        let word = self.word(self.cohort_at(pos));
+        let word = self.word(self.order().item_at(pos));
         if bump {
             // SYNC POINT (fence wake): Release hands the completed
             // generation (which this rank acquired or made) to members that
@@ -104,7 +106,7 @@ impl CohortTree<'_> {
     /// Wakes one member of position `pos` to do its duty, or does it here if
     /// none was asleep and nobody claimed it.
     pub(crate) fn visit<F: Futex + ?Sized>(&self, pos: u32, futex: &F) {
-        let c = self.cohort_at(pos);
+        let c = self.order().item_at(pos);
         let slot = &self.slots[c as usize];
         let mark = armed_mark(self.generation);
         // Relaxed: published by the Release bump below.
@@ -131,9 +133,4 @@ impl CohortTree<'_> {
                 .compare_exchange(mark, 0, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
     }
-}
-
-/// The masked generation a cohort tree is built for.
-pub(crate) const fn masked(g: u32) -> u32 {
-    g & GEN_MASK
 }

@@ -256,7 +256,7 @@ pub const LAYOUT_HASH: u64 = {
         gets,
         fences,
         node_attr_ops,
-        since_ns,
+        since,
         last_op,
         wait_seq,
         wait_key

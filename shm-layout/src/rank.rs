@@ -11,7 +11,7 @@ const WAIT_KEY_WORDS: usize = KEY_MAX / 8;
 /// rewriting it each time; it is only being diagnosed, never waited for).
 const WAIT_KEY_READS: u32 = 4;
 
-/// What the ranks' phase stamps ([`RankState::since_ns`]) count, set by
+/// What the ranks' phase stamps ([`RankState::since_stamp`]) count, set by
 /// the launcher before any rank starts. Reading `CLOCK_MONOTONIC` costs a
 /// rank three pages (libc, vDSO code and data) that a fence after a context
 /// switch finds cold, about a sixth of a 1024-rank fence on 2 cores; the
@@ -123,7 +123,7 @@ pub struct RankState {
     pub(crate) node_attr_ops: AtomicU64,
     /// Stamp of the last phase change (0 = never): CLOCK_MONOTONIC
     /// nanoseconds, or TSC ticks ([`StampClock`]).
-    pub(crate) since_ns: AtomicU64,
+    pub(crate) since: AtomicU64,
     /// The last PMI operation the rank started ([`RankOp`] as u32).
     pub(crate) last_op: AtomicU32,
     /// Sequence word of `wait_key` (odd while the rank rewrites it), so a
@@ -230,19 +230,19 @@ impl RankState {
         self.state.store(phase as u32, Ordering::Release)
     }
 
-    /// Records the rank's phase and when it entered it (`now_ns`:
-    /// CLOCK_MONOTONIC nanoseconds, read by the caller: this crate makes no
-    /// syscalls).
-    pub fn set_phase_at(&self, phase: RankPhase, now_ns: u64) {
+    /// Records the rank's phase and when it entered it (`stamp`: of the
+    /// kind the segment's [`StampClock`] says, read by the caller: this
+    /// crate makes no syscalls).
+    pub fn set_phase_at(&self, phase: RankPhase, stamp: u64) {
         // Diagnostics only: Relaxed, published by the Release in `set_phase`.
-        self.since_ns.store(now_ns, Ordering::Relaxed);
+        self.since.store(stamp, Ordering::Relaxed);
         self.set_phase(phase)
     }
 
-    /// CLOCK_MONOTONIC nanoseconds of the last [`RankState::set_phase_at`]
-    /// (0 = none).
-    pub fn since_ns(&self) -> u64 {
-        self.since_ns.load(Ordering::Relaxed)
+    /// The stamp of the last [`RankState::set_phase_at`] (0 = none), to
+    /// convert with [`StampClock::to_mono_ns`].
+    pub fn since_stamp(&self) -> u64 {
+        self.since.load(Ordering::Relaxed)
     }
 
     /// Records the PMI operation the rank is starting.

@@ -114,6 +114,35 @@ pub(crate) const fn armed_mark(g: u32) -> u32 {
     (g << 1) | 1
 }
 
+/// A heap-ordered tree laid over `n` items (ranks, or cohorts) from
+/// `root`: position `p` is item `(root + p) % n`, and the children of `p`
+/// are positions `k·p + 1 ..= k·p + k` below `n`. Shared by the rank tree
+/// and the cohort tree ([`crate::cohort`]).
+#[derive(Clone, Copy)]
+pub(crate) struct HeapOrder {
+    pub(crate) n: u32,
+    pub(crate) root: u32,
+}
+
+impl HeapOrder {
+    /// Position of `item`.
+    pub(crate) fn position(&self, item: u32) -> u32 {
+        let n = self.n;
+        ((item % n) + n - (self.root % n)) % n
+    }
+
+    /// The item at position `pos`.
+    pub(crate) fn item_at(&self, pos: u32) -> u32 {
+        ((self.root as u64 + pos as u64) % self.n as u64) as u32
+    }
+
+    /// The children of position `pos` in a tree of fan-out `k`.
+    pub(crate) fn children(&self, pos: u32, k: u32) -> impl Iterator<Item = u32> {
+        let first = pos as u64 * k as u64 + 1;
+        (first..(first + k as u64).min(self.n as u64)).map(|c| c as u32)
+    }
+}
+
 /// One generation's tree: the slots, the root rank and fan-out.
 #[derive(Clone, Copy)]
 pub(crate) struct Tree<'a> {
@@ -125,32 +154,28 @@ pub(crate) struct Tree<'a> {
 }
 
 impl Tree<'_> {
-    fn n(&self) -> u32 {
-        self.slots.len() as u32
+    fn order(&self) -> HeapOrder {
+        HeapOrder {
+            n: self.slots.len() as u32,
+            root: self.root,
+        }
     }
 
     /// Position of `rank` in this generation's tree.
     pub(crate) fn position(&self, rank: u32) -> u32 {
-        let n = self.n();
-        ((rank % n) + n - (self.root % n)) % n
-    }
-
-    fn rank_at(&self, pos: u32) -> u32 {
-        ((self.root as u64 + pos as u64) % self.n() as u64) as u32
+        self.order().position(rank)
     }
 
     /// Visits the children of position `pos`.
     pub(crate) fn duty<F: Futex + ?Sized>(&self, pos: u32, futex: &F) {
-        let (n, k) = (self.n() as u64, self.fanout as u64);
-        let first = pos as u64 * k + 1;
-        for c in first..(first + k).min(n) {
-            self.visit(c as u32, futex);
+        for c in self.order().children(pos, self.fanout) {
+            self.visit(c, futex);
         }
     }
 
     /// Wakes position `pos`, or does its duty if it does not wait here.
     pub(crate) fn visit<F: Futex + ?Sized>(&self, pos: u32, futex: &F) {
-        let slot = &self.slots[self.rank_at(pos) as usize];
+        let slot = &self.slots[self.order().item_at(pos) as usize];
         // Relaxed: an arming for this generation was published by the rank's
         // arrival, which the caller acquired through the generation word.
         let armed = slot.armed.load(Ordering::Relaxed);

@@ -260,7 +260,7 @@ impl Pmi {
         if let (Some(g), Some(seg)) = (&g, &self.shm) {
             if let Some(b) = g.slot.and_then(|s| seg.seg().group(s)) {
                 let r = b
-                    .with_spin_limit(self.fence.spins)
+                    .with_spin_limit(self.shm_cfg.spins)
                     .fence(g.ctxid, &SharedFutex);
                 return r.map(|_| ()).map_err(|e| match e {
                     GroupWaitError::Aborted(a) => super::aborted(a),

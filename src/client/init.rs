@@ -26,7 +26,7 @@ impl Pmi {
             match init_direct(&env, direct) {
                 Ok((rank, seg, parent)) => {
                     let jobid = env.jobid.clone().unwrap_or_default();
-                    let fence = FenceCfg::new(direct.size, Some(&seg), rank);
+                    let shm_cfg = ShmCfg::new(direct.size, Some(&seg), rank);
                     return Ok(Pmi {
                         rank,
                         size: direct.size,
@@ -36,7 +36,7 @@ impl Pmi {
                         shm: Some(seg),
                         parent,
                         fallback: None,
-                        fence,
+                        shm_cfg,
                         singleton: false,
                         server: env.server,
                         conn: Mutex::new(Conn::Deferred(Box::new(Deferred {
@@ -102,7 +102,7 @@ impl Pmi {
             },
             _ => None,
         };
-        let fence = FenceCfg::new(size as u32, shm.as_ref(), r as u32);
+        let shm_cfg = ShmCfg::new(size as u32, shm.as_ref(), r as u32);
         Ok(Pmi {
             rank: r as u32,
             size: size as u32,
@@ -112,7 +112,7 @@ impl Pmi {
             shm,
             parent,
             fallback,
-            fence,
+            shm_cfg,
             singleton: false,
             server: env.server,
             conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
@@ -131,7 +131,7 @@ impl Pmi {
             shm: None,
             parent: None,
             fallback: None,
-            fence: FenceCfg::default(),
+            shm_cfg: ShmCfg::default(),
             singleton: true,
             server: ServerKind::Generic,
             conn: Mutex::new(Conn::Singleton {
@@ -259,9 +259,10 @@ fn register(seg: &JobSegment, rank: u32) {
     }
 }
 
-/// How this rank fences on the segment, read once at init.
+/// What a rank on the segment reads once at init: how it fences and how it
+/// stamps its phases.
 #[derive(Debug, Default, Clone, Copy)]
-pub(super) struct FenceCfg {
+pub(super) struct ShmCfg {
     /// Spins before sleeping in a fence: none when the job has more ranks
     /// than this process may run on (the ranks still to arrive need the CPU).
     pub(super) spins: u32,
@@ -271,9 +272,9 @@ pub(super) struct FenceCfg {
     pub(super) tsc_stamps: bool,
 }
 
-impl FenceCfg {
-    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32) -> FenceCfg {
-        FenceCfg {
+impl ShmCfg {
+    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32) -> ShmCfg {
+        ShmCfg {
             spins: fence_spins(size),
             cohort: shm.and_then(|s| s.seg().fence().cohort_of(rank)),
             tsc_stamps: shm.is_some_and(|s| s.seg().job().stamp_clock().is_tsc()),

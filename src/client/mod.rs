@@ -142,8 +142,8 @@ pub struct Pmi {
     parent: Option<(String, JobSegment)>,
     /// Why the segment is not used (None when it is, or for a singleton).
     fallback: Option<String>,
-    /// How this rank fences on the segment.
-    fence: init::FenceCfg,
+    /// How this rank fences and stamps on the segment.
+    shm_cfg: init::ShmCfg,
     singleton: bool,
     server: ServerKind,
     conn: Mutex<Conn>,
@@ -235,7 +235,7 @@ impl Pmi {
 
     /// Now, as a phase stamp of this segment's kind.
     fn stamp(&self) -> u64 {
-        crate::shm::phase_stamp(self.fence.tsc_stamps)
+        crate::shm::phase_stamp(self.shm_cfg.tsc_stamps)
     }
 
     fn state(&self) -> Option<&shm_layout::RankState> {
@@ -416,8 +416,8 @@ impl Pmi {
             let r = seg
                 .seg()
                 .fence()
-                .for_rank_in(self.rank, self.fence.cohort)
-                .with_spin_limit(self.fence.spins)
+                .for_rank_in(self.rank, self.shm_cfg.cohort)
+                .with_spin_limit(self.shm_cfg.spins)
                 .fence(&SharedFutex);
             if let Some(st) = st {
                 st.set_phase_at(RankPhase::Running, self.stamp());

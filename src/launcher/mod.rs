@@ -134,8 +134,9 @@ pub struct Launcher {
     foreign: Option<crate::shm::Mapping>,
     /// The node's topology as XML, for `PMI_hwloc_xmlfile`.
     _topology: Option<topology::TopologyXml>,
-    /// Rank binding: CPU lists per slot and their masks (rank `r` of any
-    /// job gets slot `r % len`); `None`: ranks are not bound.
+    /// Rank binding: CPU lists per slot and their masks (a job's ranks get
+    /// the slots `slot_load` assigns, see `rank_cpus`); `None`: ranks are
+    /// not bound.
     binding: Option<(placement::Plan, Vec<os::CpuSet>)>,
     /// Ranks of live jobs per binding slot.
     slot_load: placement::SlotLoad,

@@ -317,6 +317,8 @@ pub fn cpu_list(cpus: &[u32]) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn fence_cohorts_group_ranks_sharing_a_slot_and_only_then() {
         let min = shm_layout::cohort::COHORT_MIN_MEMBERS;
@@ -336,7 +338,7 @@ mod tests {
 
     #[test]
     fn later_jobs_fill_the_slots_earlier_ones_left_free() {
-        let mut l = super::SlotLoad::new(4);
+        let mut l = SlotLoad::new(4);
         // The first job wraps.
         assert_eq!(l.assign(6), vec![0, 1, 2, 3, 0, 1]);
         // A job spawned beside it starts on the slots holding one rank.
@@ -346,14 +348,12 @@ mod tests {
         l.release(&spawned);
         assert_eq!(l.assign(2), vec![2, 3]);
         // One rank of two slots: its child goes to the other core.
-        let mut l = super::SlotLoad::new(2);
+        let mut l = SlotLoad::new(2);
         assert_eq!(l.assign(1), vec![0]);
         assert_eq!(l.assign(1), vec![1]);
         // No binding: no slots.
-        assert!(super::SlotLoad::new(0).assign(5).is_empty());
+        assert!(SlotLoad::new(0).assign(5).is_empty());
     }
-
-    use super::*;
 
     /// 2 sockets x 2 cores x 2 hwthreads (PUs numbered socket-major).
     fn node() -> Objects {

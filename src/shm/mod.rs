@@ -244,10 +244,7 @@ pub fn tsc_stamps_usable() -> bool {
 /// A phase stamp of the kind the segment's [`shm_layout::StampClock`] says
 /// (`tsc`: its `is_tsc()`, read once by the caller).
 pub fn phase_stamp(tsc: bool) -> u64 {
-    match read_tsc() {
-        Some(t) if tsc => t,
-        _ => monotonic_ns(),
-    }
+    tsc.then(read_tsc).flatten().unwrap_or_else(monotonic_ns)
 }
 
 /// Shared (cross-process) futex: `FUTEX_WAIT`/`FUTEX_WAKE` without

@@ -57,6 +57,8 @@ fn secs(now: u64, since: u64) -> f64 {
 /// The proc table of one job, read now.
 pub fn job_table(js: &JobSnap) -> JobTable {
     let now = mono_ns();
+    // Shared-memory ranks may stamp with the TSC (`StampClock`).
+    let tsc_now = crate::shm::read_tsc().unwrap_or(0);
     let st = &js.status;
     let seg = js.segment.as_ref().map(|s| s.seg());
     let failed = st.failed.is_some();
@@ -107,11 +109,11 @@ pub fn job_table(js: &JobSnap) -> JobTable {
             ("held_in_init", "held in init".into(), sock_since)
         } else if attached {
             let since = match (shm, &seg) {
-                (Some(s), Some(seg)) => seg.job().stamp_clock().to_mono_ns(
-                    s.since_ns(),
-                    crate::shm::read_tsc().unwrap_or(0),
-                    now,
-                ),
+                (Some(s), Some(seg)) => {
+                    seg.job()
+                        .stamp_clock()
+                        .to_mono_ns(s.since_stamp(), tsc_now, now)
+                }
                 _ => 0,
             };
             match shm_phase {
