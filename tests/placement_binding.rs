@@ -247,6 +247,60 @@ fn mpich5_reads_pmi_hwloc_xmlfile() {
     }
 }
 
+/// A rank's view of the launcher: the topology XML it exports (its memfd
+/// `fastpmi-topology`) and the rank's own `HWLOC_PLUGINS_BLACKLIST`.
+const LAUNCHER_VIEW: &str = r#"for f in /proc/$PPID/fd/*; do
+  case $(readlink "$f") in *fastpmi-topology*) cat "$f";; esac
+done
+echo
+echo "blacklist=${HWLOC_PLUGINS_BLACKLIST-unset}""#;
+
+/// The launcher loads the node's topology without hwloc's I/O discovery
+/// and libxml plugins (about 20 libraries, 3 ms of every launch; hwloc
+/// unloads them again, so only the time shows it, in the harness), and the
+/// XML it exports is still the whole node: one PU per CPU this process may
+/// use. Keeping the plugins out takes `HWLOC_PLUGINS_BLACKLIST` for the
+/// load only: the ranks' environment does not have it, and a user's own
+/// value reaches them unchanged.
+#[test]
+fn exported_topology_is_the_node_and_the_plugin_blacklist_stays_in_the_launcher() {
+    let cpus = own_cpus().len();
+    let run = |user: Option<&str>| {
+        let mut c = launch(["-n", "1", "sh", "-c", LAUNCHER_VIEW]).timeout(T4);
+        c = match user {
+            Some(v) => c.env("HWLOC_PLUGINS_BLACKLIST", v),
+            None => c.env_remove("HWLOC_PLUGINS_BLACKLIST"),
+        };
+        let out = c.run();
+        out.assert_success();
+        out
+    };
+    let out = run(None);
+    let xml = &out.stdout;
+    assert!(
+        xml.contains("<topology"),
+        "no topology XML\n{}",
+        out.report()
+    );
+    assert_eq!(
+        xml.matches("type=\"PU\"").count(),
+        cpus,
+        "PUs in the exported topology vs CPUs of this process\n{}",
+        out.report()
+    );
+    assert!(
+        out.stdout.ends_with("\nblacklist=unset\n"),
+        "{}",
+        out.report()
+    );
+    let out = run(Some("hwloc_gl"));
+    assert!(
+        out.stdout.contains("blacklist=hwloc_gl\n"),
+        "the user's value\n{}",
+        out.report()
+    );
+}
+
 // ---------------------------------------------------------------------------
 // Bad options
 // ---------------------------------------------------------------------------

@@ -59,6 +59,44 @@ struct HwlocObjHead {
     cpuset: *const c_void,
 }
 
+/// hwloc plugins this load never uses: I/O discovery (hwloc 2 leaves I/O
+/// objects out of a topology unless asked) and the libxml exporter (the
+/// built-in one writes the same XML). Debian's `libhwloc-plugins` loads
+/// them all in `hwloc_topology_init`, with about 20 libraries behind them
+/// (X11, OpenCL, ICU, libxml2): 3 ms of every launch on a 2-core VM.
+const UNUSED_PLUGINS: &str = "hwloc_xml_libxml,hwloc_pci,hwloc_gl,hwloc_opencl,\
+                              hwloc_cuda,hwloc_nvml,hwloc_rsmi,hwloc_levelzero";
+const BLACKLIST_VAR: &str = "HWLOC_PLUGINS_BLACKLIST";
+
+/// `HWLOC_PLUGINS_BLACKLIST=UNUSED_PLUGINS` while alive, which hwloc reads
+/// in `hwloc_topology_init`; removed on drop, so that the ranks (whose
+/// environment is the launcher's) do not inherit it. Only when the
+/// variable is unset (the user's own list wins) and this process has one
+/// thread, the launcher's state when it loads the topology: changing the
+/// environment is not thread-safe.
+struct PluginBlacklist {
+    set: bool,
+}
+
+impl PluginBlacklist {
+    fn new() -> PluginBlacklist {
+        let single = std::fs::read_dir("/proc/self/task").is_ok_and(|d| d.count() == 1);
+        let set = single && std::env::var_os(BLACKLIST_VAR).is_none();
+        if set {
+            std::env::set_var(BLACKLIST_VAR, UNUSED_PLUGINS);
+        }
+        PluginBlacklist { set }
+    }
+}
+
+impl Drop for PluginBlacklist {
+    fn drop(&mut self) {
+        if self.set {
+            std::env::remove_var(BLACKLIST_VAR);
+        }
+    }
+}
+
 /// `HWLOC_TYPE_DEPTH_UNKNOWN`, `HWLOC_TYPE_DEPTH_MULTIPLE`.
 const DEPTH_UNKNOWN: c_int = -1;
 const DEPTH_MULTIPLE: c_int = -2;
@@ -119,7 +157,10 @@ pub fn load() -> Result<(Vec<u8>, Objects), String> {
             ));
         }
         let mut topo: Topo = std::ptr::null_mut();
-        if init(&mut topo) != 0 {
+        let blacklist = PluginBlacklist::new();
+        let r = init(&mut topo);
+        drop(blacklist);
+        if r != 0 {
             return Err("hwloc_topology_init failed".into());
         }
         if load(topo) != 0 {
