@@ -254,6 +254,24 @@ fn cpus_line(who: &str) -> String {
     format!("bind {who} cpus={}", list.join(","))
 }
 
+/// A spawned child of the binding tests: prints its CPUs and finalizes.
+fn bind_child() {
+    let pmi = init();
+    println!("{}", cpus_line("child"));
+    finish(pmi.and_then(|p| p.finalize().map_err(|e| e.to_string())))
+}
+
+/// The CPUs `who` printed with [`cpus_line`].
+fn printed_cpus(out: &common::Outcome, who: &str) -> std::collections::BTreeSet<u32> {
+    let prefix = format!("bind {who} cpus=");
+    let line = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line: {}", out.report()));
+    common::placement::parse_list(line)
+}
+
 /// The parent (1 rank) prints its CPUs and spawns one child, which prints
 /// its own.
 fn role_bind_parent() -> Result<(), String> {
@@ -273,27 +291,14 @@ fn role_bind_parent() -> Result<(), String> {
 #[test]
 fn a_spawned_job_is_bound_to_the_cores_its_parents_left_free() {
     match rank_role::role().as_deref() {
-        Some("bind-child") => {
-            let pmi = init();
-            println!("{}", cpus_line("child"));
-            finish(pmi.and_then(|p| p.finalize().map_err(|e| e.to_string())))
-        }
+        Some("bind-child") => bind_child(),
         Some(_) => finish(role_bind_parent()),
         None => {}
     }
     let _g = heavy();
     let out = rank_role::launch(BIND_TEST, "bind-parent", 1, &[]).run();
     out.assert_success();
-    let cpus = |who: &str| -> std::collections::BTreeSet<u32> {
-        let prefix = format!("bind {who} cpus=");
-        let line = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .unwrap_or_else(|| panic!("no `{prefix}` line: {}", out.report()));
-        common::placement::parse_list(line)
-    };
-    let (parent, child) = (cpus("parent"), cpus("child"));
+    let (parent, child) = (printed_cpus(&out, "parent"), printed_cpus(&out, "child"));
     let cores: Vec<_> = common::placement::cores().into_iter().collect();
     assert_eq!(
         parent,
@@ -306,6 +311,54 @@ fn a_spawned_job_is_bound_to_the_cores_its_parents_left_free() {
         &child,
         want,
         "the child is not on the core after its parent's ({} cores): {}",
+        cores.len(),
+        out.report()
+    );
+}
+
+const AVOID_TEST: &str = "a_spawned_job_avoids_the_spawning_ranks_core";
+
+/// One parent per core; rank 0 spawns one child while the others wait in a
+/// fence (their slots stay taken). Every core holds one parent, and the
+/// child goes to the first core that is not rank 0's: rank 0 busy-polls
+/// in `MPI_Comm_accept` under MPICH until its children connect.
+#[test]
+fn a_spawned_job_avoids_the_spawning_ranks_core() {
+    match rank_role::role().as_deref() {
+        Some("avoid-child") => bind_child(),
+        Some(_) => finish((|| {
+            let pmi = init()?;
+            if pmi.rank() == 0 {
+                println!("{}", cpus_line("spawner"));
+                let cmd = rank_role::cmd(AVOID_TEST, "avoid-child", 1, &[]);
+                let s = role_spawn_request(&pmi, vec![cmd]).map_err(|e| e.to_string())?;
+                ensure(s.errcodes.iter().all(|&c| c == 0), || {
+                    format!("spawn errors {:?}", s.errcodes)
+                })?;
+            }
+            pmi.fence().map_err(|e| e.to_string())?;
+            pmi.finalize().map_err(|e| e.to_string())
+        })()),
+        None => {}
+    }
+    let _g = heavy();
+    let cores: Vec<_> = common::placement::cores().into_iter().collect();
+    let n = cores.len() as u32;
+    let out = rank_role::launch(AVOID_TEST, "avoid-parent", n, &[]).run();
+    out.assert_success();
+    let (spawner, child) = (printed_cpus(&out, "spawner"), printed_cpus(&out, "child"));
+    assert_eq!(
+        spawner,
+        cores[0],
+        "rank 0 not on the first core: {}",
+        out.report()
+    );
+    let want = cores.get(1).unwrap_or(&cores[0]);
+    assert_eq!(
+        &child,
+        want,
+        "the child is not on the first core other than the spawner's ({} cores, \
+         one parent on each): {}",
         cores.len(),
         out.report()
     );

@@ -97,13 +97,14 @@ impl Launcher {
         }
         self.forwarder = Some(Forwarder::start(cfg.label)?);
         let jobid = format!("fastpmi_{}_0", std::process::id());
-        let job = self.create_job(jobid, plans, None, size, false)?;
+        let job = self.create_job(jobid, plans, None, size, false, None)?;
         self.server.set_psets(job, super::psets::of_config(&cfg));
         Ok(())
     }
 
     /// Create a job (first or spawned) and queue its ranks. `apps` may hold
     /// applications of 0 ranks (a spawn command that failed keeps its appnum).
+    /// `spawner_slot`: the binding slot of the rank that asked for the job.
     pub(super) fn create_job(
         &mut self,
         id: String,
@@ -111,6 +112,7 @@ impl Launcher {
         spawner: Option<String>,
         universe_size: u32,
         spawned: bool,
+        spawner_slot: Option<u32>,
     ) -> io::Result<JobIdx> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let parent_segment = spawner
@@ -143,7 +145,7 @@ impl Launcher {
             stop,
             live: size,
             torn_down: false,
-            slots: self.slot_load.assign(size),
+            slots: self.slot_load.assign(size, spawner_slot),
         });
         self.set_fence_cohorts(job);
         let port = if self.cfg.pmi_port {

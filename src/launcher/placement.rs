@@ -117,8 +117,13 @@ impl Plan {
 /// ranks go, one after the other, to the slot holding the fewest (the
 /// lowest on ties): the first job wraps (rank r on slot r mod slots), and a
 /// spawned job fills the slots its parents left free before it doubles up
-/// on theirs, instead of starting again at the first core. A job's slots
-/// are given back when the whole job has ended.
+/// on theirs, instead of starting again at the first core. On ties a
+/// spawned job leaves the spawning rank's slot for last: that rank
+/// busy-polls in `MPI_Comm_accept` (MPICH, Intel MPI) until its children
+/// connect, and a child beside it waits a time slice for every message of
+/// the handshake (one child of a 2-rank MPICH 5 job on 2 cores: 130 ms on
+/// the spawner's core, against Hydra's 90 ms unbound). A job's slots are
+/// given back when the whole job has ended.
 #[derive(Debug, Clone, Default)]
 pub struct SlotLoad {
     load: Vec<u32>,
@@ -131,8 +136,9 @@ impl SlotLoad {
         }
     }
 
-    /// The slot of each of a new job's `size` ranks (empty without slots).
-    pub fn assign(&mut self, size: u32) -> Vec<u32> {
+    /// The slot of each of a new job's `size` ranks (empty without slots);
+    /// `last` (the spawning rank's slot) loses every tie.
+    pub fn assign(&mut self, size: u32, last: Option<u32>) -> Vec<u32> {
         if self.load.is_empty() {
             return Vec::new();
         }
@@ -142,7 +148,7 @@ impl SlotLoad {
                     .load
                     .iter_mut()
                     .enumerate()
-                    .min_by_key(|(i, n)| (**n, *i))
+                    .min_by_key(|(i, n)| (**n, Some(*i as u32) == last, *i))
                 {
                     Some((i, n)) => {
                         *n += 1;
@@ -340,19 +346,39 @@ mod tests {
     fn later_jobs_fill_the_slots_earlier_ones_left_free() {
         let mut l = SlotLoad::new(4);
         // The first job wraps.
-        assert_eq!(l.assign(6), vec![0, 1, 2, 3, 0, 1]);
+        assert_eq!(l.assign(6, None), vec![0, 1, 2, 3, 0, 1]);
         // A job spawned beside it starts on the slots holding one rank.
-        let spawned = l.assign(3);
+        let spawned = l.assign(3, Some(1));
         assert_eq!(spawned, vec![2, 3, 0]);
         // Once it has ended, its slots are free again.
         l.release(&spawned);
-        assert_eq!(l.assign(2), vec![2, 3]);
+        assert_eq!(l.assign(2, None), vec![2, 3]);
         // One rank of two slots: its child goes to the other core.
         let mut l = SlotLoad::new(2);
-        assert_eq!(l.assign(1), vec![0]);
-        assert_eq!(l.assign(1), vec![1]);
+        assert_eq!(l.assign(1, None), vec![0]);
+        assert_eq!(l.assign(1, Some(0)), vec![1]);
         // No binding: no slots.
-        assert!(SlotLoad::new(0).assign(5).is_empty());
+        assert!(SlotLoad::new(0).assign(5, None).is_empty());
+    }
+
+    #[test]
+    fn a_spawned_job_leaves_the_spawners_slot_for_last() {
+        // Two parents on two cores; rank 0 (slot 0) spawns.
+        let mut l = SlotLoad::new(2);
+        assert_eq!(l.assign(2, None), vec![0, 1]);
+        assert_eq!(l.assign(1, Some(0)), vec![1]);
+        let mut l = SlotLoad::new(2);
+        l.assign(2, None);
+        // More children than slots: alternating, the spawner's slot second.
+        assert_eq!(l.assign(4, Some(0)), vec![1, 0, 1, 0]);
+        // Rank 1 spawns: slot 0 first.
+        let mut l = SlotLoad::new(2);
+        l.assign(2, None);
+        assert_eq!(l.assign(1, Some(1)), vec![0]);
+        // A free slot still wins over a tie elsewhere.
+        let mut l = SlotLoad::new(3);
+        l.assign(2, None);
+        assert_eq!(l.assign(2, Some(0)), vec![2, 1]);
     }
 
     /// 2 sockets x 2 cores x 2 hwthreads (PUs numbered socket-major).

@@ -106,7 +106,9 @@ impl Launcher {
         let jobid = format!("fastpmi_{}_{n}", std::process::id());
         let spawner = self.server.job_id(parent).to_string();
         let universe = self.cfg.world_size();
-        let job = match self.create_job(jobid.clone(), plans, Some(spawner), universe, true) {
+        // The spawning rank's CPUs are the children's last choice (SlotLoad).
+        let slot = self.jobs[parent].slots.get(rank as usize).copied();
+        let job = match self.create_job(jobid.clone(), plans, Some(spawner), universe, true, slot) {
             Ok(j) => j,
             Err(e) => return failed(format!("cannot create the job: {e}")),
         };
