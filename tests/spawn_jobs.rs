@@ -272,16 +272,21 @@ fn printed_cpus(out: &common::Outcome, who: &str) -> std::collections::BTreeSet<
     common::placement::parse_list(line)
 }
 
+/// Spawns one child of `test` in `role`; every errcode must be 0.
+fn spawn_one(pmi: &fastpmi::client::Pmi, test: &str, role: &str) -> Result<(), String> {
+    let s = role_spawn_request(pmi, vec![rank_role::cmd(test, role, 1, &[])])
+        .map_err(|e| e.to_string())?;
+    ensure(s.errcodes.iter().all(|&c| c == 0), || {
+        format!("spawn errors {:?}", s.errcodes)
+    })
+}
+
 /// The parent (1 rank) prints its CPUs and spawns one child, which prints
 /// its own.
 fn role_bind_parent() -> Result<(), String> {
     let pmi = init()?;
     println!("{}", cpus_line("parent"));
-    let s = role_spawn_request(&pmi, vec![rank_role::cmd(BIND_TEST, "bind-child", 1, &[])])
-        .map_err(|e| e.to_string())?;
-    ensure(s.errcodes.iter().all(|&c| c == 0), || {
-        format!("spawn errors {:?}", s.errcodes)
-    })?;
+    spawn_one(&pmi, BIND_TEST, "bind-child")?;
     pmi.finalize().map_err(|e| e.to_string())
 }
 
@@ -330,11 +335,7 @@ fn a_spawned_job_avoids_the_spawning_ranks_core() {
             let pmi = init()?;
             if pmi.rank() == 0 {
                 println!("{}", cpus_line("spawner"));
-                let cmd = rank_role::cmd(AVOID_TEST, "avoid-child", 1, &[]);
-                let s = role_spawn_request(&pmi, vec![cmd]).map_err(|e| e.to_string())?;
-                ensure(s.errcodes.iter().all(|&c| c == 0), || {
-                    format!("spawn errors {:?}", s.errcodes)
-                })?;
+                spawn_one(&pmi, AVOID_TEST, "avoid-child")?;
             }
             pmi.fence().map_err(|e| e.to_string())?;
             pmi.finalize().map_err(|e| e.to_string())

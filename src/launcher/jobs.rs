@@ -97,24 +97,26 @@ impl Launcher {
         }
         self.forwarder = Some(Forwarder::start(cfg.label)?);
         let jobid = format!("fastpmi_{}_0", std::process::id());
-        let job = self.create_job(jobid, plans, None, size, false, None)?;
+        let job = self.create_job(jobid, plans, size, None)?;
         self.server.set_psets(job, super::psets::of_config(&cfg));
         Ok(())
     }
 
     /// Create a job (first or spawned) and queue its ranks. `apps` may hold
     /// applications of 0 ranks (a spawn command that failed keeps its appnum).
-    /// `spawner_slot`: the binding slot of the rank that asked for the job.
     pub(super) fn create_job(
         &mut self,
         id: String,
         apps: Vec<AppPlan>,
-        spawner: Option<String>,
         universe_size: u32,
-        spawned: bool,
-        spawner_slot: Option<u32>,
+        spawned_by: Option<SpawnedBy>,
     ) -> io::Result<JobIdx> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
+        let spawned = spawned_by.is_some();
+        let (spawner, spawner_slot) = match spawned_by {
+            Some(s) => (Some(s.job), s.slot),
+            None => (None, None),
+        };
         let parent_segment = spawner
             .as_deref()
             .and_then(|p| self.server.job_index(p))
@@ -528,6 +530,15 @@ impl Launcher {
             self.rank_ended(i, status);
         }
     }
+}
+
+/// Who asked for a spawned job.
+pub(super) struct SpawnedBy {
+    /// The spawning job's id.
+    pub(super) job: String,
+    /// The binding slot of the spawning rank: the children's last choice
+    /// among equally loaded slots ([`super::placement::SlotLoad`]).
+    pub(super) slot: Option<u32>,
 }
 
 /// What fastpmi's client needs to attach to the job segment at init with

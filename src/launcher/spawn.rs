@@ -9,7 +9,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::jobs::AppPlan;
+use super::jobs::{AppPlan, SpawnedBy};
 use super::{os, Launcher};
 use crate::server::spawn::ERRCODE_SPAWN;
 use crate::server::{JobIdx, SpawnOutcome};
@@ -104,11 +104,12 @@ impl Launcher {
         }
         let n = self.server.job_count();
         let jobid = format!("fastpmi_{}_{n}", std::process::id());
-        let spawner = self.server.job_id(parent).to_string();
         let universe = self.cfg.world_size();
-        // The spawning rank's CPUs are the children's last choice (SlotLoad).
-        let slot = self.jobs[parent].slots.get(rank as usize).copied();
-        let job = match self.create_job(jobid.clone(), plans, Some(spawner), universe, true, slot) {
+        let by = SpawnedBy {
+            job: self.server.job_id(parent).to_string(),
+            slot: self.jobs[parent].slots.get(rank as usize).copied(),
+        };
+        let job = match self.create_job(jobid.clone(), plans, universe, Some(by)) {
             Ok(j) => j,
             Err(e) => return failed(format!("cannot create the job: {e}")),
         };
