@@ -21,7 +21,11 @@
 //!   pages (counted in every rank's RSS, present once);
 //! * with `FASTPMI_BENCH_FENCE_LOOP=K` in the environment, `fence_loop_us=`:
 //!   rank 0's mean time per fence over K back-to-back fences run after
-//!   everything above (one untimed fence first, as the futex floor does).
+//!   everything above (one untimed fence first and one after, as the futex
+//!   floor does: without the one after, ranks released from the last timed
+//!   fence before rank 0 finalize and exit while rank 0 waits for the CPU,
+//!   and that teardown, about 0.1 s at 1024 ranks on 2 CPUs, landed in
+//!   the mean).
 //!   The exchange's own fences cannot be compared with the floor: the first
 //!   absorbs launch skew and rank 0's second waits for the slowest rank's
 //!   get-all; a loop of fences with every rank ready is what the floor
@@ -247,6 +251,9 @@ fn exchange() -> Result<(), String> {
             pmi.fence().map_err(pmi_err("fence (loop)"))?;
         }
         let mean_us = ns(t) as f64 / 1e3 / f64::from(loops);
+        // Untimed: keeps every rank in the job until rank 0 has read its
+        // clock (see the module doc).
+        pmi.fence().map_err(pmi_err("fence (loop end)"))?;
         fence_loop = format!(" fence_loop_us={mean_us:.1} fence_loop_n={loops}");
     }
 
