@@ -113,14 +113,10 @@ impl Launcher {
     ) -> io::Result<JobIdx> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let spawned = spawned_by.is_some();
-        let (spawner, spawner_slot) = match spawned_by {
-            Some(s) => (Some(s.job), s.slot),
-            None => (None, None),
-        };
-        let parent_segment = spawner
-            .as_deref()
-            .and_then(|p| self.server.job_index(p))
-            .and_then(|p| self.jobs[p].segment.clone());
+        let spawner = spawned_by.map(|s| self.server.job_id(s.job).to_string());
+        let spawner_slot =
+            spawned_by.and_then(|s| self.jobs[s.job].slots.get(s.rank as usize).copied());
+        let parent_segment = spawned_by.and_then(|s| self.jobs[s.job].segment.clone());
         let (store, segment) = self.job_store(size, &id, parent_segment.as_deref())?;
         // Ranks held in init (`--stop-in-init`) are held at the socket
         // handshake, so they must not attach without one.
@@ -532,13 +528,14 @@ impl Launcher {
     }
 }
 
-/// Who asked for a spawned job.
+/// Who asked for a spawned job: the spawning job and rank. The children
+/// attach to that job's segment as their parent's, and take the rank's
+/// binding slot last among equally loaded ones
+/// ([`super::placement::SlotLoad`]).
+#[derive(Debug, Clone, Copy)]
 pub(super) struct SpawnedBy {
-    /// The spawning job's id.
-    pub(super) job: String,
-    /// The binding slot of the spawning rank: the children's last choice
-    /// among equally loaded slots ([`super::placement::SlotLoad`]).
-    pub(super) slot: Option<u32>,
+    pub(super) job: JobIdx,
+    pub(super) rank: u32,
 }
 
 /// What fastpmi's client needs to attach to the job segment at init with

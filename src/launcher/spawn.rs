@@ -105,10 +105,7 @@ impl Launcher {
         let n = self.server.job_count();
         let jobid = format!("fastpmi_{}_{n}", std::process::id());
         let universe = self.cfg.world_size();
-        let by = SpawnedBy {
-            job: self.server.job_id(parent).to_string(),
-            slot: self.jobs[parent].slots.get(rank as usize).copied(),
-        };
+        let by = SpawnedBy { job: parent, rank };
         let job = match self.create_job(jobid.clone(), plans, universe, Some(by)) {
             Ok(j) => j,
             Err(e) => return failed(format!("cannot create the job: {e}")),
