@@ -14,6 +14,7 @@ pub const HEIGHT: u32 = 500;
 fn color(c: Config) -> RGBColor {
     match c {
         Config::FastpmiShm => RGBColor(0x1f, 0x77, 0xb4),
+        Config::FastpmiShmNoYield => RGBColor(0x9e, 0xc6, 0xe8),
         Config::FastpmiSocket => RGBColor(0xff, 0x7f, 0x0e),
         Config::Hydra => RGBColor(0xd6, 0x27, 0x28),
         Config::SlurmPmi2 => RGBColor(0x2c, 0xa0, 0x2c),

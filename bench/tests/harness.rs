@@ -9,6 +9,7 @@ use std::process::Command;
 /// Every configuration the report must account for.
 const EXCHANGE: &[&str] = &[
     "fastpmi-shm",
+    "fastpmi-shm-yields0",
     "fastpmi-socket",
     "hydra",
     "slurm-pmi2@fastpmi",
@@ -237,9 +238,9 @@ fn quick_run_writes_a_well_formed_report() {
         .next()
         .unwrap();
     let verdicts = targets.lines().filter(|l| l.starts_with("- ")).count();
-    // Six exchange targets, three start-up targets per start-up N, one
+    // Seven exchange targets, three start-up targets per start-up N, one
     // group-fence target per group N, two `ps` targets per ps N.
-    assert_eq!(verdicts, 6 + 3 + 1 + 2, "one line per target:\n{targets}");
+    assert_eq!(verdicts, 7 + 3 + 1 + 2, "one line per target:\n{targets}");
     for l in targets.lines().filter(|l| l.starts_with("- ")) {
         assert!(
             l.contains(": met") || l.contains(": missed"),

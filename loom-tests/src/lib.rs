@@ -61,13 +61,15 @@ mod support {
 
     /// Runs `parties` ranks of `job` through `generations` fences, each rank
     /// on its own thread, checking that nobody leaves a generation before
-    /// all arrived in it. Returns, per rank, whether it was the last
-    /// arriver of each generation.
+    /// all arrived in it. Each waiter yields the CPU up to `yields` times
+    /// before it sleeps. Returns, per rank, whether it was the last arriver
+    /// of each generation.
     pub fn fence_generations(
         job: &loom::sync::Arc<shm_layout::heap::HeapJob>,
         futex: &loom::sync::Arc<shm_layout::futex::LoomFutex>,
         parties: u32,
         generations: usize,
+        yields: u32,
     ) -> Vec<Vec<bool>> {
         use loom::sync::atomic::{AtomicUsize, Ordering};
         use loom::sync::Arc;
@@ -77,7 +79,7 @@ mod support {
             .map(|rank| {
                 let (job, futex, arrived) = (job.clone(), futex.clone(), arrived.clone());
                 loom::thread::spawn(move || {
-                    let fence = job.view().fence().for_rank(rank);
+                    let fence = job.view().fence().for_rank(rank).with_yield_limit(yields);
                     let mut last = Vec::new();
                     for (g, arrived) in arrived.iter().enumerate() {
                         // Relaxed on purpose: only the barrier orders these.

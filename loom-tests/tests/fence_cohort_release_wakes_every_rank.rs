@@ -28,7 +28,7 @@ fn fence_cohort_release_wakes_every_rank() {
             assert_eq!(fence.cohort_of(rank), Some(rank.min(1)));
         }
         let futex = Arc::new(LoomFutex::new());
-        let last = fence_generations(&job, &futex, PARTIES, GENERATIONS);
+        let last = fence_generations(&job, &futex, PARTIES, GENERATIONS, 0);
         assert_eq!(fence.generation() as usize, GENERATIONS);
         for c in 0..2 {
             assert!(!fence.cohort_lead_pending(c), "cohort {c}'s lead unclaimed");

@@ -24,7 +24,7 @@ fn fence_tree_release_wakes_every_rank_exactly_once() {
     loom::model(|| {
         let job = Arc::new(HeapJob::with_fence_fanout(&tiny_params(PARTIES), 1));
         let futex = Arc::new(LoomFutex::new());
-        let last = fence_generations(&job, &futex, PARTIES, GENERATIONS);
+        let last = fence_generations(&job, &futex, PARTIES, GENERATIONS, 0);
         let waited = last.iter().map(|l| l.iter().filter(|&&last| !last).count());
         let fence = job.view().fence();
         let mut exact = true;

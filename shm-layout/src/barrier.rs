@@ -72,8 +72,8 @@ use crate::abort::{AbortWord, Aborted};
 use crate::cache::CachePadded;
 use crate::cohort::CohortTree;
 use crate::futex::{Futex, WAKE_ALL};
-use crate::sync::{cap_spins, spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
-use crate::wait::{next_slice, wait_word, FENCE_SLEEP_SLICE};
+use crate::sync::{AtomicU32, Ordering};
+use crate::wait::{next_slice, wait_word, Patience, FENCE_SLEEP_SLICE};
 use crate::wake_tree::{armed_mark, Tree, WakeSlot, GEN_MASK, SLEEPING};
 
 /// Bit 0 of the generation word: the job was aborted.
@@ -166,7 +166,7 @@ pub struct Fence<'a> {
     rank: Option<u32>,
     /// Its cohort, if the release is by cohorts and it has one.
     cohort: Option<u32>,
-    spin_limit: u32,
+    patience: Patience,
 }
 
 impl<'a> Fence<'a> {
@@ -177,7 +177,7 @@ impl<'a> Fence<'a> {
             slots,
             rank: None,
             cohort: None,
-            spin_limit: SPIN_LIMIT,
+            patience: Patience::DEFAULT,
         }
     }
 
@@ -294,7 +294,18 @@ impl<'a> Fence<'a> {
     /// ranks than CPUs should pass 0: the ranks still to arrive need the CPU
     /// it would spin on, so spinning only delays the fence.
     pub fn with_spin_limit(mut self, spins: u32) -> Self {
-        self.spin_limit = cap_spins(spins);
+        self.patience = self.patience.with_spins(spins);
+        self
+    }
+
+    /// How many times `wait` gives up the CPU (`sched_yield`, re-checking
+    /// after each) before it sleeps, after its spins (default 0, capped at
+    /// [`crate::MAX_YIELDS`]). When ranks outnumber CPUs the ranks
+    /// still to arrive are runnable on this CPU: a yield lets them run and
+    /// often returns with the fence complete, which is cheaper than a
+    /// sleep and a wake (see [`crate::wait`]).
+    pub fn with_yield_limit(mut self, yields: u32) -> Self {
+        self.patience = self.patience.with_yields(yields);
         self
     }
 
@@ -447,7 +458,7 @@ impl<'a> Fence<'a> {
         wait_word(
             &self.barrier.generation.word,
             futex,
-            self.spin_limit,
+            self.patience,
             deadline,
             FENCE_SLEEP_SLICE,
             |w| w >> 1 != arrival.generation,
@@ -483,13 +494,13 @@ impl<'a> Fence<'a> {
             }
             Ok(true)
         };
-        for _ in spins().take(self.spin_limit as usize) {
-            // SYNC POINT (fence completion): Acquire pairs with the last
-            // arriver's Release bump.
-            if done(gen.word.load(Ordering::Acquire)) {
-                return released();
-            }
-            spin_loop();
+        // SYNC POINT (fence completion): Acquire pairs with the last
+        // arriver's Release bump.
+        if self
+            .patience
+            .before_sleep(futex, || done(gen.word.load(Ordering::Acquire)))
+        {
+            return released();
         }
         loop {
             // SYNC POINT (fence wake): Acquire pairs with the Release bump
@@ -561,7 +572,7 @@ impl<'a> Fence<'a> {
         let completed = wait_word(
             word,
             futex,
-            self.spin_limit,
+            self.patience,
             deadline,
             FENCE_SLEEP_SLICE,
             // SYNC POINT (fence completion): as in `crate::wait::wait_word`.

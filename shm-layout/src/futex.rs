@@ -43,6 +43,9 @@ pub trait Futex {
     /// Wake up to `n` waiters sleeping on `word`; returns how many were woken
     /// (best effort).
     fn wake(&self, word: &AtomicU32, n: u32) -> usize;
+    /// Give the CPU to another runnable thread, if there is one
+    /// (`sched_yield`); a hint, so the default does nothing.
+    fn yield_cpu(&self) {}
 }
 
 impl<F: Futex + ?Sized> Futex for &F {
@@ -52,6 +55,10 @@ impl<F: Futex + ?Sized> Futex for &F {
 
     fn wake(&self, word: &AtomicU32, n: u32) -> usize {
         (**self).wake(word, n)
+    }
+
+    fn yield_cpu(&self) {
+        (**self).yield_cpu()
     }
 }
 
@@ -226,6 +233,10 @@ mod loom_impl {
                 self.cv.notify_all();
             }
             woken as usize
+        }
+
+        fn yield_cpu(&self) {
+            loom::thread::yield_now();
         }
     }
 }

@@ -53,8 +53,8 @@ use crate::abort::{AbortWord, Aborted};
 use crate::barrier::{Arrival, GEN_STEP};
 use crate::cache::CachePadded;
 use crate::futex::{Futex, WAKE_ALL};
-use crate::sync::{cap_spins, AtomicU32, AtomicU64, Ordering, SPIN_LIMIT};
-use crate::wait::{wait_word, SLEEP_SLICE};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::wait::{wait_word, Patience, SLEEP_SLICE};
 
 /// Bit 0 of a group's generation word: a member failed.
 pub(crate) const GROUP_FAILED: u32 = 1;
@@ -140,7 +140,7 @@ pub enum GroupWaitError {
 pub struct GroupBarrier<'a> {
     slot: &'a GroupSlot,
     abort: &'a AbortWord,
-    spin_limit: u32,
+    patience: Patience,
 }
 
 impl<'a> GroupBarrier<'a> {
@@ -148,13 +148,19 @@ impl<'a> GroupBarrier<'a> {
         Self {
             slot,
             abort,
-            spin_limit: SPIN_LIMIT,
+            patience: Patience::DEFAULT,
         }
     }
 
     /// As [`crate::Fence::with_spin_limit`]: 0 when ranks outnumber CPUs.
     pub fn with_spin_limit(mut self, spins: u32) -> Self {
-        self.spin_limit = cap_spins(spins);
+        self.patience = self.patience.with_spins(spins);
+        self
+    }
+
+    /// As [`crate::Fence::with_yield_limit`].
+    pub fn with_yield_limit(mut self, yields: u32) -> Self {
+        self.patience = self.patience.with_yields(yields);
         self
     }
 
@@ -328,7 +334,7 @@ impl<'a> GroupBarrier<'a> {
         wait_word(
             &self.slot.line.word,
             futex,
-            self.spin_limit,
+            self.patience,
             deadline,
             Some(SLEEP_SLICE),
             |w| w >> 1 != arrival.generation,

@@ -94,4 +94,5 @@ pub use rank::{
 };
 #[cfg(not(loom))]
 pub use segment::{AttachError, Segment, SegmentRef};
+pub use wait::MAX_YIELDS;
 pub use wake_tree::{fanout_for, WakeSlot};

@@ -7,11 +7,22 @@
 //! Why slices: a reason to stop that does not change the word a waiter
 //! sleeps on (the job's abort word, for a group waiter) is still noticed
 //! within one slice.
+//!
+//! Before it sleeps, a waiter may also give up its CPU a few times
+//! ([`Patience::yields`], `sched_yield`). When ranks outnumber CPUs, the
+//! ranks a fence waits for are runnable on the waiter's own CPU: a yield
+//! hands the CPU to them and returns after they ran, often with the fence
+//! complete, for the price of one context switch; a sleep costs the same
+//! switch plus the futex on both sides and a wake-up by the releaser, which
+//! is on the fence's critical path. The yields are bounded, so a waiter
+//! behind a rank that is late (computing) costs that rank a few switches,
+//! then sleeps; with nobody else runnable a yield returns at once.
+//! docs/fence.md has the measurements.
 
 use std::time::{Duration, Instant};
 
 use crate::futex::Futex;
-use crate::sync::{spin_loop, spins, AtomicU32, Ordering};
+use crate::sync::{cap_spins, spin_loop, spins, AtomicU32, Ordering, SPIN_LIMIT};
 
 /// Longest single futex sleep of a waiter: bounds how late an abort that
 /// came without a wake is noticed.
@@ -29,6 +40,64 @@ pub(crate) const SLEEP_SLICE: Duration = Duration::from_millis(100);
 /// 100 ms before that, which woke 10,000 idle processes a second in a
 /// 1024-rank fence).
 pub(crate) const FENCE_SLEEP_SLICE: Option<Duration> = None;
+
+/// Most CPU yields a waiter makes before it sleeps: each one is a context
+/// switch when other threads are runnable, so a bound keeps a late rank's
+/// cost of the others' waiting small.
+pub const MAX_YIELDS: u32 = 16;
+
+/// How a waiter waits before it sleeps: polls of its word (`spins`, for when
+/// every rank has a CPU), then yields of the CPU (`yields`, for when ranks
+/// outnumber CPUs), re-checking after each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Patience {
+    pub(crate) spins: u32,
+    pub(crate) yields: u32,
+}
+
+impl Patience {
+    /// [`SPIN_LIMIT`] polls, no yields.
+    pub(crate) const DEFAULT: Self = Self {
+        spins: SPIN_LIMIT,
+        yields: 0,
+    };
+
+    pub(crate) fn with_spins(self, spins: u32) -> Self {
+        Self {
+            spins: cap_spins(spins),
+            ..self
+        }
+    }
+
+    pub(crate) fn with_yields(self, yields: u32) -> Self {
+        Self {
+            yields: yields.min(MAX_YIELDS),
+            ..self
+        }
+    }
+
+    /// Spins, then yields, until `done()`: true if it held before the
+    /// caller must sleep. `done` does the Acquire loads the caller needs.
+    pub(crate) fn before_sleep<F: Futex + ?Sized>(
+        &self,
+        futex: &F,
+        done: impl Fn() -> bool,
+    ) -> bool {
+        for _ in spins().take(self.spins as usize) {
+            if done() {
+                return true;
+            }
+            spin_loop();
+        }
+        for _ in 0..self.yields {
+            if done() {
+                return true;
+            }
+            futex.yield_cpu();
+        }
+        false
+    }
+}
 
 /// How long the next sleep may last: `slice` (`None`: no limit), or what is
 /// left of the time before `deadline`; `None` once the deadline has passed.
@@ -53,9 +122,9 @@ pub(crate) fn next_slice(
 /// may end the wait with an error (a failure bit in `w`, the abort word);
 /// each sleep lasts at most `slice` (`None`: until woken or the deadline).
 ///
-/// Polls `word` `spin_limit` times first (at most [`crate::sync::SPIN_LIMIT`]
-/// by the callers' builders; 0 when ranks outnumber CPUs), without checks:
-/// the spin is microseconds, and the sleeping loop checks before it sleeps.
+/// Polls `word` and yields the CPU as `patience` says first (spins: 0 when
+/// ranks outnumber CPUs), without checks: that lasts microseconds, and the
+/// sleeping loop checks before it sleeps.
 ///
 /// `word` must be loaded with Acquire to pair with whatever Release RMW
 /// changes it (the completer's bump, a failure's or an abort's flag), which
@@ -64,19 +133,16 @@ pub(crate) fn next_slice(
 pub(crate) fn wait_word<E, F: Futex + ?Sized>(
     word: &AtomicU32,
     futex: &F,
-    spin_limit: u32,
+    patience: Patience,
     deadline: Option<Instant>,
     slice: Option<Duration>,
     done: impl Fn(u32) -> bool,
     mut check: impl FnMut(u32) -> Result<(), E>,
 ) -> Result<bool, E> {
-    for _ in spins().take(spin_limit as usize) {
-        // SYNC POINT (fence completion) / (group completion): Acquire pairs
-        // with the completer's Release bump of the word.
-        if done(word.load(Ordering::Acquire)) {
-            return Ok(true);
-        }
-        spin_loop();
+    // SYNC POINT (fence completion) / (group completion): Acquire pairs
+    // with the completer's Release bump of the word.
+    if patience.before_sleep(futex, || done(word.load(Ordering::Acquire))) {
+        return Ok(true);
     }
     loop {
         // SYNC POINT (fence completion) / (group completion) / (group

@@ -11,6 +11,10 @@
 //! fastpmi's launcher adds, for its own client, what lets init attach to
 //! the job segment with no round trip on the socket (see [`Direct`]).
 //!
+//! `FASTPMI_FENCE_YIELDS` (0..=16, default [`DEFAULT_FENCE_YIELDS`]) sets
+//! how many times a rank waiting in a shared-memory fence gives up its CPU
+//! before it sleeps (docs/fence.md); 0 sleeps at once.
+//!
 //! `slurmstepd` (`srun --mpi=pmi2`) is recognised by its own variables:
 //! `SLURM_MPI_TYPE=pmi2` and `PMI_JOBID` = `<SLURM_JOB_ID>.<SLURM_STEP_ID>`,
 //! the id it gives a step. A launcher started inside a Slurm step sets its
@@ -18,6 +22,16 @@
 //! not taken for Slurm's.
 
 use super::PmiError;
+
+/// Overrides how many CPU yields a shared-memory fence waiter makes before
+/// it sleeps.
+pub const FENCE_YIELDS_ENV: &str = "FASTPMI_FENCE_YIELDS";
+
+/// CPU yields before a fence waiter sleeps, unless [`FENCE_YIELDS_ENV`] says
+/// otherwise. Measured on 2 cores (docs/fence.md): with 2, a 16-, 64- and
+/// 256-rank fence took about a quarter, a half and two thirds of the time
+/// it took with none; more yields gained nothing further.
+pub const DEFAULT_FENCE_YIELDS: u32 = 2;
 
 /// Where the PMI server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +93,8 @@ pub struct PmiEnv {
     /// Set by fastpmi's launcher for a rank with an inherited socket and a
     /// job segment.
     pub direct: Option<Direct>,
+    /// CPU yields before a shared-memory fence waiter sleeps.
+    pub fence_yields: u32,
 }
 
 impl PmiEnv {
@@ -101,6 +117,18 @@ impl PmiEnv {
             }
         };
         let spawned = int("PMI_SPAWNED")?.unwrap_or(0) != 0;
+        let fence_yields = match int(FENCE_YIELDS_ENV)? {
+            None => DEFAULT_FENCE_YIELDS,
+            Some(n) => u32::try_from(n)
+                .ok()
+                .filter(|&n| n <= shm_layout::MAX_YIELDS)
+                .ok_or_else(|| {
+                    PmiError::Env(format!(
+                        "{FENCE_YIELDS_ENV}={n} is out of range (0..={})",
+                        shm_layout::MAX_YIELDS
+                    ))
+                })?,
+        };
         let jobid = var("PMI_JOBID").filter(|j| !j.is_empty());
         let (endpoint, rank) = if let Some(fd) = int("PMI_FD")? {
             let fd = i32::try_from(fd)
@@ -141,6 +169,7 @@ impl PmiEnv {
             jobid,
             spawned,
             direct,
+            fence_yields,
             server: if slurm {
                 ServerKind::SlurmStepd
             } else {
@@ -253,5 +282,22 @@ mod tests {
         assert!(env(&[("PMI_FD", "99999999999")]).is_err());
         let e = env(&[("PMI_FD", "3"), ("PMI_JOBID", ""), ("PMI_SPAWNED", "1")]).unwrap();
         assert_eq!((e.jobid, e.spawned), (None, true));
+    }
+
+    #[test]
+    fn fence_yields_default_override_and_errors() {
+        let base = [("PMI_FD", "3"), ("PMI_RANK", "0")];
+        assert_eq!(env(&base).unwrap().fence_yields, DEFAULT_FENCE_YIELDS);
+        let with = |v: &'static str| {
+            let mut e = base.to_vec();
+            e.push((FENCE_YIELDS_ENV, v));
+            env(&e)
+        };
+        assert_eq!(with("0").unwrap().fence_yields, 0);
+        assert_eq!(with(" 16 ").unwrap().fence_yields, shm_layout::MAX_YIELDS);
+        for bad in ["17", "-1", "two", ""] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(err.contains(FENCE_YIELDS_ENV), "{bad}: {err}");
+        }
     }
 }

@@ -261,6 +261,7 @@ impl Pmi {
             if let Some(b) = g.slot.and_then(|s| seg.seg().group(s)) {
                 let r = b
                     .with_spin_limit(self.shm_cfg.spins)
+                    .with_yield_limit(self.shm_cfg.yields)
                     .fence(g.ctxid, &SharedFutex);
                 return r.map(|_| ()).map_err(|e| match e {
                     GroupWaitError::Aborted(a) => super::aborted(a),

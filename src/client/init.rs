@@ -26,7 +26,7 @@ impl Pmi {
             match init_direct(&env, direct) {
                 Ok((rank, seg, parent)) => {
                     let jobid = env.jobid.clone().unwrap_or_default();
-                    let shm_cfg = ShmCfg::new(direct.size, Some(&seg), rank);
+                    let shm_cfg = ShmCfg::new(direct.size, Some(&seg), rank, env.fence_yields);
                     return Ok(Pmi {
                         rank,
                         size: direct.size,
@@ -102,7 +102,7 @@ impl Pmi {
             },
             _ => None,
         };
-        let shm_cfg = ShmCfg::new(size as u32, shm.as_ref(), r as u32);
+        let shm_cfg = ShmCfg::new(size as u32, shm.as_ref(), r as u32, env.fence_yields);
         Ok(Pmi {
             rank: r as u32,
             size: size as u32,
@@ -266,6 +266,8 @@ pub(super) struct ShmCfg {
     /// Spins before sleeping in a fence: none when the job has more ranks
     /// than this process may run on (the ranks still to arrive need the CPU).
     pub(super) spins: u32,
+    /// CPU yields before sleeping in a fence (`FASTPMI_FENCE_YIELDS`).
+    pub(super) yields: u32,
     /// The rank's fence cohort (`Fence::cohort_of`), if any.
     pub(super) cohort: Option<u32>,
     /// Phase stamps are TSC ticks (the segment's `StampClock`).
@@ -273,9 +275,10 @@ pub(super) struct ShmCfg {
 }
 
 impl ShmCfg {
-    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32) -> ShmCfg {
+    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32, yields: u32) -> ShmCfg {
         ShmCfg {
             spins: fence_spins(size),
+            yields,
             cohort: shm.and_then(|s| s.seg().fence().cohort_of(rank)),
             tsc_stamps: shm.is_some_and(|s| s.seg().job().stamp_clock().is_tsc()),
         }

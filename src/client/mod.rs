@@ -46,7 +46,8 @@ use crate::wire::{Deframer, Message, Protocol, Request, WireError};
 
 use conn::{lock, Mux, Stream, WireConn};
 pub use env::{
-    Direct, Endpoint, PmiEnv, ServerKind, APPNUM_ENV, PARENT_SEGMENT_ENV, SEGMENT_ENV, SPAWNER_ENV,
+    Direct, Endpoint, PmiEnv, ServerKind, APPNUM_ENV, DEFAULT_FENCE_YIELDS, FENCE_YIELDS_ENV,
+    PARENT_SEGMENT_ENV, SEGMENT_ENV, SPAWNER_ENV,
 };
 
 /// Errors of the client. Each has one PMI error code (see [`PmiError::code`]).
@@ -418,6 +419,7 @@ impl Pmi {
                 .fence()
                 .for_rank_in(self.rank, self.shm_cfg.cohort)
                 .with_spin_limit(self.shm_cfg.spins)
+                .with_yield_limit(self.shm_cfg.yields)
                 .fence(&SharedFutex);
             if let Some(st) = st {
                 st.set_phase_at(RankPhase::Running, self.stamp());

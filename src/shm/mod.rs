@@ -267,6 +267,10 @@ impl shm_layout::futex::Futex for SharedFutex {
         use rustix::thread::futex;
         futex::wake(word, futex::Flags::empty(), n).unwrap_or(0)
     }
+
+    fn yield_cpu(&self) {
+        rustix::thread::sched_yield();
+    }
 }
 
 /// Why a client could not use an advertised segment (it then falls back to

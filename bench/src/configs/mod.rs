@@ -40,6 +40,8 @@ pub enum Kind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Config {
     FastpmiShm,
+    /// [`Config::FastpmiShm`] with `FASTPMI_FENCE_YIELDS=0`.
+    FastpmiShmNoYield,
     FastpmiSocket,
     Hydra,
     SlurmPmi2,
@@ -64,8 +66,9 @@ pub enum Config {
 
 /// The configurations outside the families that keep their own list: the
 /// PMI exchange, MPICH start-up and spawn rows.
-const CORE: [Config; 9] = [
+const CORE: [Config; 10] = [
     Config::FastpmiShm,
+    Config::FastpmiShmNoYield,
     Config::FastpmiSocket,
     Config::Hydra,
     Config::SlurmPmi2,
@@ -125,6 +128,7 @@ impl Config {
     pub fn name(self) -> &'static str {
         match self {
             Config::FastpmiShm => "fastpmi-shm",
+            Config::FastpmiShmNoYield => "fastpmi-shm-yields0",
             Config::FastpmiSocket => "fastpmi-socket",
             Config::Hydra => "hydra",
             Config::SlurmPmi2 => "slurm-pmi2@fastpmi",
@@ -169,9 +173,11 @@ impl Config {
     /// client's configurations only).
     pub fn expected_transport(self) -> Option<&'static str> {
         match self {
-            Config::FastpmiShm | Config::PsQuiet | Config::PsPolled | Config::PsSitting => {
-                Some("shm")
-            }
+            Config::FastpmiShm
+            | Config::FastpmiShmNoYield
+            | Config::PsQuiet
+            | Config::PsPolled
+            | Config::PsSitting => Some("shm"),
             Config::FastpmiSocket | Config::Hydra => Some("socket"),
             _ => None,
         }
@@ -181,6 +187,9 @@ impl Config {
         match self {
             Config::FastpmiShm => {
                 "fastpmi launcher, Rust client, shared-memory path (must report transport=shm)"
+            }
+            Config::FastpmiShmNoYield => {
+                "the same with FASTPMI_FENCE_YIELDS=0: fence waiters sleep at once, without yielding the CPU first"
             }
             Config::FastpmiSocket => {
                 "fastpmi launcher, Rust client forced onto the socket (FASTPMI_TRANSPORT=socket)"

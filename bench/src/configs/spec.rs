@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::{Config, Tools};
 use crate::proc::{MemProbe, Spec};
 use crate::rank::FENCE_LOOP_ENV;
+use fastpmi::client::FENCE_YIELDS_ENV;
 
 /// Environment of the spawn runs, for both launchers: MPICH 5's default
 /// UCX netmod fails spawns of 64 children on this kind of machine under
@@ -25,7 +26,11 @@ impl Tools {
         let os = |s: &str| OsString::from(s);
         // Keep a FASTPMI_TRANSPORT from the caller's shell from leaking into
         // the configurations that must pick their own transport.
-        let mut env_remove = vec![os("FASTPMI_TRANSPORT"), os(FENCE_LOOP_ENV)];
+        let mut env_remove = vec![
+            os("FASTPMI_TRANSPORT"),
+            os(FENCE_LOOP_ENV),
+            os(FENCE_YIELDS_ENV),
+        ];
         let mut env_set = vec![];
         if p.fence_loop > 0 && c.expected_transport().is_some() {
             env_remove.retain(|k| k != FENCE_LOOP_ENV);
@@ -43,6 +48,15 @@ impl Tools {
                 fastpmi_args(rank, &["__rank"]),
                 MemProbe::Launcher,
             ),
+            Config::FastpmiShmNoYield => {
+                env_remove.retain(|k| k != FENCE_YIELDS_ENV);
+                env_set.push((os(FENCE_YIELDS_ENV), os("0")));
+                (
+                    path(&self.fastpmi),
+                    fastpmi_args(rank, &["__rank"]),
+                    MemProbe::Launcher,
+                )
+            }
             Config::FastpmiSocket => {
                 env_remove.retain(|k| k != "FASTPMI_TRANSPORT");
                 env_set.push((os("FASTPMI_TRANSPORT"), os("socket")));

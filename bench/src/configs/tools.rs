@@ -307,7 +307,9 @@ impl Tools {
     /// Why `c` cannot run, or None when everything it needs is there.
     pub fn missing(&self, c: Config) -> Option<String> {
         let need: Vec<&Result<PathBuf, String>> = match c {
-            Config::FastpmiShm | Config::FastpmiSocket => vec![&self.fastpmi],
+            Config::FastpmiShm | Config::FastpmiShmNoYield | Config::FastpmiSocket => {
+                vec![&self.fastpmi]
+            }
             Config::Hydra => vec![&self.hydra],
             Config::SlurmPmi2 => vec![&self.fastpmi, &self.pmi2_exchange],
             Config::FutexFloor => vec![&self.floor],

@@ -77,6 +77,26 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
             &[(Config::FastpmiShm, shm_fence), (Config::FutexFloor, floor)],
         ),
     });
+    let no_yield = ms(
+        Config::FastpmiShmNoYield,
+        fence_key(ctx, Config::FastpmiShmNoYield),
+    );
+    out.push(match (shm_fence, no_yield) {
+        (Some(s), Some(z)) if z > 0.0 => format!(
+            "N={n} shm {fence} {} ms with fence yields vs {} ms with FASTPMI_FENCE_YIELDS=0: {:.2}x (target ≤ 1x): {}{caveat}",
+            num(s),
+            num(z),
+            s / z,
+            verdict(s <= z)
+        ),
+        _ => unmeasured(
+            "shm fence with yields vs without (target ≤ 1x)",
+            &[
+                (Config::FastpmiShm, shm_fence),
+                (Config::FastpmiShmNoYield, no_yield),
+            ],
+        ),
+    });
     out.push(match shm_fence {
         Some(s) => format!(
             "N={n} shm {fence} {} ms (target < 2 ms): {}{caveat}",
