@@ -303,7 +303,7 @@ impl<'a> Fence<'a> {
     /// [`crate::MAX_YIELDS`]). When ranks outnumber CPUs the ranks
     /// still to arrive are runnable on this CPU: a yield lets them run and
     /// often returns with the fence complete, which is cheaper than a
-    /// sleep and a wake (see [`crate::wait`]).
+    /// sleep and a wake (docs/fence.md, "Yield before sleeping").
     pub fn with_yield_limit(mut self, yields: u32) -> Self {
         self.patience = self.patience.with_yields(yields);
         self

@@ -28,9 +28,11 @@ use super::PmiError;
 pub const FENCE_YIELDS_ENV: &str = "FASTPMI_FENCE_YIELDS";
 
 /// CPU yields before a fence waiter sleeps, unless [`FENCE_YIELDS_ENV`] says
-/// otherwise. Measured on 2 cores (docs/fence.md): with 2, a 16-, 64- and
-/// 256-rank fence took about a quarter, a half and two thirds of the time
-/// it took with none; more yields gained nothing further.
+/// otherwise. Measured on 2 cores, in the two harness runs that compared
+/// every size (docs/fence.md), a fence with 2 took this share of the time
+/// it took with none: 16 ranks 0.17x and 0.46x, 64 ranks 0.59x and 0.49x,
+/// 256 ranks 0.65x and 0.45x, 1024 ranks 0.90x and 0.89x; 3, 4 or 8
+/// yields were within the noise of 2 (bare C barrier, 1024 processes).
 pub const DEFAULT_FENCE_YIELDS: u32 = 2;
 
 /// Where the PMI server is.
