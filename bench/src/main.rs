@@ -20,6 +20,7 @@ mod configs;
 mod groups;
 mod launch;
 mod placement;
+mod plan;
 mod plot;
 mod proc;
 mod ps;
@@ -37,7 +38,8 @@ use configs::{Config, Kind, RunParams, Tools};
 use record::{Record, Status};
 
 pub const USAGE: &str = "\
-usage: fastpmi-bench [--sizes 2,16,64,256,1024] [--reps 3] [--out results]
+usage: fastpmi-bench [--sizes 2,16,64,256,1024] [--reps 3] [--target-reps 7]
+                     [--out results]
                      [--configs LIST] [--startup-sizes 16,64,256] [--quick]
                      [--timeout 120] [--floor-iters N] [--fence-loop K]
                      [--hydra-ppn 128] [--spawn-sizes 1,16,64]
@@ -50,6 +52,11 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
 
   --sizes LIST          rank counts of the exchange (default 2,16,64,256,1024)
   --reps N              repetitions of every case (default 3)
+  --target-reps N       repetitions of the configurations whose medians the
+                        fence and start-up targets compare (fastpmi-shm,
+                        fastpmi-shm-yields0, futex-floor, the start-up
+                        table): seconds a run, with a spread as large as the
+                        targets' margins (default 7; never fewer than --reps)
   --out DIR             output directory (default results)
   --configs LIST        subset of: fastpmi-shm, fastpmi-socket, hydra,
                         slurm-pmi2@fastpmi, futex-floor, mpich-startup
@@ -101,6 +108,9 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
 pub struct Options {
     pub sizes: Vec<u32>,
     pub reps: u32,
+    /// Repetitions of the configurations the targets compare (see
+    /// [`plan`]).
+    pub target_reps: u32,
     pub out: PathBuf,
     pub configs: Vec<Config>,
     pub startup_sizes: Vec<u32>,
@@ -142,6 +152,7 @@ impl Options {
     pub fn parse(args: &[OsString]) -> Result<Option<Options>, String> {
         let mut sizes = vec![2, 16, 64, 256, 1024];
         let mut reps = 3;
+        let mut target_reps = 7;
         let mut out = PathBuf::from("results");
         let mut configs: Vec<Config> = Config::ALL.to_vec();
         let mut startup: Option<Vec<u32>> = None;
@@ -162,6 +173,7 @@ impl Options {
                 "-h" | "--help" => return Ok(None),
                 "--sizes" => sizes = parse_list(&flag, &value()?)?,
                 "--reps" => reps = parse_num(&flag, &value()?)?,
+                "--target-reps" => target_reps = parse_num(&flag, &value()?)?,
                 "--out" => out = PathBuf::from(value()?),
                 "--startup-sizes" => startup = Some(parse_list(&flag, &value()?)?),
                 "--spawn-sizes" => spawn_sizes = parse_list(&flag, &value()?)?,
@@ -226,6 +238,7 @@ impl Options {
         Ok(Some(Options {
             sizes,
             reps,
+            target_reps,
             out,
             configs,
             startup_sizes,
@@ -271,34 +284,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// One planned run.
-struct Case {
-    config: Config,
-    n: u32,
-    rep: u32,
-}
-
-fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
-    let mut cases = Vec::new();
-    let mut add = |sizes: &[u32], kinds: &[Kind]| {
-        for &n in sizes {
-            for rep in 0..opts.reps {
-                for &config in present.iter().filter(|c| kinds.contains(&c.kind())) {
-                    cases.push(Case { config, n, rep });
-                }
-            }
-        }
-    };
-    add(&opts.sizes, &[Kind::Exchange, Kind::Floor]);
-    add(&opts.startup_sizes, &[Kind::Startup]);
-    add(&opts.spawn_sizes, &[Kind::Spawn]);
-    add(&opts.launch_sizes, &[Kind::Launch]);
-    add(&opts.group_sizes, &[Kind::Group]);
-    add(&opts.ps_sizes, &[Kind::Ps]);
-    add(&opts.placement_sizes, &[Kind::Placement]);
-    cases
 }
 
 fn load_average() -> String {
@@ -366,7 +351,7 @@ fn run(opts: &Options) -> Result<(), String> {
         }
     }
 
-    let cases = plan(opts, &present);
+    let cases = plan::plan(opts, &present);
     let total = cases.len();
     let mut records: Vec<Record> = Vec::with_capacity(total);
     let timeout_s = opts.params.timeout.as_secs();
@@ -383,7 +368,7 @@ fn run(opts: &Options) -> Result<(), String> {
             case.n,
             case.config,
             case.rep + 1,
-            opts.reps
+            case.of
         );
         // Once rank 0 has said it is not on shared memory at this N, further
         // repetitions would only re-measure the socket path under the wrong
@@ -473,6 +458,7 @@ mod tests {
         let o = parse(&[]).unwrap().unwrap();
         assert_eq!(o.sizes, [2, 16, 64, 256, 1024]);
         assert_eq!(o.reps, 3);
+        assert_eq!(o.target_reps, 7);
         assert_eq!(o.configs.len(), Config::ALL.len());
         assert_eq!(o.startup_sizes, [16, 64, 256]);
         let o = parse(&[
@@ -493,6 +479,7 @@ mod tests {
         assert!(parse(&["--configs", "nope"]).is_err());
         assert!(parse(&["--sizes", "0"]).is_err());
         assert!(parse(&["--reps"]).is_err());
+        assert!(parse(&["--target-reps", "0"]).is_err());
         assert!(parse(&["--help"]).unwrap().is_none());
         let o = parse(&["--startup-sizes", "none"]).unwrap().unwrap();
         assert!(o.startup_sizes.is_empty());

@@ -37,6 +37,10 @@ const PS: &[&str] = &[
     "fence-sitting+ps@fastpmi-shm",
 ];
 
+/// The exchange configurations the fence target compares (they get
+/// `--target-reps`, as does the whole start-up table).
+const TARGET_COMPARED: &[&str] = &["fastpmi-shm", "fastpmi-shm-yields0", "futex-floor"];
+
 /// Every configuration the report lists, family by family.
 fn all_names() -> impl Iterator<Item = &'static &'static str> {
     EXCHANGE
@@ -130,7 +134,15 @@ fn quick_run_writes_a_well_formed_report() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results");
     let run = Command::new(env!("CARGO_BIN_EXE_fastpmi-bench"))
-        .args(["--sizes", "2,4", "--reps", "1", "--quick"])
+        .args([
+            "--sizes",
+            "2,4",
+            "--reps",
+            "1",
+            "--target-reps",
+            "2",
+            "--quick",
+        ])
         // Keep the MPICH startup table to a toy size too.
         .args(["--startup-sizes", "4", "--spawn-sizes", "1"])
         .args([
@@ -337,14 +349,20 @@ fn quick_run_writes_a_well_formed_report() {
     // The sitting run succeeded (asserted on bench.md above): its figures
     // are in raw.csv.
     assert_eq!(ps_sitting_rows, 1, "ok {PS_SITTING} rows in raw.csv");
-    // Every present configuration ran once per N (reps = 1).
+    // Every present configuration ran once per N (reps = 1), those the
+    // targets compare twice (target-reps = 2).
     for name in all_names() {
         let cells = row(&md, &[name]).unwrap();
+        let reps = if TARGET_COMPARED.contains(name) || LAUNCH.contains(name) {
+            2
+        } else {
+            1
+        };
         let expected = if cells[1] == "present" {
             if !EXCHANGE.contains(name) {
-                1
+                reps
             } else {
-                SIZES.len()
+                reps * SIZES.len()
             }
         } else {
             0

@@ -1,0 +1,151 @@
+//! The order of a harness run's cases: for each N, for each repetition,
+//! every configuration once (interleaved, so that drift on a shared machine
+//! hits all of them alike).
+//!
+//! The configurations whose medians the fence and start-up targets compare
+//! (`fastpmi-shm`, `fastpmi-shm-yields0`, `futex-floor` and the start-up
+//! table) take seconds a run, and their run-to-run spread on a shared
+//! machine is as large as the margins the targets ask for; they get
+//! `--target-reps` repetitions (default 7), the others `--reps` (the
+//! configurations of a tens-of-seconds socket exchange, Hydra's time-outs).
+//! The extra repetitions come after the common ones, still interleaved
+//! among the configurations that have them.
+
+use crate::configs::{Config, Kind};
+use crate::Options;
+
+/// One planned run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Case {
+    pub config: Config,
+    pub n: u32,
+    /// 0-based repetition.
+    pub rep: u32,
+    /// How many repetitions `config` has at `n`.
+    pub of: u32,
+}
+
+/// Whether the targets compare `c`'s median (so it gets `--target-reps`).
+pub fn is_target_compared(c: Config) -> bool {
+    matches!(
+        c,
+        Config::FastpmiShm | Config::FastpmiShmNoYield | Config::FutexFloor
+    ) || c.kind() == Kind::Launch
+}
+
+/// Repetitions of configuration `c` under `opts`.
+pub fn reps_of(opts: &Options, c: Config) -> u32 {
+    if is_target_compared(c) {
+        opts.reps.max(opts.target_reps)
+    } else {
+        opts.reps
+    }
+}
+
+/// Every case of the run, in order.
+pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut add = |sizes: &[u32], kinds: &[Kind]| {
+        let configs: Vec<Config> = present
+            .iter()
+            .copied()
+            .filter(|c| kinds.contains(&c.kind()))
+            .collect();
+        let most = configs.iter().map(|&c| reps_of(opts, c)).max().unwrap_or(0);
+        for &n in sizes {
+            for rep in 0..most {
+                for &config in &configs {
+                    let of = reps_of(opts, config);
+                    if rep < of {
+                        cases.push(Case { config, n, rep, of });
+                    }
+                }
+            }
+        }
+    };
+    add(&opts.sizes, &[Kind::Exchange, Kind::Floor]);
+    add(&opts.startup_sizes, &[Kind::Startup]);
+    add(&opts.spawn_sizes, &[Kind::Spawn]);
+    add(&opts.launch_sizes, &[Kind::Launch]);
+    add(&opts.group_sizes, &[Kind::Group]);
+    add(&opts.ps_sizes, &[Kind::Ps]);
+    add(&opts.placement_sizes, &[Kind::Placement]);
+    cases
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn opts(args: &[&str]) -> Options {
+        Options::parse(&args.iter().map(OsString::from).collect::<Vec<_>>())
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn target_configurations_get_more_repetitions_interleaved() {
+        let o = opts(&[
+            "--sizes",
+            "256",
+            "--launch-sizes",
+            "1024",
+            "--reps",
+            "3",
+            "--target-reps",
+            "5",
+        ]);
+        let present = [
+            Config::FastpmiShm,
+            Config::FastpmiSocket,
+            Config::FutexFloor,
+            Config::LaunchShm,
+            Config::LaunchSocket,
+        ];
+        let cases = plan(&o, &present);
+        let count = |c: Config| cases.iter().filter(|k| k.config == c).count();
+        assert_eq!(count(Config::FastpmiShm), 5);
+        assert_eq!(count(Config::FutexFloor), 5);
+        assert_eq!(count(Config::FastpmiSocket), 3);
+        // Both (c) and (d) of the start-up table are compared.
+        assert_eq!(count(Config::LaunchShm), 5);
+        assert_eq!(count(Config::LaunchSocket), 5);
+        // Interleaved: within N, repetition r of every configuration before
+        // repetition r + 1 of any.
+        let exchange: Vec<(Config, u32)> = cases
+            .iter()
+            .filter(|k| k.config.kind() != Kind::Launch)
+            .map(|k| (k.config, k.rep))
+            .collect();
+        assert_eq!(
+            exchange,
+            [
+                (Config::FastpmiShm, 0),
+                (Config::FastpmiSocket, 0),
+                (Config::FutexFloor, 0),
+                (Config::FastpmiShm, 1),
+                (Config::FastpmiSocket, 1),
+                (Config::FutexFloor, 1),
+                (Config::FastpmiShm, 2),
+                (Config::FastpmiSocket, 2),
+                (Config::FutexFloor, 2),
+                (Config::FastpmiShm, 3),
+                (Config::FutexFloor, 3),
+                (Config::FastpmiShm, 4),
+                (Config::FutexFloor, 4),
+            ]
+        );
+        assert!(cases
+            .iter()
+            .all(|k| k.of == reps_of(&o, k.config) && k.rep < k.of));
+    }
+
+    #[test]
+    fn more_common_repetitions_than_target_ones_apply_to_all() {
+        let o = opts(&["--sizes", "16", "--reps", "7", "--target-reps", "5"]);
+        let cases = plan(&o, &[Config::FastpmiShm, Config::FastpmiSocket]);
+        assert_eq!(cases.len(), 14);
+        assert!(cases.iter().all(|k| k.of == 7));
+    }
+}
