@@ -133,6 +133,29 @@ fn rank_environment_and_descriptors() {
     }
 }
 
+/// The launcher sizes its descriptor table for the whole job before the
+/// first rank starts, instead of growing it while ranks start (each growth
+/// in a threaded process waits for an RCU grace period with no rank
+/// starting; see `reserve_descriptors`). Rank 0, the first started, reads
+/// the launcher's table size: it must already hold the three descriptors
+/// per rank that 256 ranks need.
+#[test]
+fn descriptor_table_is_sized_for_the_job_before_ranks_start() {
+    const N: u32 = 256;
+    let script = r#"if [ "$PMI_RANK" = 0 ]; then while read -r k v; do [ "$k" = FDSize: ] && echo "FDSIZE=$v"; done < /proc/$PPID/status; fi; exit 0"#;
+    let s = stdout_of(Command::new(BIN).args(["-n", &N.to_string(), "sh", "-c", script]));
+    let line = s
+        .lines()
+        .find(|l| l.starts_with("FDSIZE="))
+        .unwrap_or_else(|| panic!("no FDSize from rank 0: {s}"));
+    let size = field_of(line, "FDSIZE");
+    assert!(
+        size >= 3 * N as i32,
+        "launcher descriptor table when rank 0 started: {size} slots, fewer than the {} a {N}-rank job holds",
+        3 * N
+    );
+}
+
 #[test]
 fn sigterm_is_forwarded_to_ranks() {
     let dir = tempfile::tempdir().unwrap();

@@ -201,6 +201,8 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
 impl Launcher {
     fn new(cfg: &LaunchConfig) -> io::Result<Launcher> {
         os::raise_nofile_limit();
+        // Before any thread of the launcher exists (see the function).
+        os::reserve_descriptors(cfg.world_size(), forker_threads());
         os::cloexec_inherited_fds();
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);

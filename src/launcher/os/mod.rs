@@ -42,6 +42,49 @@ pub fn raise_nofile_limit() -> u64 {
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
+/// Descriptors the launcher holds per rank (PMI socket, stdout and stderr
+/// pipes), and while a rank starts (both ends of each).
+const FDS_PER_RANK: u64 = 3;
+const FDS_PER_STARTING_RANK: u64 = 6;
+
+/// Grow the descriptor table once, up front, to what a job of `ranks`
+/// ranks started by `forkers` threads needs (capped by the open-file
+/// limit), instead of by doubling while the ranks start.
+///
+/// Why: in a process with threads, every growth of the table waits for an
+/// RCU grace period (`expand_fdtable` calls `synchronize_rcu` when the table
+/// is shared), and while it waits no rank starts: on a 2-vCPU VM each wait
+/// left both CPUs idle for 5-30 ms, five times during a 1024-rank launch
+/// (docs/launch.md). Call it before the launcher starts threads: a
+/// single-threaded process grows its table without waiting. Best effort: a
+/// failure only brings the waits back.
+pub fn reserve_descriptors(ranks: u32, forkers: usize) {
+    let want = u64::from(ranks) * FDS_PER_RANK
+        + forkers as u64 * FDS_PER_STARTING_RANK
+        // stdio, epoll, signals, waker, listeners, the segment, hwloc's file
+        + 64;
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    // The table starts with 64 slots (NR_OPEN_DEFAULT).
+    let Ok(top) = i32::try_from(want.min(limit).saturating_sub(1)) else {
+        return;
+    };
+    if top < 64 {
+        return;
+    }
+    let Ok(null) = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
+        return;
+    };
+    // The lowest free descriptor >= top: the table grows to hold it, and
+    // keeps its size once both are closed (dropped here).
+    let _high = rustix::io::fcntl_dupfd_cloexec(&null, top);
+}
+
 /// Mark every descriptor the launcher inherited (beyond stdio) close-on-exec,
 /// so ranks get only what the launcher hands them on purpose.
 pub fn cloexec_inherited_fds() {
