@@ -7,7 +7,7 @@
 //!
 //! Every rank has a [`WakeSlot`] (its own cache line): a wake word
 //! (`counter << 1 | SLEEPING`) and an *armed* word. A rank that will wait in
-//! tree mode stores [`armed_mark`]`(g)` in its armed word before its arrival
+//! tree mode stores `armed_mark(g)` in its armed word before its arrival
 //! in generation `g` (the arrival's Release RMW publishes it to the last
 //! arriver, and through the generation bump to every released waiter). Then
 //! it sleeps on its own wake word, not on the generation word.
@@ -19,7 +19,7 @@
 //! its own position's duty before it returns. A position's duty is to
 //! *visit* its children; visiting child `c`:
 //! * armed for `g`: bump `c`'s wake word (Release) and, if `c` said it sleeps
-//!   ([`SLEEPING`]), `FUTEX_WAKE` it; `c` then does its own duty;
+//!   (`SLEEPING`), `FUTEX_WAKE` it; `c` then does its own duty;
 //! * armed for `g + 1`: `c` already saw `g` complete (it timed out of its
 //!   sleep and re-checked) and did its duty itself: nothing to do;
 //! * otherwise `c` does not wait here (a socket rank, arrived for by the

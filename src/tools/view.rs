@@ -56,9 +56,6 @@ fn secs(now: u64, since: u64) -> f64 {
 
 /// The proc table of one job, read now.
 pub fn job_table(js: &JobSnap) -> JobTable {
-    let now = mono_ns();
-    // Shared-memory ranks may stamp with the TSC (`StampClock`).
-    let tsc_now = crate::shm::read_tsc().unwrap_or(0);
     let st = &js.status;
     let seg = js.segment.as_ref().map(|s| s.seg());
     let failed = st.failed.is_some();
@@ -67,6 +64,13 @@ pub fn job_table(js: &JobSnap) -> JobTable {
         let proc = &js.procs[r];
         let shm = seg.as_ref().and_then(|s| s.rank(r as u32));
         let shm_phase = shm.map(|s| s.phase()).and_then(Result::ok);
+        let shm_stamp = shm.map_or(0, |s| s.since_stamp());
+        // The clocks are read after the rank's record, per rank: a rank that
+        // changes phase while the table is read has a stamp after a clock
+        // read at the start, which would show as 0 s in its new state.
+        let now = mono_ns();
+        // Shared-memory ranks may stamp with the TSC (`StampClock`).
+        let tsc_now = crate::shm::read_tsc().unwrap_or(0);
         let attached = matches!(shm_phase, Some(p) if p != RankPhase::NotStarted);
         let shm_fences = shm.map_or(0, |s| s.stats().fences);
         let fences = sock.fences + shm_fences;
@@ -109,11 +113,7 @@ pub fn job_table(js: &JobSnap) -> JobTable {
             ("held_in_init", "held in init".into(), sock_since)
         } else if attached {
             let since = match (shm, &seg) {
-                (Some(s), Some(seg)) => {
-                    seg.job()
-                        .stamp_clock()
-                        .to_mono_ns(s.since_stamp(), tsc_now, now)
-                }
+                (Some(_), Some(seg)) => seg.job().stamp_clock().to_mono_ns(shm_stamp, tsc_now, now),
                 _ => 0,
             };
             match shm_phase {
