@@ -25,6 +25,10 @@ pub struct Case {
     pub of: u32,
 }
 
+/// The configurations [`is_target_compared`] picks, as the report names them.
+pub const TARGET_COMPARED: &str =
+    "fastpmi-shm, fastpmi-shm-yields0, futex-floor, the start-up table";
+
 /// Whether the targets compare `c`'s median (so it gets `--target-reps`).
 pub fn is_target_compared(c: Config) -> bool {
     matches!(
@@ -33,10 +37,16 @@ pub fn is_target_compared(c: Config) -> bool {
     ) || c.kind() == Kind::Launch
 }
 
+/// Repetitions of the configurations the targets compare (never fewer
+/// than the others').
+pub fn target_reps(opts: &Options) -> u32 {
+    opts.reps.max(opts.target_reps)
+}
+
 /// Repetitions of configuration `c` under `opts`.
 pub fn reps_of(opts: &Options, c: Config) -> u32 {
     if is_target_compared(c) {
-        opts.reps.max(opts.target_reps)
+        target_reps(opts)
     } else {
         opts.reps
     }

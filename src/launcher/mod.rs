@@ -200,9 +200,10 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
 
 impl Launcher {
     fn new(cfg: &LaunchConfig) -> io::Result<Launcher> {
-        os::raise_nofile_limit();
+        let nofile = os::raise_nofile_limit();
+        let forkers = forker_threads();
         // Before any thread of the launcher exists (see the function).
-        os::reserve_descriptors(cfg.world_size(), forker_threads());
+        os::reserve_descriptors(cfg.world_size(), forkers, nofile);
         os::cloexec_inherited_fds();
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
@@ -271,7 +272,7 @@ impl Launcher {
             next_token: FIRST_CONN,
             events: Vec::new(),
             forwarder: None,
-            forkers: os::Forkers::new(forker_threads(), waker.clone())?,
+            forkers: os::Forkers::new(forkers, waker.clone())?,
             rank_sessions: rank_sessions(),
             pending: VecDeque::new(),
             starting: HashMap::new(),

@@ -315,9 +315,10 @@ pub fn markdown(ctx: &Context) -> String {
     let _ = writeln!(w, "- software: {}", ctx.tools.versions.join("; "));
     let _ = writeln!(
         w,
-        "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); {} of the configurations the fence and start-up targets compare (fastpmi-shm, fastpmi-shm-yields0, futex-floor, the start-up table), the extra ones interleaved among them; timeout {} s per run; futex floor {} fences per run; fence loop {} fences per Rust-client run",
+        "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); {} of the configurations the fence and start-up targets compare ({}), the extra ones interleaved among them; timeout {} s per run; futex floor {} fences per run; fence loop {} fences per Rust-client run",
         opts.reps,
-        opts.reps.max(opts.target_reps),
+        crate::plan::target_reps(opts),
+        crate::plan::TARGET_COMPARED,
         opts.params.timeout.as_secs(),
         opts.params.floor_iters,
         opts.params.fence_loop

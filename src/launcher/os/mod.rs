@@ -42,14 +42,16 @@ pub fn raise_nofile_limit() -> u64 {
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
-/// Descriptors the launcher holds per rank (PMI socket, stdout and stderr
-/// pipes), and while a rank starts (both ends of each).
+/// Descriptors the launcher holds per rank: PMI socket, stdout and stderr
+/// pipes.
 const FDS_PER_RANK: u64 = 3;
+/// Descriptors of a rank being started: both ends of each of those.
 const FDS_PER_STARTING_RANK: u64 = 6;
 
 /// Grow the descriptor table once, up front, to what a job of `ranks`
-/// ranks started by `forkers` threads needs (capped by the open-file
-/// limit), instead of by doubling while the ranks start.
+/// ranks started by `forkers` threads needs (capped by `nofile`, the
+/// open-file limit [`raise_nofile_limit`] returns), instead of by doubling
+/// while the ranks start.
 ///
 /// Why: in a process with threads, every growth of the table waits for an
 /// RCU grace period (`expand_fdtable` calls `synchronize_rcu` when the table
@@ -58,16 +60,13 @@ const FDS_PER_STARTING_RANK: u64 = 6;
 /// (docs/launch.md). Call it before the launcher starts threads: a
 /// single-threaded process grows its table without waiting. Best effort: a
 /// failure only brings the waits back.
-pub fn reserve_descriptors(ranks: u32, forkers: usize) {
+pub fn reserve_descriptors(ranks: u32, forkers: usize, nofile: u64) {
     let want = u64::from(ranks) * FDS_PER_RANK
         + forkers as u64 * FDS_PER_STARTING_RANK
         // stdio, epoll, signals, waker, listeners, the segment, hwloc's file
         + 64;
-    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(u64::MAX);
     // The table starts with 64 slots (NR_OPEN_DEFAULT).
-    let Ok(top) = i32::try_from(want.min(limit).saturating_sub(1)) else {
+    let Ok(top) = i32::try_from(want.min(nofile).saturating_sub(1)) else {
         return;
     };
     if top < 64 {
