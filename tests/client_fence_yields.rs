@@ -25,14 +25,16 @@ fn cpu() -> Duration {
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
-/// Rank 0 sleeps [`LATE`] before the fence; every rank prints the CPU time
-/// its fence took, then all fence twice more (the yields must not break
-/// ordinary fences).
+/// After one fence together (the job's first, which never yields), rank 0
+/// sleeps [`LATE`] before the second; every rank prints the CPU time that
+/// one took, then all fence twice more (the yields must not break ordinary
+/// fences).
 fn role_late() -> Result<(), String> {
     let pmi = rank_role::init()?;
     rank_role::ensure(pmi.transport() == TransportKind::Shm, || {
         format!("transport {:?}", pmi.transport())
     })?;
+    pmi.fence().map_err(|e| format!("first fence: {e}"))?;
     if pmi.rank() == 0 {
         std::thread::sleep(LATE);
     }

@@ -156,6 +156,41 @@ fn descriptor_table_is_sized_for_the_job_before_ranks_start() {
     );
 }
 
+/// Every descriptor numbered below a forker's last slot is copied into each
+/// rank it creates and closed again at exec (`Spawner`), so the forkers'
+/// slots, opened on `/dev/null`, sit at the lowest numbers above the
+/// targets 0-5, 6 per forker. Rank 0 lists the launcher's `/dev/null`
+/// descriptors (the only rank: no forker is busy, so every slot is on
+/// `/dev/null`): with 4 forkers, 24 slots and the shared `/dev/null`, all
+/// below 6 + 24 + 8 (the launcher's own few opened before them).
+#[test]
+fn forker_slots_take_the_lowest_descriptor_numbers() {
+    const FORKERS: u32 = 4;
+    let script = r#"if [ "$PMI_RANK" = 0 ]; then for f in /proc/$PPID/fd/*; do [ "$(readlink "$f")" = /dev/null ] && echo "NULLFD=${f##*/}"; done; fi; exit 0"#;
+    let s = stdout_of(
+        Command::new(BIN)
+            .env("FASTPMI_FORKERS", FORKERS.to_string())
+            .args(["-n", "1", "sh", "-c", script]),
+    );
+    let mut fds: Vec<i32> = s
+        .lines()
+        .filter(|l| l.starts_with("NULLFD="))
+        .map(|l| field_of(l, "NULLFD"))
+        .collect();
+    fds.sort();
+    // Stdio of the launcher may be /dev/null too.
+    fds.retain(|&fd| fd > 2);
+    assert!(
+        fds.len() > 6 * FORKERS as usize,
+        "the launcher's /dev/null descriptors: {fds:?}"
+    );
+    let bound = 6 + 6 * FORKERS as i32 + 8;
+    assert!(
+        fds.iter().all(|&fd| fd < bound),
+        "forker slots at {fds:?}, not all below {bound}"
+    );
+}
+
 #[test]
 fn sigterm_is_forwarded_to_ranks() {
     let dir = tempfile::tempdir().unwrap();

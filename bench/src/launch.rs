@@ -23,7 +23,7 @@ use fastpmi::launcher::stats_row;
 
 use super::configs::{compile, hydra_args, Config, RunParams, Tools, SLURM_INCLUDE};
 use super::proc::{MemProbe, Outcome, Spec};
-use super::record::{summarize, Record};
+use super::record::{paired_wins, summarize, Record};
 use super::report::{cell, runs_cell, Context};
 
 const SPAWN_FLOOR_C: &str = include_str!("../c/spawn_floor.c");
@@ -258,9 +258,16 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
             1.6,
             "PMI-2 job on fastpmi's libpmi2, shared memory (c)",
         ));
+        let (won, pairs) = paired_wins(
+            ctx.records,
+            Config::LaunchShm,
+            Config::LaunchSocket,
+            n,
+            |r| r.wall_s,
+        );
         out.push(match (cc, d) {
             (Some(c), Some(d)) => format!(
-                "N={n} (c) faster than Slurm's libpmi2 over the socket (d): {} ({:.2}x)",
+                "N={n} (c) faster than Slurm's libpmi2 over the socket (d): {} ({:.2}x; (c) faster in {won} of {pairs} interleaved pairs)",
                 if c < d { "met" } else { "missed" },
                 c / d
             ),

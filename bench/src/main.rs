@@ -38,7 +38,7 @@ use configs::{Config, Kind, RunParams, Tools};
 use record::{Record, Status};
 
 pub const USAGE: &str = "\
-usage: fastpmi-bench [--sizes 2,16,64,256,1024] [--reps 3] [--target-reps 7]
+usage: fastpmi-bench [--sizes 2,16,64,256,1024] [--reps 3] [--target-reps 11]
                      [--out results]
                      [--configs LIST] [--startup-sizes 16,64,256] [--quick]
                      [--timeout 120] [--floor-iters N] [--fence-loop K]
@@ -56,7 +56,7 @@ Writes bench.md, bench.svg and raw.csv into --out. Build first with
                         fence and start-up targets compare (fastpmi-shm,
                         fastpmi-shm-yields0, futex-floor, the start-up
                         table): seconds a run, with a spread as large as the
-                        targets' margins (default 7; never fewer than --reps)
+                        targets' margins (default 11; never fewer than --reps)
   --out DIR             output directory (default results)
   --configs LIST        subset of: fastpmi-shm, fastpmi-socket, hydra,
                         slurm-pmi2@fastpmi, futex-floor, mpich-startup
@@ -152,7 +152,7 @@ impl Options {
     pub fn parse(args: &[OsString]) -> Result<Option<Options>, String> {
         let mut sizes = vec![2, 16, 64, 256, 1024];
         let mut reps = 3;
-        let mut target_reps = 7;
+        let mut target_reps = 11;
         let mut out = PathBuf::from("results");
         let mut configs: Vec<Config> = Config::ALL.to_vec();
         let mut startup: Option<Vec<u32>> = None;
@@ -458,7 +458,7 @@ mod tests {
         let o = parse(&[]).unwrap().unwrap();
         assert_eq!(o.sizes, [2, 16, 64, 256, 1024]);
         assert_eq!(o.reps, 3);
-        assert_eq!(o.target_reps, 7);
+        assert_eq!(o.target_reps, 11);
         assert_eq!(o.configs.len(), Config::ALL.len());
         assert_eq!(o.startup_sizes, [16, 64, 256]);
         let o = parse(&[

@@ -6,7 +6,7 @@
 //! (`fastpmi-shm`, `fastpmi-shm-yields0`, `futex-floor` and the start-up
 //! table) take seconds a run, and their run-to-run spread on a shared
 //! machine is as large as the margins the targets ask for; they get
-//! `--target-reps` repetitions (default 7), the others `--reps` (the
+//! `--target-reps` repetitions (default 11), the others `--reps` (the
 //! configurations of a tens-of-seconds socket exchange, Hydra's time-outs).
 //! The extra repetitions come after the common ones, still interleaved
 //! among the configurations that have them.

@@ -337,6 +337,31 @@ pub fn summarize(
     )
 }
 
+/// Of the repetitions where both `a` and `b` ran ok at `n` (interleaved,
+/// so each pair ran minutes apart at most), how many `a` was faster in
+/// by `f`: `(faster, pairs)`.
+pub fn paired_wins(
+    records: &[Record],
+    a: Config,
+    b: Config,
+    n: u32,
+    f: impl Fn(&Record) -> Option<f64>,
+) -> (usize, usize) {
+    let ok = |c| {
+        runs_of(records, c, n)
+            .into_iter()
+            .filter(|r| r.status == Status::Ok)
+            .filter_map(|r| Some((r.rep, f(r)?)))
+            .collect::<BTreeMap<u32, f64>>()
+    };
+    let (a, b) = (ok(a), ok(b));
+    let pairs: Vec<(f64, f64)> = a
+        .iter()
+        .filter_map(|(rep, &x)| Some((x, *b.get(rep)?)))
+        .collect();
+    (pairs.iter().filter(|(x, y)| x < y).count(), pairs.len())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,6 +372,38 @@ mod tests {
         assert_eq!((s.median, s.min, s.max, s.count), (2.0, 1.0, 3.0, 3));
         assert_eq!(Summary::of([1.0, 2.0]).unwrap().median, 1.5);
         assert!(Summary::of([]).is_none());
+    }
+
+    #[test]
+    fn paired_wins_compare_runs_of_the_same_repetition() {
+        let run = |c, rep, wall: Option<f64>| Record {
+            wall_s: wall,
+            status: if wall.is_some() {
+                Status::Ok
+            } else {
+                Status::Failed
+            },
+            ..Record::skipped(c, 4, rep, "")
+        };
+        let (a, b) = (Config::LaunchShm, Config::LaunchSocket);
+        let records = [
+            run(a, 1, Some(1.0)),
+            run(b, 1, Some(2.0)),
+            run(a, 2, Some(3.0)),
+            run(b, 2, Some(2.5)),
+            // Rep 3: b failed, no pair. Rep 4: a is faster, but only a
+            // rep-4 run of b at another N exists.
+            run(a, 3, Some(0.1)),
+            run(b, 3, None),
+            run(a, 4, Some(0.1)),
+            Record {
+                n: 8,
+                ..run(b, 4, Some(9.0))
+            },
+        ];
+        assert_eq!(paired_wins(&records, a, b, 4, |r| r.wall_s), (1, 2));
+        assert_eq!(paired_wins(&records, b, a, 4, |r| r.wall_s), (1, 2));
+        assert_eq!(paired_wins(&records, a, b, 16, |r| r.wall_s), (0, 0));
     }
 
     fn outcome(end: End, stdout: &str) -> Outcome {

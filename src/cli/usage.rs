@@ -71,7 +71,8 @@ Environment:
   FASTPMI_LOG=debug log every PMI command and reply with its rank (stderr)
   FASTPMI_FENCE_TIMEOUT=SECS  as --fence-timeout
   FASTPMI_FENCE_YIELDS=N  (read by the ranks) CPU yields before a rank
-                    sleeps in a shared-memory fence, 0..16 (default 2)
+                    sleeps in a shared-memory fence, 0..16 (default 2;
+                    none in the job's first fence)
 
 `fastpmi ps` lists this user's running launchers; `fastpmi ps PID|JOBID`
 prints one row per rank (pid, PMI transport, state and for how long, last

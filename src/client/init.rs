@@ -283,6 +283,19 @@ impl ShmCfg {
             tsc_stamps: shm.is_some_and(|s| s.seg().job().stamp_clock().is_tsc()),
         }
     }
+
+    /// CPU yields before sleeping in a fence of `generation`: none in the
+    /// job's first (generation 0), whose ranks arrive as the launcher
+    /// starts them, so those still to come are mostly not runnable yet and
+    /// every yield is two context switches taken from the launch
+    /// (docs/fence.md, "Yield before sleeping"). After the generation
+    /// wraps at 2^31, one more fence goes without.
+    pub(super) fn yields_in(&self, generation: u32) -> u32 {
+        match generation {
+            0 => 0,
+            _ => self.yields,
+        }
+    }
 }
 
 /// Spins before a fence sleeps: none when the job has more ranks than this
@@ -381,4 +394,22 @@ fn attach_parent(attr: &mut AttrFn<'_>, parent: &str) -> Result<Option<JobSegmen
         ));
     }
     Ok(Some(seg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ShmCfg;
+
+    #[test]
+    fn the_first_fence_never_yields_later_ones_yield_as_configured() {
+        let cfg = ShmCfg {
+            yields: 3,
+            ..ShmCfg::default()
+        };
+        assert_eq!(cfg.yields_in(0), 0);
+        assert_eq!(cfg.yields_in(1), 3);
+        assert_eq!(cfg.yields_in(1 << 30), 3);
+        let none = ShmCfg::default();
+        assert_eq!(none.yields_in(1), 0);
+    }
 }

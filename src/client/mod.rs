@@ -414,12 +414,12 @@ impl Pmi {
                 st.set_last_op(RankOp::Fence);
                 st.set_phase_at(RankPhase::InFence, self.stamp());
             }
-            let r = seg
-                .seg()
-                .fence()
+            let fence = seg.seg().fence();
+            let yields = self.shm_cfg.yields_in(fence.generation());
+            let r = fence
                 .for_rank_in(self.rank, self.shm_cfg.cohort)
                 .with_spin_limit(self.shm_cfg.spins)
-                .with_yield_limit(self.shm_cfg.yields)
+                .with_yield_limit(yields)
                 .fence(&SharedFutex);
             if let Some(st) = st {
                 st.set_phase_at(RankPhase::Running, self.stamp());

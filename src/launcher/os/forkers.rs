@@ -62,8 +62,13 @@ impl Forkers {
         let (jobs, job_rx) = mpsc::channel::<ForkJob>();
         let (done_tx, done) = mpsc::channel();
         let job_rx = Arc::new(Mutex::new(job_rx));
-        for i in 0..threads {
-            let mut spawner = Spawner::new()?;
+        // Every spawner's slots first, before the threads run: see
+        // `Spawner` for why they take the lowest numbers.
+        let devnull = Spawner::devnull()?;
+        let spawners = (0..threads)
+            .map(|_| Spawner::new(devnull.clone()))
+            .collect::<io::Result<Vec<_>>>()?;
+        for (i, mut spawner) in spawners.into_iter().enumerate() {
             let (rx, tx, waker) = (job_rx.clone(), done_tx.clone(), waker.clone());
             std::thread::Builder::new()
                 .name(format!("fastpmi-fork-{i}"))

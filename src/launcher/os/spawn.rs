@@ -22,14 +22,17 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 
 /// Stack of the vfork child: it runs a handful of libc calls, then execs.
 const CHILD_STACK: usize = 64 * 1024;
-/// Most descriptors a rank gets placed (stdio, PMI socket, segments).
-const MAX_MOVES: usize = 8;
+/// Most descriptors a rank gets placed: stdio, the PMI socket, the job's
+/// segment and its parent's (numbers 0 to 5).
+const MAX_MOVES: usize = 6;
 /// A spawner's slots (see [`Spawner`]) are at or above this number, clear
-/// of every target.
-const SLOT_FLOOR: RawFd = 64;
+/// of every target: as low as that allows, because every child copies (and
+/// closes at exec) each descriptor below its spawner's last slot.
+const SLOT_FLOOR: RawFd = MAX_MOVES as RawFd;
 
 /// Program, arguments and environment shared by every rank of one
 /// application, built once.
@@ -174,9 +177,13 @@ pub struct Spawned {
 /// on `/dev/null`, made before the ranks' descriptors exist), copies a
 /// rank's descriptors onto them before the clone and back to placeholders
 /// after. Nobody else can be given those numbers while they are occupied.
+/// The slots of every spawner are made when the launcher starts, at the
+/// lowest numbers above the targets, and the spawners share one
+/// `/dev/null`: a child copies the whole range below its own slots, so
+/// each number there costs every rank a copy and a close at exec.
 pub struct Spawner {
     stack: Vec<u128>,
-    devnull: OwnedFd,
+    devnull: Arc<OwnedFd>,
     slots: Vec<OwnedFd>,
     share_below: RawFd,
 }
@@ -212,12 +219,17 @@ const STAGE_BIND: i32 = 6;
 const STAGE_SESSION: i32 = 7;
 
 impl Spawner {
-    pub fn new() -> io::Result<Spawner> {
-        let devnull = rustix::fs::open(
+    /// `/dev/null`, read-only, to share between spawners.
+    pub fn devnull() -> io::Result<Arc<OwnedFd>> {
+        let fd = rustix::fs::open(
             "/dev/null",
             rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::empty(),
         )?;
+        Ok(Arc::new(fd))
+    }
+
+    pub fn new(devnull: Arc<OwnedFd>) -> io::Result<Spawner> {
         let slots = (0..MAX_MOVES)
             .map(|_| rustix::io::fcntl_dupfd_cloexec(&devnull, SLOT_FLOOR).map_err(io::Error::from))
             .collect::<io::Result<Vec<_>>>()?;
