@@ -370,22 +370,10 @@ fn run(opts: &Options) -> Result<(), String> {
             case.rep + 1,
             case.of
         );
-        // Once rank 0 has said it is not on shared memory at this N, further
-        // repetitions would only re-measure the socket path under the wrong
-        // name; each N is still checked once.
-        if case.config == Config::FastpmiShm && case.rep > 0 {
-            let first = records
-                .iter()
-                .find(|r| r.config == case.config && r.n == case.n && r.rep == 0);
-            if let Some(f) = first.filter(|f| f.status == Status::WrongTransport) {
-                let why = format!(
-                    "not repeated: rep 1 did not use shared memory ({})",
-                    f.error
-                );
-                eprintln!("{head} ... skipped (rep 1 did not use shared memory)");
-                records.push(Record::skipped(case.config, case.n, case.rep, &why));
-                continue;
-            }
+        if let Some((why, short)) = plan::skip(&records, case, timeout_s) {
+            eprintln!("{head} ... skipped ({short})");
+            records.push(Record::skipped(case.config, case.n, case.rep, &why));
+            continue;
         }
         eprint!("{head} ... ");
         let _ = std::io::stderr().flush();

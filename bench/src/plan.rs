@@ -12,6 +12,7 @@
 //! among the configurations that have them.
 
 use crate::configs::{Config, Kind};
+use crate::record::{Record, Status};
 use crate::Options;
 
 /// One planned run.
@@ -81,6 +82,42 @@ pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.ps_sizes, &[Kind::Ps]);
     add(&opts.placement_sizes, &[Kind::Placement]);
     cases
+}
+
+/// Why `case` is not run, given the runs so far: `(reason for raw.csv,
+/// short note for the progress line)`.
+///
+/// * Once rank 0 has said it is not on shared memory at this N, further
+///   repetitions of `fastpmi-shm` would only re-measure the socket path
+///   under the wrong name; each N is still checked once.
+/// * A run that reached the time-out has shown the configuration does not
+///   finish at this N on this machine; repeating it would spend the
+///   time-out again (Hydra's 1024-rank exchange: 6 minutes of a full run).
+pub fn skip(records: &[Record], case: &Case, timeout_s: u64) -> Option<(String, String)> {
+    let same = |r: &&Record| r.config == case.config && r.n == case.n;
+    if case.config == Config::FastpmiShm && case.rep > 0 {
+        let first = records.iter().filter(same).find(|r| r.rep == 0);
+        if let Some(f) = first.filter(|f| f.status == Status::WrongTransport) {
+            return Some((
+                format!(
+                    "not repeated: rep 1 did not use shared memory ({})",
+                    f.error
+                ),
+                "rep 1 did not use shared memory".into(),
+            ));
+        }
+    }
+    let t = records
+        .iter()
+        .filter(same)
+        .find(|r| r.status == Status::TimedOut)?;
+    Some((
+        format!(
+            "not repeated: rep {} reached the {timeout_s} s time-out",
+            t.rep + 1
+        ),
+        format!("rep {} timed out", t.rep + 1),
+    ))
 }
 
 #[cfg(test)]
@@ -157,5 +194,34 @@ mod tests {
         let cases = plan(&o, &[Config::FastpmiShm, Config::FastpmiSocket]);
         assert_eq!(cases.len(), 14);
         assert!(cases.iter().all(|k| k.of == 7));
+    }
+
+    #[test]
+    fn repetitions_after_a_time_out_or_a_wrong_transport_are_skipped() {
+        let case = |config, n, rep| Case {
+            config,
+            n,
+            rep,
+            of: 3,
+        };
+        let with = |config, n, rep, status| Record {
+            status,
+            ..Record::skipped(config, n, rep, "x")
+        };
+        let hydra = Config::Hydra;
+        let mut records = vec![with(hydra, 1024, 0, Status::Ok)];
+        assert!(skip(&records, &case(hydra, 1024, 1), 120).is_none());
+        records.push(with(hydra, 1024, 1, Status::TimedOut));
+        let (why, short) = skip(&records, &case(hydra, 1024, 2), 120).unwrap();
+        assert_eq!(why, "not repeated: rep 2 reached the 120 s time-out");
+        assert_eq!(short, "rep 2 timed out");
+        // Only that configuration at that N.
+        assert!(skip(&records, &case(hydra, 256, 2), 120).is_none());
+        assert!(skip(&records, &case(Config::FastpmiShm, 1024, 2), 120).is_none());
+        // fastpmi-shm whose first run was not on shared memory.
+        records.push(with(Config::FastpmiShm, 64, 0, Status::WrongTransport));
+        let (why, _) = skip(&records, &case(Config::FastpmiShm, 64, 1), 120).unwrap();
+        assert!(why.contains("did not use shared memory"), "{why}");
+        assert!(skip(&records, &case(Config::FastpmiShm, 64, 0), 120).is_none());
     }
 }

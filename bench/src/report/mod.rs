@@ -468,7 +468,7 @@ pub fn markdown(ctx: &Context) -> String {
     if wrong > 0 {
         let _ = writeln!(
             w,
-            "\n{wrong} run(s) ran on another transport than their configuration is about, or were not repeated because of that; they count as missing above and are in raw.csv."
+            "\n{wrong} run(s) ran on another transport than their configuration is about, or were not repeated (after a run on the wrong transport, or after a run that reached the time-out); they count as missing above and are in raw.csv."
         );
     }
     md
