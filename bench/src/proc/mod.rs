@@ -180,7 +180,7 @@ pub fn run(spec: &Spec) -> Outcome {
     let poll_stop = Arc::new(AtomicBool::new(false));
     let poller = spec.poll.clone().map(|p| {
         let stop = poll_stop.clone();
-        thread::spawn(move || poll::poll_launcher(pid, &p, &stop))
+        thread::spawn(move || poll::poll_launcher(pid, &p, t0, &stop))
     });
 
     let (wtx, wrx) = mpsc::channel();

@@ -41,13 +41,15 @@ impl std::fmt::Debug for Classify {
 /// there is no classifier or the poll failed).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Polled {
+    /// When the command started, ms after the job's launch.
+    pub at_ms: f64,
     pub ms: f64,
     pub ok: bool,
     pub matched: bool,
 }
 
 /// Run `p` every `p.period` until `stop`, timing each run.
-pub(super) fn poll_launcher(pid: i32, p: &Poll, stop: &AtomicBool) -> Vec<Polled> {
+pub(super) fn poll_launcher(pid: i32, p: &Poll, t0: Instant, stop: &AtomicBool) -> Vec<Polled> {
     let args: Vec<String> = p
         .args
         .iter()
@@ -75,6 +77,7 @@ pub(super) fn poll_launcher(pid: i32, p: &Poll, stop: &AtomicBool) -> Vec<Polled
             _ => false,
         };
         out.push(Polled {
+            at_ms: t.duration_since(t0).as_secs_f64() * 1e3,
             ms,
             ok: stdout.is_some(),
             matched,
