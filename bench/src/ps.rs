@@ -11,8 +11,10 @@
 //!   before PMI init, so the other N-1 wait in the exchange's first fence,
 //!   and `ps` is polled every 100 ms. Only the answers that show the job
 //!   sitting there (summary "fence 1: N-1/N arrived, missing: rank N-1 ...")
-//!   count; those during launch and after the fence do not, and a run with
-//!   none is a failed run.
+//!   and are followed by another such answer count (so the job still sat
+//!   there when the answer ended); those during launch, after the fence and
+//!   the one the release overtook do not, and a run with none is a failed
+//!   run.
 //!
 //! `ps` figures are whole commands (process start included).
 
@@ -136,11 +138,20 @@ pub fn judge(c: Config, o: &Outcome, r: &mut Record) -> Result<(), String> {
     }
     let sitting = c == Config::PsSitting;
     let ok = o.polls.iter().filter(|p| p.ok).count();
-    let timed: Vec<&Polled> = o
-        .polls
-        .iter()
-        .filter(|p| if sitting { p.matched } else { p.ok })
-        .collect();
+    // Sitting: an answer counts if the job still sat in the fence when it
+    // ended, that is if the next poll (started after it ended) found it
+    // there too. The last sitting answer of a run straddles the release:
+    // the job's N-1 ranks wake while `ps` prints, and it waits for a CPU
+    // behind them (582 ms by hand, against 10-25 ms for the others).
+    let timed: Vec<&Polled> = if sitting {
+        o.polls
+            .windows(2)
+            .filter(|w| w[0].matched && w[1].matched)
+            .map(|w| &w[0])
+            .collect()
+    } else {
+        o.polls.iter().filter(|p| p.ok).collect()
+    };
     let counted: Vec<f64> = timed.iter().map(|p| p.ms).collect();
     r.metrics.insert("ps_count".into(), counted.len() as f64);
     r.metrics
@@ -271,7 +282,7 @@ pub fn section(ctx: &Context, w: &mut String) {
     let _ = writeln!(w, "\n## fastpmi ps during a job\n");
     let _ = writeln!(
         w,
-        "`fence-loop`: the Rust rank program's exchange, then {FENCES} back-to-back shared-memory fences (rank 0's mean per fence), alone and (`+ps`) with `fastpmi ps PID --json` run every {} ms for the whole job. `fence-sitting+ps`: the exchange with the last rank sleeping {:.0} s before PMI init, so the other N-1 sit in its first fence, `ps` run every {} ms; only the answers showing \"fence 1: N-1/N arrived, missing: rank N-1\" count (those during launch or after the fence do not; a run with none, or with a failed `ps` between two counted answers, fails). `ps` figures are whole commands (process start included), ms over the counted answers of a run, then median (min–max) over runs.\n",
+        "`fence-loop`: the Rust rank program's exchange, then {FENCES} back-to-back shared-memory fences (rank 0's mean per fence), alone and (`+ps`) with `fastpmi ps PID --json` run every {} ms for the whole job. `fence-sitting+ps`: the exchange with the last rank sleeping {:.0} s before PMI init, so the other N-1 sit in its first fence, `ps` run every {} ms; only the answers showing \"fence 1: N-1/N arrived, missing: rank N-1\" and followed by another such answer count, so the job still sat there when the answer ended (those during launch or after the fence do not, nor the last sitting one, which the release overtakes: the N-1 ranks wake while it prints; a run with none, or with a failed `ps` between two sitting answers, fails). `ps` figures are whole commands (process start included), ms over the counted answers of a run, then median (min–max) over runs.\n",
         PERIOD.as_millis(),
         LATE_MS as f64 / 1e3,
         PERIOD.as_millis()
@@ -391,7 +402,8 @@ mod tests {
     #[test]
     fn sitting_runs_count_only_the_answers_that_show_the_job_sitting() {
         // Launch (answered, not sitting), three sitting answers, then the
-        // rest of the exchange: only the three are timed.
+        // rest of the exchange: only the first two are timed (the third
+        // ended after the job left the fence, as far as the poller knows).
         let launch = (300.0, true, false);
         let after = (250.0, true, false);
         let polls = [
@@ -403,12 +415,12 @@ mod tests {
         ];
         let (res, r) = judged(Config::PsSitting, &polls);
         assert_eq!(res, Ok(()));
-        assert_eq!(r.get("ps_count"), Some(3.0));
-        assert_eq!(r.get("ps_other"), Some(2.0));
+        assert_eq!(r.get("ps_count"), Some(2.0));
+        assert_eq!(r.get("ps_other"), Some(3.0));
         assert_eq!(r.get("ps_median_ms"), Some(30.0));
         assert_eq!(r.get("ps_max_ms"), Some(40.0));
-        // The worst timed answer is the second of the three, the poll
-        // started third (at 300 ms).
+        // The worst timed answer is the second, the poll started third (at
+        // 300 ms).
         assert_eq!(r.get("ps_max_nth"), Some(2.0));
         assert_eq!(r.get("ps_max_at_s"), Some(0.3));
         // The polled loop times every answer.
@@ -423,15 +435,24 @@ mod tests {
             .contains("never answered while the job sat"));
         // A ps that failed between two sitting answers failed while sitting.
         let failed = (1000.0, false, false);
-        let (res, _) = judged(
-            Config::PsSitting,
-            &[(20.0, true, true), failed, (20.0, true, true)],
-        );
+        let sat = (20.0, true, true);
+        let (res, _) = judged(Config::PsSitting, &[sat, sat, failed, sat, sat]);
         assert!(res.unwrap_err().contains("failed 1 time(s)"));
         // One that failed during launch is only counted.
-        let (res, r) = judged(Config::PsSitting, &[failed, (20.0, true, true)]);
+        let (res, r) = judged(Config::PsSitting, &[failed, sat, sat]);
         assert_eq!(res, Ok(()));
         assert_eq!(r.get("ps_failed"), Some(1.0));
+        // A slow last sitting answer (the release came while it printed)
+        // is not timed; a slow one followed by another sitting answer is.
+        let slow = (580.0, true, true);
+        let (res, r) = judged(Config::PsSitting, &[sat, sat, slow, after]);
+        assert_eq!(res, Ok(()));
+        assert_eq!(r.get("ps_max_ms"), Some(20.0));
+        let (_, r) = judged(Config::PsSitting, &[sat, slow, sat, after]);
+        assert_eq!(r.get("ps_max_ms"), Some(580.0));
+        // A single sitting answer cannot be known to have ended sitting.
+        let (res, _) = judged(Config::PsSitting, &[launch, sat, after]);
+        assert!(res.is_err());
     }
 
     #[test]
