@@ -64,7 +64,7 @@ impl Forkers {
         let job_rx = Arc::new(Mutex::new(job_rx));
         // Every spawner's slots first, before the threads run: see
         // `Spawner` for why they take the lowest numbers.
-        let devnull = Spawner::devnull()?;
+        let devnull = Arc::new(super::devnull()?);
         let spawners = (0..threads)
             .map(|_| Spawner::new(devnull.clone()))
             .collect::<io::Result<Vec<_>>>()?;

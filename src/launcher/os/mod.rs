@@ -6,7 +6,7 @@ pub mod hwloc;
 mod spawn;
 
 pub use forkers::{ForkDone, ForkJob, Forkers};
-pub use spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner};
+pub use spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner, SLOTS_PER_SPAWNER};
 
 use std::ffi::OsString;
 use std::io;
@@ -30,6 +30,16 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((a, b))
 }
 
+/// `/dev/null`, read-only and close-on-exec: the forkers' placeholder and
+/// ranks' stdin, and the descriptor `reserve_descriptors` duplicates.
+pub fn devnull() -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
 /// Raise the soft open-file limit to the hard limit: each rank costs the
 /// launcher three descriptors (PMI socket, stdout and stderr pipes).
 pub fn raise_nofile_limit() -> u64 {
@@ -45,8 +55,9 @@ pub fn raise_nofile_limit() -> u64 {
 /// Descriptors the launcher holds per rank: PMI socket, stdout and stderr
 /// pipes.
 const FDS_PER_RANK: u64 = 3;
-/// Descriptors of a rank being started: both ends of each of those.
-const FDS_PER_STARTING_RANK: u64 = 6;
+/// Descriptors per forker thread: its slots, and both ends of each of a
+/// starting rank's three.
+const FDS_PER_FORKER: u64 = SLOTS_PER_SPAWNER as u64 + 6;
 
 /// Grow the descriptor table once, up front, to what a job of `ranks`
 /// ranks started by `forkers` threads needs (capped by `nofile`, the
@@ -62,7 +73,7 @@ const FDS_PER_STARTING_RANK: u64 = 6;
 /// failure only brings the waits back.
 pub fn reserve_descriptors(ranks: u32, forkers: usize, nofile: u64) {
     let want = u64::from(ranks) * FDS_PER_RANK
-        + forkers as u64 * FDS_PER_STARTING_RANK
+        + forkers as u64 * FDS_PER_FORKER
         // stdio, epoll, signals, waker, listeners, the segment, hwloc's file
         + 64;
     // The table starts with 64 slots (NR_OPEN_DEFAULT).
@@ -72,11 +83,7 @@ pub fn reserve_descriptors(ranks: u32, forkers: usize, nofile: u64) {
     if top < 64 {
         return;
     }
-    let Ok(null) = rustix::fs::open(
-        "/dev/null",
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    ) else {
+    let Ok(null) = devnull() else {
         return;
     };
     // The lowest free descriptor >= top: the table grows to hold it, and

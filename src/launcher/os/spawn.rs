@@ -29,6 +29,8 @@ const CHILD_STACK: usize = 64 * 1024;
 /// Most descriptors a rank gets placed: stdio, the PMI socket, the job's
 /// segment and its parent's (numbers 0 to 5).
 const MAX_MOVES: usize = 6;
+/// Descriptors a spawner holds for its children: one slot per move.
+pub const SLOTS_PER_SPAWNER: usize = MAX_MOVES;
 /// A spawner's slots (see [`Spawner`]) are at or above this number, clear
 /// of every target: as low as that allows, because every child copies (and
 /// closes at exec) each descriptor below its spawner's last slot.
@@ -219,16 +221,7 @@ const STAGE_BIND: i32 = 6;
 const STAGE_SESSION: i32 = 7;
 
 impl Spawner {
-    /// `/dev/null`, read-only, to share between spawners.
-    pub fn devnull() -> io::Result<Arc<OwnedFd>> {
-        let fd = rustix::fs::open(
-            "/dev/null",
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::empty(),
-        )?;
-        Ok(Arc::new(fd))
-    }
-
+    /// `devnull` ([`super::devnull`]) is shared between spawners.
     pub fn new(devnull: Arc<OwnedFd>) -> io::Result<Spawner> {
         let slots = (0..MAX_MOVES)
             .map(|_| rustix::io::fcntl_dupfd_cloexec(&devnull, SLOT_FLOOR).map_err(io::Error::from))
