@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use crate::cli::{App, LaunchConfig};
-use crate::client::{Pmi, PmiError, TransportKind};
+use fastpmi_client::{Pmi, PmiError, TransportKind};
 
 /// Run the demo job; returns the launcher's exit status.
 pub fn launch(nranks: u32, mut cfg: LaunchConfig) -> i32 {

@@ -1,15 +1,15 @@
 //! fastpmi: a PMI-1/PMI-2 launcher and runtime for many ranks on one node.
+//!
+//! The launcher crate: launcher, CLI, tools and the `fastpmi` binary, on the
+//! server core (`fastpmi-server`), the codec (`fastpmi-codec`), the segment
+//! glue (`fastpmi-segment`) and `shm-layout`; the Rust client is
+//! `fastpmi-client`.
 
 pub mod cli;
-pub mod client;
 pub mod demo;
 pub mod launcher;
 pub mod nameserver;
-pub mod server;
-pub mod shm;
-pub mod store;
 pub mod tools;
-pub mod wire;
 
 /// `println!` that ignores a closed stdout: `fastpmi ... | head` must not
 /// panic the launcher.

@@ -3,6 +3,7 @@ mod mpir_symbols;
 use std::process::ExitCode;
 
 use fastpmi::cli::{self, Command};
+use fastpmi_codec::names;
 
 fn main() -> ExitCode {
     init_logging();
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
 /// `FASTPMI_LOG=debug` shows every PMI command and reply (on stderr).
 fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let Ok(spec) = std::env::var("FASTPMI_LOG") else {
+    let Ok(spec) = std::env::var(names::env::LOG) else {
         return;
     };
     let filter = EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info"));

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::server::{NameOp, NameResult, NameTable};
-use crate::wire::{pmi1, Message};
+use fastpmi_codec::{pmi1, Message};
+use fastpmi_server::{NameOp, NameResult, NameTable};
 
 /// Longest request line.
 pub const LINE_MAX: usize = 16 * 1024;

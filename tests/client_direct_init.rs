@@ -12,7 +12,7 @@
 mod common;
 mod rank_role;
 
-use fastpmi::client::TransportKind;
+use fastpmi_client::TransportKind;
 
 /// `rank R -> cmd=fullinit` lines of the launcher's log, by rank.
 fn fullinits(stderr: &str) -> Vec<u32> {
@@ -114,7 +114,7 @@ fn role_lazy() -> Result<(), String> {
             let r = pmi.lookup("nobody-published-this");
             // Not found: no name, or the server's refusal (never a socket
             // that failed to open).
-            let refused = matches!(r, Err(fastpmi::client::PmiError::Server { .. }));
+            let refused = matches!(r, Err(fastpmi_client::PmiError::Server { .. }));
             rank_role::ensure(matches!(r, Ok(None)) || refused, || {
                 format!("lookup of an unpublished name gave {r:?}")
             })?;

@@ -9,7 +9,7 @@ mod rank_role;
 
 use std::time::Duration;
 
-use fastpmi::client::TransportKind;
+use fastpmi_client::TransportKind;
 use rustix::time::{clock_gettime, ClockId};
 
 const RANKS: u32 = 16;

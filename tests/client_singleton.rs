@@ -1,6 +1,6 @@
 //! The Rust client with no launcher: rank 0 of 1 with a local store.
 
-use fastpmi::client::{Pmi, TransportKind};
+use fastpmi_client::{Pmi, TransportKind};
 
 #[test]
 fn without_pmi_environment_the_client_is_a_singleton() {

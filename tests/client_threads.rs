@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fastpmi::client::{Pmi, TransportKind};
+use fastpmi_client::{Pmi, TransportKind};
 
 const RANKS: u32 = 16;
 const THREADS: u32 = 8;

@@ -6,9 +6,9 @@
 
 use std::path::PathBuf;
 
-use fastpmi::server::{ConnId, Event, JobSpec, Server};
-use fastpmi::store::MemStore;
-use fastpmi::wire::{frame::parse_length, pmi1, pmi2, Message};
+use fastpmi_codec::{frame::parse_length, pmi1, pmi2, Message};
+use fastpmi_server::store::MemStore;
+use fastpmi_server::{ConnId, Event, JobSpec, Server};
 
 const SIZE: u32 = 4;
 
@@ -168,13 +168,13 @@ fn replace_all(hay: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
 /// Parse a captured or produced reply into messages (PMI-1 lines or PMI-2 frames).
 fn reply_messages(bytes: &[u8]) -> Vec<(bool, Message)> {
     let mut out = Vec::new();
-    let mut d = fastpmi::wire::Deframer::new();
+    let mut d = fastpmi_codec::Deframer::new();
     d.feed(bytes);
     while let Ok(Some(f)) = d.next_frame() {
         match f {
-            fastpmi::wire::Frame::Pmi1(l) => out.push((false, pmi1::decode(&l).unwrap())),
-            fastpmi::wire::Frame::Pmi2(b) => out.push((true, pmi2::decode(&b).unwrap())),
-            fastpmi::wire::Frame::Pmi1Spawn(_) => panic!("server sent a spawn block"),
+            fastpmi_codec::Frame::Pmi1(l) => out.push((false, pmi1::decode(&l).unwrap())),
+            fastpmi_codec::Frame::Pmi2(b) => out.push((true, pmi2::decode(&b).unwrap())),
+            fastpmi_codec::Frame::Pmi1Spawn(_) => panic!("server sent a spawn block"),
         }
     }
     out
@@ -210,7 +210,7 @@ impl Harness {
             apps: vec![SIZE],
             universe_size: SIZE,
             spawner: None,
-            store: Box::new(MemStore::new(SIZE, fastpmi::wire::VALLEN_MAX)),
+            store: Box::new(MemStore::new(SIZE, fastpmi_codec::VALLEN_MAX)),
         });
         for r in 0..SIZE {
             server.connect(r as ConnId, Some((job, r)), None);

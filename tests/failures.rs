@@ -290,7 +290,7 @@ fn role_finalize_unanswered() -> Result<(), String> {
     let pmi = rank_role::init()?;
     let me = pmi.rank();
     rank_role::ensure(
-        pmi.transport() == fastpmi::client::TransportKind::Shm,
+        pmi.transport() == fastpmi_client::TransportKind::Shm,
         || {
             format!(
                 "rank {me}: transport {:?}, not the segment",

@@ -1,10 +1,10 @@
 //! Random and mutated input to both parsers and to the server core: no
 //! panic, and every complete malformed message gets an error reply.
 
-use fastpmi::server::{ConnId, Event, JobSpec, Server};
-use fastpmi::store::MemStore;
-use fastpmi::wire::command::decode_frame;
-use fastpmi::wire::{pmi1, pmi2, Deframer, Frame};
+use fastpmi_codec::command::decode_frame;
+use fastpmi_codec::{pmi1, pmi2, Deframer, Frame};
+use fastpmi_server::store::MemStore;
+use fastpmi_server::{ConnId, Event, JobSpec, Server};
 use proptest::prelude::*;
 
 fn server() -> Server {
@@ -333,8 +333,8 @@ fn large_messages_in_small_reads_frame_like_one_read() {
 // travel before a last pair that cannot hold ';'.
 #[test]
 fn pmi2_values_with_semicolons_survive_the_round_trip() {
-    use fastpmi::wire::command::encode_request;
-    use fastpmi::wire::{Protocol, Request};
+    use fastpmi_codec::command::encode_request;
+    use fastpmi_codec::{Protocol, Request};
     let mut s = inited_server();
     for value in ["x;abcd", "x;", ";", "a;;b;c;d;e;f", "k=v;x=1234"] {
         for (put, get) in [

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::heavy;
-use fastpmi::client::PmiError;
+use fastpmi_client::PmiError;
 use rank_role::{ensure, finish, init, role};
 
 fn role_ctxids() -> Result<(), String> {
@@ -73,7 +73,7 @@ fn role_spawn_ctxids() -> Result<(), String> {
             2,
             &[],
         );
-        pmi.spawn(&fastpmi::client::SpawnRequest {
+        pmi.spawn(&fastpmi_client::SpawnRequest {
             cmds: vec![cmd],
             preput: vec![],
         })
@@ -138,7 +138,7 @@ fn role_invite() -> Result<(), String> {
     match pmi.rank() {
         0 => {
             let inv = pmi.group_invite("team", &[1, 2, 3, 4], t).map_err(e)?;
-            let ranks = |v: &[fastpmi::client::MemberSpec]| -> Vec<u32> {
+            let ranks = |v: &[fastpmi_client::MemberSpec]| -> Vec<u32> {
                 v.iter().map(|m| m.rank).collect()
             };
             println!(
@@ -237,7 +237,7 @@ fn invite_join_decline_timeout_and_leave() {
 
 fn role_bad() -> Result<(), String> {
     let pmi = init()?;
-    let invalid = |what: &str, r: Result<fastpmi::client::Group, PmiError>| match r {
+    let invalid = |what: &str, r: Result<fastpmi_client::Group, PmiError>| match r {
         Err(PmiError::InvalidArg(m)) => {
             println!("{what}: {m}");
             Ok(())

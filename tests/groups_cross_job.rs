@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::heavy;
-use fastpmi::client::{MemberSpec, Pmi};
+use fastpmi_client::{MemberSpec, Pmi};
 use rank_role::{ensure, finish, init, role};
 
 const XJOB_TEST: &str = "cross_job_group_of_parent_and_child_ranks_fences_and_sees_puts";
@@ -98,7 +98,7 @@ fn role_xjob_parent(test: &str) -> Result<(), String> {
             env.push(format!("FASTPMI_TRANSPORT={t}"));
         }
         let s = pmi
-            .spawn(&fastpmi::client::SpawnRequest {
+            .spawn(&fastpmi_client::SpawnRequest {
                 cmds: vec![rank_role::cmd(test, "xjob-child", XJOB_RANKS, &env)],
                 preput: vec![],
             })
@@ -201,16 +201,16 @@ fn xjob(test: &str, child_transport: Option<&str>) {
     let child_t = format!(
         "{:?}",
         if child_transport == Some("socket") {
-            fastpmi::client::TransportKind::Socket
+            fastpmi_client::TransportKind::Socket
         } else {
-            fastpmi::client::TransportKind::Shm
+            fastpmi_client::TransportKind::Shm
         }
     );
     for l in &lines {
         let want_t = if job(&name(l)) == cj {
             child_t.clone()
         } else {
-            format!("{:?}", fastpmi::client::TransportKind::Shm)
+            format!("{:?}", fastpmi_client::TransportKind::Shm)
         };
         assert_eq!(field(l, "transport"), want_t, "{l}");
     }

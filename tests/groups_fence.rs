@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use common::{heavy, launch, lib_env, prog, Prog};
-use fastpmi::client::{Pmi, PmiError};
+use fastpmi_client::{Pmi, PmiError};
 use rank_role::{ensure, finish, init, role};
 
 /// Iterations of the 256-rank group fence loops: 1000, as the issue asks,
@@ -108,7 +108,7 @@ fn role_fence() -> Result<(), String> {
         .group_construct(&qid, &quarter)
         .map_err(|e| e.to_string())?;
     ensure(g.rank == rank % q && g.size == q, || format!("{g:?}"))?;
-    let shm = pmi.transport() == fastpmi::client::TransportKind::Shm;
+    let shm = pmi.transport() == fastpmi_client::TransportKind::Shm;
     let want_slot = std::env::var("WANT_SLOTS").is_ok_and(|v| v == "1");
     ensure(g.slot.is_some() == (shm && want_slot), || {
         format!("{g:?} on {:?}", pmi.transport())

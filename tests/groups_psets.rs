@@ -9,7 +9,7 @@ mod rank_role;
 use std::time::Duration;
 
 use common::{heavy, launch, lib_env, prog, Prog};
-use fastpmi::client::{PmiError, NOT_SUPPORTED};
+use fastpmi_client::{PmiError, NOT_SUPPORTED};
 use rank_role::{ensure, finish, init, role};
 
 fn role_psets() -> Result<(), String> {

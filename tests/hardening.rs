@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use common::port::{self, Gate, Wire, GATE};
 use common::{heavy, prog, Prog};
-use fastpmi::client::TransportKind;
-use fastpmi::wire::Deframer;
+use fastpmi_client::TransportKind;
+use fastpmi_codec::Deframer;
 use rank_role::raw::{pmi_socket, Raw};
 use rank_role::{ensure, env, finish, init};
 

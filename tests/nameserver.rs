@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use fastpmi::client::{Pmi, PmiError, SpawnRequest};
+use fastpmi_client::{Pmi, PmiError, SpawnRequest};
 use rank_role::{ensure, env, finish, init, poll};
 
 fn lines_with<'a>(out: &'a str, needle: &str) -> Vec<&'a str> {

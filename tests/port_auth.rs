@@ -171,7 +171,7 @@ fn challenge_answered_with_a_wrong_secret_is_refused() {
         assert_eq!(m.cmd, "auth-response", "{m:?}");
         let nonce = m.get_str("authinfo").expect("a challenge").to_string();
         assert!(nonce.len() >= 16, "short challenge {nonce:?}");
-        let wrong = fastpmi::wire::auth::answer("not-the-secret", &nonce);
+        let wrong = fastpmi_codec::auth::answer("not-the-secret", &nonce);
         w.send_pmi2(&format!("cmd=auth-response-complete;authinfo={wrong};"))
             .unwrap();
         w.expect_refused("wrong secret", "wrong answer to the challenge");
@@ -359,7 +359,7 @@ fn a_client_with_the_job_secret_authenticates_and_is_served() {
             .map(|b| format!("{b:02x}"))
             .collect()
     };
-    assert_eq!(answer, fastpmi::wire::auth::answer(&secret, &nonce));
+    assert_eq!(answer, fastpmi_codec::auth::answer(&secret, &nonce));
     w.send_pmi2(&format!("cmd=auth-response-complete;authinfo={answer};"))
         .unwrap();
     let m = w.recv_msg("auth-response-complete");

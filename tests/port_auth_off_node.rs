@@ -119,7 +119,7 @@ fn offnode_job(test: &str, ns: &Netns, with_secret: bool) -> Outcome {
         if with_secret {
             String::new()
         } else {
-            format!("-u {}", fastpmi::wire::auth::SECRET_ENV)
+            format!("-u {}", fastpmi_codec::names::env::AUTH_SECRET)
         }
     );
     let mut args: Vec<OsString> = ["netns", "exec", &ns.launcher_ns]

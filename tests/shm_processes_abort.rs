@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use common::shm_children::{
     attach, child_args, create_segment, fail, show, wait_for, ChildArgs, Children, CHILD_TIMEOUT,
 };
-use fastpmi::shm::SharedFutex;
+use fastpmi_segment::SharedFutex;
 use shm_layout::{Aborted, SegmentParams, WaitError};
 
 // ---------------------------------------------------------------------------

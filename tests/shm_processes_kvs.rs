@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::shm_children::{
     attach, child_args, create_segment, fail, show, value, ChildArgs, Children,
 };
-use fastpmi::shm::SharedFutex;
+use fastpmi_segment::SharedFutex;
 use shm_layout::{KvsError, PutOutcome, SegmentParams, SegmentRef};
 
 // ---------------------------------------------------------------------------

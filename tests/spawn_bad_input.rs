@@ -11,7 +11,7 @@ mod rank_role;
 
 use common::heavy;
 use common::spawn::{lines_with, printed_jobid, role_spawn_request};
-use fastpmi::client::{PmiError, SpawnCmd};
+use fastpmi_client::{PmiError, SpawnCmd};
 use rank_role::{ensure, finish, init};
 
 /// A rank sends nine malformed PMI-2 spawns (maxprocs 0, -1, 99999999999,

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::spawn::{lines_with, role_spawn_request};
 use common::{heavy, stats_row};
-use fastpmi::client::SpawnCmd;
+use fastpmi_client::SpawnCmd;
 use rank_role::{ensure, env, finish, init};
 
 fn role_two_threads() -> Result<(), String> {

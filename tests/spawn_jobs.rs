@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::spawn::{lines_with, printed_jobid, role_spawn_request};
 use common::{heavy, stats_row};
-use fastpmi::client::PmiError;
+use fastpmi_client::PmiError;
 use rank_role::{ensure, env, finish, init};
 
 // -----------------------------------------------------------------------------
@@ -273,7 +273,7 @@ fn printed_cpus(out: &common::Outcome, who: &str) -> std::collections::BTreeSet<
 }
 
 /// Spawns one child of `test` in `role`; every errcode must be 0.
-fn spawn_one(pmi: &fastpmi::client::Pmi, test: &str, role: &str) -> Result<(), String> {
+fn spawn_one(pmi: &fastpmi_client::Pmi, test: &str, role: &str) -> Result<(), String> {
     let s = role_spawn_request(pmi, vec![rank_role::cmd(test, role, 1, &[])])
         .map_err(|e| e.to_string())?;
     ensure(s.errcodes.iter().all(|&c| c == 0), || {

@@ -178,7 +178,7 @@ fn role_mpir(spawns: bool) -> Result<(), String> {
     let pmi = rank_role::init()?;
     if spawns && pmi.rank() == 0 {
         let cmd = rank_role::cmd(MPIR_SPAWN_TEST, "mpir-child", MPIR_CHILDREN as u32, &[]);
-        pmi.spawn(&fastpmi::client::SpawnRequest {
+        pmi.spawn(&fastpmi_client::SpawnRequest {
             cmds: vec![cmd],
             preput: Vec::new(),
         })

@@ -22,7 +22,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
-use fastpmi::shm::{JobSegment, MemPool, SharedFutex};
+use fastpmi_segment::{JobSegment, MemPool, SharedFutex};
 use shm_layout::{Aborted, SegmentParams};
 
 const HELPER_ENV: &str = "FASTPMI_BENCH_FENCE_HELPER";

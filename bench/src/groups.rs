@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use fastpmi::client::{Pmi, PmiError};
+use fastpmi_client::{Pmi, PmiError};
 
 use super::configs::{Config, RunParams, Tools};
 use super::proc::{MemProbe, Outcome, Spec};

@@ -1,5 +1,5 @@
 //! `fastpmi-bench __rank`: the business-card exchange of one rank, with the
-//! Rust client ([`fastpmi::client::Pmi`]).
+//! Rust client ([`fastpmi_client::Pmi`]).
 //!
 //! It mirrors `bench/c/pmi2_exchange.c` step for step (same keys, same
 //! 100-byte values, same get order, same untimed third round for the
@@ -40,7 +40,7 @@
 use std::io::Write;
 use std::time::Instant;
 
-use fastpmi::client::{Pmi, PmiError};
+use fastpmi_client::{Pmi, PmiError};
 
 /// Environment variable that turns on the steady-state fence loop.
 pub const FENCE_LOOP_ENV: &str = "FASTPMI_BENCH_FENCE_LOOP";

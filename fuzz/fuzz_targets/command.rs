@@ -8,8 +8,8 @@
 
 #![no_main]
 
-use fastpmi::wire::command::{decode_frame, encode_request, encode_request_thrid, request_from};
-use fastpmi::wire::{pmi1, pmi2, Frame, Protocol, Request, Response};
+use fastpmi_codec::command::{decode_frame, encode_request, encode_request_thrid, request_from};
+use fastpmi_codec::{pmi1, pmi2, Frame, Protocol, Request, Response};
 use fastpmi_fuzz::{check_reply, show};
 use libfuzzer_sys::fuzz_target;
 
@@ -69,7 +69,7 @@ fn replies_are_well_formed(
         }
     }
     for r in &resps {
-        let bytes = fastpmi::wire::command::encode_response(proto, cmd, thrid, r);
+        let bytes = fastpmi_codec::command::encode_response(proto, cmd, thrid, r);
         check_reply(&bytes, echo);
         // What a PMI-2 client reads back is what the server sent.
         if proto == Protocol::Pmi2 {
@@ -187,7 +187,7 @@ fn check(frame: Frame) {
     match decode_frame(&frame) {
         Err(e) => {
             // The server answers an undecodable message with an error.
-            let bytes = fastpmi::wire::command::encode_response(
+            let bytes = fastpmi_codec::command::encode_response(
                 want,
                 "error",
                 None,

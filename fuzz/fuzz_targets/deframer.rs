@@ -6,7 +6,7 @@
 
 #![no_main]
 
-use fastpmi::wire::{Deframer, Frame, WireError, PMI1_LINE_MAX, PMI2_BODY_MAX, SPAWN_BLOCK_MAX};
+use fastpmi_codec::{Deframer, Frame, WireError, PMI1_LINE_MAX, PMI2_BODY_MAX, SPAWN_BLOCK_MAX};
 use fastpmi_fuzz::show;
 use libfuzzer_sys::fuzz_target;
 

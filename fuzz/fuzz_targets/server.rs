@@ -13,11 +13,11 @@
 
 #![no_main]
 
-use fastpmi::server::{ConnId, Event, JobSpec, Server, SpawnOutcome};
-use fastpmi::store::MemStore;
-use fastpmi::wire::command::SpawnRequest;
-use fastpmi::wire::{pmi1, pmi2, Deframer, VALLEN_MAX};
+use fastpmi_codec::command::SpawnRequest;
+use fastpmi_codec::{pmi1, pmi2, Deframer, VALLEN_MAX};
 use fastpmi_fuzz::{check_reply, parse_script, show, Op, CONNS};
+use fastpmi_server::store::MemStore;
+use fastpmi_server::{ConnId, Event, JobSpec, Server, SpawnOutcome};
 use libfuzzer_sys::fuzz_target;
 
 /// Connection 4: no job, no rank.
@@ -109,9 +109,9 @@ impl Harness {
                 match c.mirror.next_frame() {
                     Ok(None) => break,
                     Ok(Some(f)) => {
-                        let (fastpmi::wire::Frame::Pmi1(b)
-                        | fastpmi::wire::Frame::Pmi1Spawn(b)
-                        | fastpmi::wire::Frame::Pmi2(b)) = &f;
+                        let (fastpmi_codec::Frame::Pmi1(b)
+                        | fastpmi_codec::Frame::Pmi1Spawn(b)
+                        | fastpmi_codec::Frame::Pmi2(b)) = &f;
                         self.longest = self.longest.max(b.len());
                         c.messages += 1;
                     }

@@ -2,8 +2,8 @@
 //! must look like on the wire, and the op-script format of the `server`
 //! target (which scripts/fuzz-corpus writes seeds in).
 
-use fastpmi::wire::frame::{parse_length, PMI2_HEADER};
-use fastpmi::wire::{pmi1, pmi2, Deframer, Frame, PMI1_REPLY_MAX};
+use fastpmi_codec::frame::{parse_length, PMI2_HEADER};
+use fastpmi_codec::{pmi1, pmi2, Deframer, Frame, PMI1_REPLY_MAX};
 
 /// Longest PMI-2 reply body that does not echo a client's `thrid`: the
 /// largest is a found value (1024 bytes, `;` doubled) plus short fixed keys.
@@ -100,7 +100,7 @@ fn check_pmi2(bytes: &[u8], echo_max: usize) {
 }
 
 pub fn show(bytes: &[u8]) -> String {
-    let mut s = fastpmi::wire::show(bytes);
+    let mut s = fastpmi_codec::show(bytes);
     if s.len() > 300 {
         let mut cut = 300;
         while !s.is_char_boundary(cut) {

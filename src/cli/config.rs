@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::launcher::placement::PlacementOpts;
-use crate::shm::MemPool;
+use fastpmi_segment::MemPool;
 
 /// One MPMD section.
 #[derive(Debug, Clone, PartialEq, Eq)]

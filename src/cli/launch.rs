@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::subcommands::{parse_demo, parse_nameserver, parse_tool};
 use super::{App, CliError, Command, LaunchConfig, MAX_RANKS};
 use crate::launcher::placement;
-use crate::shm::MemPool;
+use fastpmi_segment::MemPool;
 
 pub(super) fn parse_count(flag: &str, v: Option<OsString>) -> Result<u32, CliError> {
     let v = v.ok_or_else(|| CliError(format!("{flag} needs a number of ranks")))?;

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use super::*;
-use crate::shm::MemPool;
+use fastpmi_segment::MemPool;
 
 fn p(s: &str) -> Result<Command, CliError> {
     parse(s.split_whitespace().map(OsString::from))

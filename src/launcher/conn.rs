@@ -7,7 +7,7 @@ use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Token};
 
 use super::{peer, Launcher, READ_BUDGET};
-use crate::server::auth::Trust;
+use fastpmi_server::auth::Trust;
 
 /// Most port-mode connections that have not identified themselves yet
 /// (a flood of connections must not grow the launcher without bound); past
@@ -38,7 +38,7 @@ fn classify(s: &TcpStream, peer: std::net::SocketAddr) -> (Trust, Option<u32>) {
         }
     }
 }
-use crate::server::JobIdx;
+use fastpmi_server::JobIdx;
 
 pub(super) enum Sock {
     Unix(UnixStream),

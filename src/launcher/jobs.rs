@@ -17,9 +17,10 @@ use super::conn::{stream_nonblocking, Sock};
 use super::output::Forwarder;
 use super::supervise::RankProc;
 use super::{os, JobRt, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
-use crate::server::{JobIdx, JobSpec};
-use crate::shm::{JobSegment, MemPool};
-use crate::store::{MemStore, ShmStore, Store};
+use fastpmi_codec::names::{self, attr};
+use fastpmi_segment::{JobSegment, MemPool};
+use fastpmi_server::store::{MemStore, ShmStore, Store};
+use fastpmi_server::{JobIdx, JobSpec};
 
 /// A new job's store and, when it has one, its segment.
 type JobStore = (Box<dyn Store>, Option<Arc<JobSegment>>);
@@ -192,26 +193,26 @@ impl Launcher {
                 let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(8);
                 let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
                 if let Some(addr) = port {
-                    set("PMI_PORT", addr.to_string());
-                    set("PMI_ID", rank.to_string());
+                    set(names::env::PMI_PORT, addr.to_string());
+                    set(names::env::PMI_ID, rank.to_string());
                     if let Some(sec) = &secret {
-                        set(crate::wire::auth::SECRET_ENV, sec.clone());
+                        set(fastpmi_codec::names::env::AUTH_SECRET, sec.clone());
                     }
                 } else {
                     // Always fd 3 in the rank (even `sh` can use it).
-                    set("PMI_FD", PMI_FD_IN_RANK.to_string());
-                    set("PMI_RANK", rank.to_string());
-                    set("PMI_SIZE", size.to_string());
+                    set(names::env::PMI_FD, PMI_FD_IN_RANK.to_string());
+                    set(names::env::PMI_RANK, rank.to_string());
+                    set(names::env::PMI_SIZE, size.to_string());
                     for (k, v) in &direct {
                         set(k, v.clone());
                     }
                     if !direct.is_empty() {
-                        set(crate::client::APPNUM_ENV, appnum.to_string());
+                        set(fastpmi_codec::names::env::APPNUM, appnum.to_string());
                     }
                 }
-                set("PMI_JOBID", id.clone());
+                set(names::env::PMI_JOBID, id.clone());
                 if spawned {
-                    set("PMI_SPAWNED", "1".into());
+                    set(names::env::PMI_SPAWNED, "1".into());
                 }
                 set("MPI_LOCALNRANKS", size.to_string());
                 set("MPI_LOCALRANKID", rank.to_string());
@@ -263,7 +264,10 @@ impl Launcher {
         parent: Option<&JobSegment>,
     ) -> io::Result<JobStore> {
         let (mut store, segment): (Box<dyn Store>, _) = match self.cfg.mem_pool {
-            None => (Box::new(MemStore::new(size, crate::wire::VALLEN_MAX)), None),
+            None => (
+                Box::new(MemStore::new(size, fastpmi_codec::VALLEN_MAX)),
+                None,
+            ),
             Some(pool) => {
                 let mut params = shm_layout::SegmentParams::for_ranks(size);
                 if let Some(mb) = self.cfg.kvs_mb {
@@ -275,10 +279,10 @@ impl Launcher {
                         pool.attr()
                     ))
                 })?);
-                if crate::shm::tsc_stamps_usable() {
-                    if let Some(tsc) = crate::shm::read_tsc() {
+                if fastpmi_segment::tsc_stamps_usable() {
+                    if let Some(tsc) = fastpmi_segment::read_tsc() {
                         let clock = seg.seg().job().stamp_clock();
-                        clock.set_tsc(tsc, crate::shm::monotonic_ns());
+                        clock.set_tsc(tsc, fastpmi_segment::monotonic_ns());
                     }
                 }
                 // Measurement knob: force the fence's release (0 central,
@@ -301,7 +305,7 @@ impl Launcher {
         let mut attrs: Vec<(&str, String)> = vec![
             ("localRanksCount", size.to_string()),
             (
-                "localRanks",
+                attr::LOCAL_RANKS,
                 (0..size)
                     .map(|r| r.to_string())
                     .collect::<Vec<_>>()
@@ -314,12 +318,16 @@ impl Launcher {
                 && std::env::var_os("FASTPMI_ADVERTISE_FOREIGN_SEGMENT").is_some_and(|v| v == "1")
             {
                 // Testing aid: ranks get a segment stamped by "another version".
-                self.foreign = Some(crate::shm::Mapping::foreign_stamp()?);
+                self.foreign = Some(fastpmi_segment::Mapping::foreign_stamp()?);
             }
-            attrs.push(("memPoolType", m.pool().attr().to_string()));
+            attrs.push((attr::MEM_POOL_TYPE, m.pool().attr().to_string()));
             match m.pool() {
-                MemPool::AnonMmap => attrs.push(("memAnonMMAPfd", SEGMENT_FD_IN_RANK.to_string())),
-                MemPool::Sysv => attrs.push(("memSYSVid", m.sysv_id().unwrap_or(-1).to_string())),
+                MemPool::AnonMmap => {
+                    attrs.push((attr::MEM_ANON_MMAP_FD, SEGMENT_FD_IN_RANK.to_string()))
+                }
+                MemPool::Sysv => {
+                    attrs.push((attr::MEM_SYSV_ID, m.sysv_id().unwrap_or(-1).to_string()))
+                }
             }
             if let Some(p) = parent.map(JobSegment::mapping) {
                 let v = match (p.fd(), p.sysv_id()) {
@@ -328,7 +336,7 @@ impl Launcher {
                     _ => None,
                 };
                 if let Some(v) = v {
-                    attrs.push((crate::client::PARENT_SEGMENT_ATTR, v));
+                    attrs.push((fastpmi_codec::names::attr::PARENT_SEGMENT, v));
                 }
             }
         }
@@ -547,19 +555,19 @@ fn direct_env(store: &dyn Store, spawner: Option<&str>) -> Vec<(&'static str, St
             .get_node_attr(k.as_bytes())
             .map(|v| String::from_utf8_lossy(&v).into_owned())
     };
-    let segment = match attr("memPoolType").as_deref() {
-        Some(pool @ "anonmmap") => attr("memAnonMMAPfd").map(|fd| format!("{pool}:{fd}")),
-        Some(pool @ "sysv") => attr("memSYSVid").map(|id| format!("{pool}:{id}")),
+    let segment = match attr(attr::MEM_POOL_TYPE).as_deref() {
+        Some(pool @ "anonmmap") => attr(attr::MEM_ANON_MMAP_FD).map(|fd| format!("{pool}:{fd}")),
+        Some(pool @ "sysv") => attr(attr::MEM_SYSV_ID).map(|id| format!("{pool}:{id}")),
         _ => None,
     };
     let Some(segment) = segment else {
         return Vec::new();
     };
-    let mut env = vec![(crate::client::SEGMENT_ENV, segment)];
+    let mut env = vec![(fastpmi_codec::names::env::SEGMENT, segment)];
     if let Some(p) = spawner {
-        env.push((crate::client::SPAWNER_ENV, p.to_string()));
-        if let Some(v) = attr(crate::client::PARENT_SEGMENT_ATTR) {
-            env.push((crate::client::PARENT_SEGMENT_ENV, v));
+        env.push((fastpmi_codec::names::env::SPAWNER, p.to_string()));
+        if let Some(v) = attr(fastpmi_codec::names::attr::PARENT_SEGMENT) {
+            env.push((fastpmi_codec::names::env::PARENT_SEGMENT, v));
         }
     }
     env
@@ -569,14 +577,14 @@ fn direct_env(store: &dyn Store, spawner: Option<&str>) -> Vec<(&'static str, St
 /// another launcher's PMI wiring, and PMIx markers that make MPICH 4.1+
 /// refuse to start.
 const ENV_REMOVE: &[&str] = &[
-    "PMI_FD",
-    "PMI_PORT",
-    "PMI_ID",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "PMI_JOBID",
-    "PMI_SPAWNED",
-    "PMI_TOTALVIEW",
+    names::env::PMI_FD,
+    names::env::PMI_PORT,
+    names::env::PMI_ID,
+    names::env::PMI_RANK,
+    names::env::PMI_SIZE,
+    names::env::PMI_JOBID,
+    names::env::PMI_SPAWNED,
+    names::env::PMI_TOTALVIEW,
     "PMIX_RANK",
     "PMIX_VERSION",
     "PMIX_NAMESPACE",
@@ -586,10 +594,10 @@ const ENV_REMOVE: &[&str] = &[
     "MPI_LOCALNRANKS",
     "MPI_LOCALRANKID",
     "FASTPMI_AUTH_SECRET",
-    crate::client::SEGMENT_ENV,
-    crate::client::APPNUM_ENV,
-    crate::client::SPAWNER_ENV,
-    crate::client::PARENT_SEGMENT_ENV,
+    fastpmi_codec::names::env::SEGMENT,
+    fastpmi_codec::names::env::APPNUM,
+    fastpmi_codec::names::env::SPAWNER,
+    fastpmi_codec::names::env::PARENT_SEGMENT,
     // srun --mpi=pmi2's marker: fastpmi's libraries would take the ranks
     // for Slurm's.
     "SLURM_MPI_TYPE",

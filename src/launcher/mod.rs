@@ -38,9 +38,9 @@ use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::cli::LaunchConfig;
-use crate::server::{ConnId, Event, FailCause, JobIdx, Server};
-use crate::shm::JobSegment;
 use conn::ConnIo;
+use fastpmi_segment::JobSegment;
+use fastpmi_server::{ConnId, Event, FailCause, JobIdx, Server};
 use jobs::PendingRank;
 use output::Forwarder;
 use supervise::{Failure, RankProc};
@@ -123,7 +123,7 @@ pub struct Launcher {
     /// its pid.
     unclaimed_exits: HashMap<u32, std::process::ExitStatus>,
     /// Spawns answered once their job has no pending rank left.
-    spawns_starting: Vec<(u64, JobIdx, crate::server::SpawnOutcome)>,
+    spawns_starting: Vec<(u64, JobIdx, fastpmi_server::SpawnOutcome)>,
     jobs: Vec<JobRt>,
     waker: Arc<mio::Waker>,
     /// Shared-memory operation counts of jobs whose segment is gone.
@@ -131,7 +131,7 @@ pub struct Launcher {
     /// Client of a shared `fastpmi nameserver` (`--nameserver`).
     names: Option<names::NameClient>,
     /// Decoy segment with an unknown stamp (FASTPMI_ADVERTISE_FOREIGN_SEGMENT).
-    foreign: Option<crate::shm::Mapping>,
+    foreign: Option<fastpmi_segment::Mapping>,
     /// The node's topology as XML, for `PMI_hwloc_xmlfile`.
     _topology: Option<topology::TopologyXml>,
     /// Rank binding: CPU lists per slot and their masks (a job's ranks get

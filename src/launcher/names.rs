@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::nameserver::Connection;
-use crate::server::{NameOp, NameResult};
+use fastpmi_server::{NameOp, NameResult};
 
 /// How long one name-server call may take before it fails.
 const TIMEOUT: Duration = Duration::from_secs(10);

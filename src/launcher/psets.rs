@@ -5,7 +5,7 @@ use crate::cli::LaunchConfig;
 
 /// Longest set name: `pset:NAME` must fit a PMI-2 key (64 bytes).
 pub const PSET_NAME_MAX: usize =
-    crate::wire::KEYLEN_MAX - crate::server::psets::PSET_ATTR_PREFIX.len();
+    fastpmi_codec::KEYLEN_MAX - fastpmi_codec::names::attr::PSET_PREFIX.len();
 
 /// Why `name` cannot name a process set, if it cannot.
 pub fn check_name(name: &str) -> Result<(), String> {

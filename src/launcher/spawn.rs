@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 use super::jobs::{AppPlan, SpawnedBy};
 use super::{os, Launcher};
-use crate::server::spawn::ERRCODE_SPAWN;
-use crate::server::{JobIdx, SpawnOutcome};
-use crate::wire::spawn::{SpawnCmd, SpawnRequest};
+use fastpmi_codec::spawn::{SpawnCmd, SpawnRequest};
+use fastpmi_server::spawn::ERRCODE_SPAWN;
+use fastpmi_server::{JobIdx, SpawnOutcome};
 
 /// Most ranks alive at once over all jobs of a launcher.
 const LIVE_RANKS_MAX: usize = 65536;

@@ -11,7 +11,7 @@ use rustix::process::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
 use super::{os, Launcher, KILL_GRACE};
-use crate::server::JobIdx;
+use fastpmi_server::JobIdx;
 
 pub(super) struct RankProc {
     pub pid: u32,
@@ -326,7 +326,7 @@ impl Launcher {
     }
 }
 
-fn add_stats(sum: &mut shm_layout::RankStats, seg: &crate::shm::JobSegment) {
+fn add_stats(sum: &mut shm_layout::RankStats, seg: &fastpmi_segment::JobSegment) {
     for r in seg.seg().ranks() {
         let st = r.stats();
         sum.puts += st.puts;

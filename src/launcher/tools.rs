@@ -16,11 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{mpir, os, Launcher};
-use crate::server::JobIdx;
 use crate::tools::proto::{JobBrief, LauncherInfo, Op, Reply, Request};
 use crate::tools::rendezvous::{self, Rendezvous};
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
 use crate::tools::{instant_ns, ranges};
+use fastpmi_server::JobIdx;
 
 /// How long a connection thread waits for the event loop.
 const LOOP_DEADLINE: Duration = Duration::from_secs(2);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Launcher, NO_TARGET};
-use crate::shm::{JobSegment, SharedFutex};
+use fastpmi_segment::{JobSegment, SharedFutex};
 
 impl Launcher {
     /// Threads that sleep on the segment's fence generation and node-attribute

@@ -20,7 +20,7 @@ use std::time::Instant;
 /// CLOCK_MONOTONIC in nanoseconds: the clock shared-memory ranks stamp their
 /// phase changes with, comparable across the processes of this node.
 pub fn mono_ns() -> u64 {
-    crate::shm::monotonic_ns()
+    fastpmi_segment::monotonic_ns()
 }
 
 /// `i` on the [`mono_ns`] clock (std's `Instant` is CLOCK_MONOTONIC on

@@ -12,8 +12,8 @@ use shm_layout::{RankOp, RankPhase};
 
 use super::proto::{JobTable, RankRow};
 use super::{mono_ns, ranges};
-use crate::server::status::{JobStatus, SockState};
-use crate::shm::JobSegment;
+use fastpmi_segment::JobSegment;
+use fastpmi_server::status::{JobStatus, SockState};
 
 /// One rank's process, as the launcher knows it.
 #[derive(Debug, Clone)]
@@ -70,7 +70,7 @@ pub fn job_table(js: &JobSnap) -> JobTable {
         // read at the start, which would show as 0 s in its new state.
         let now = mono_ns();
         // Shared-memory ranks may stamp with the TSC (`StampClock`).
-        let tsc_now = crate::shm::read_tsc().unwrap_or(0);
+        let tsc_now = fastpmi_segment::read_tsc().unwrap_or(0);
         let attached = matches!(shm_phase, Some(p) if p != RankPhase::NotStarted);
         let shm_fences = shm.map_or(0, |s| s.stats().fences);
         let fences = sock.fences + shm_fences;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fastpmi::wire::{pmi1, pmi2, Deframer, Frame, Message};
+use fastpmi_codec::{pmi1, pmi2, Deframer, Frame, Message};
 
 use super::Job;
 
@@ -121,7 +121,7 @@ pub fn wait_for_ranks_of(job: &mut Job, parent: u32, n: usize, limit: Duration) 
                     pid,
                     id,
                     port: port.clone(),
-                    secret: env.get(fastpmi::wire::auth::SECRET_ENV).cloned(),
+                    secret: env.get(fastpmi_codec::names::env::AUTH_SECRET).cloned(),
                     jobid: env.get("PMI_JOBID").cloned().unwrap_or_default(),
                 },
             );

@@ -11,7 +11,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fastpmi::shm::{JobSegment, MemPool};
+use fastpmi_segment::{JobSegment, MemPool};
 use shm_layout::SegmentParams;
 
 pub const ENV_TEST: &str = "FASTPMI_SHM_CHILD_TEST";

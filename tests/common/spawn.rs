@@ -1,7 +1,7 @@
 //! Helpers of the spawn tests (`tests/spawn_*.rs`): reading the launcher's
 //! output and sending a spawn from a rank.
 
-use fastpmi::client::{Pmi, PmiError, SpawnCmd, SpawnRequest};
+use fastpmi_client::{Pmi, PmiError, SpawnCmd, SpawnRequest};
 
 /// The lines of `out` containing `needle`.
 pub fn lines_with<'a>(out: &'a str, needle: &str) -> Vec<&'a str> {
@@ -25,7 +25,7 @@ pub fn printed_jobid(out: &str, tag: &str) -> String {
 pub fn role_spawn_request(
     pmi: &Pmi,
     cmds: Vec<SpawnCmd>,
-) -> Result<fastpmi::client::Spawned, PmiError> {
+) -> Result<fastpmi_client::Spawned, PmiError> {
     pmi.spawn(&SpawnRequest {
         cmds,
         preput: Vec::new(),

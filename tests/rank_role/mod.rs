@@ -10,7 +10,7 @@ pub mod raw;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use fastpmi::client::{Pmi, SpawnCmd};
+use fastpmi_client::{Pmi, SpawnCmd};
 
 use crate::common;
 

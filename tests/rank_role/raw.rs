@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use fastpmi::wire::{pmi1, pmi2, Deframer, Frame, Message};
+use fastpmi_codec::{pmi1, pmi2, Deframer, Frame, Message};
 
 use super::{ensure, env};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::{Config, Tools};
 use crate::proc::{MemProbe, Spec};
 use crate::rank::FENCE_LOOP_ENV;
-use fastpmi::client::FENCE_YIELDS_ENV;
+use fastpmi_codec::names::env::FENCE_YIELDS;
 
 /// Environment of the spawn runs, for both launchers: MPICH 5's default
 /// UCX netmod fails spawns of 64 children on this kind of machine under
@@ -29,7 +29,7 @@ impl Tools {
         let mut env_remove = vec![
             os("FASTPMI_TRANSPORT"),
             os(FENCE_LOOP_ENV),
-            os(FENCE_YIELDS_ENV),
+            os(FENCE_YIELDS),
         ];
         let mut env_set = vec![];
         if p.fence_loop > 0 && c.expected_transport().is_some() {
@@ -49,8 +49,8 @@ impl Tools {
                 MemProbe::Launcher,
             ),
             Config::FastpmiShmNoYield => {
-                env_remove.retain(|k| k != FENCE_YIELDS_ENV);
-                env_set.push((os(FENCE_YIELDS_ENV), os("0")));
+                env_remove.retain(|k| k != FENCE_YIELDS);
+                env_set.push((os(FENCE_YIELDS), os("0")));
                 (
                     path(&self.fastpmi),
                     fastpmi_args(rank, &["__rank"]),

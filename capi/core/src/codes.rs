@@ -4,7 +4,7 @@
 
 use std::ffi::c_int;
 
-use fastpmi::client::PmiError;
+use fastpmi_client::PmiError;
 
 /// A PMI return code (PMI-2 numbering).
 pub type Rc = c_int;

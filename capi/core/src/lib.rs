@@ -4,7 +4,7 @@
 //! `capi/pmi1` (`libpmi.so.0`, the C ABI of MPICH's / Slurm's `pmi.h`) are
 //! thin `extern "C"` layers over this crate, which holds what both need:
 //!
-//! * [`session`]: the process-wide PMI session (one [`fastpmi::client::Pmi`]
+//! * [`session`]: the process-wide PMI session (one [`fastpmi_client::Pmi`]
 //!   between init and finalize), its cached local ranks and the ring
 //!   exchange;
 //! * [`cbuf`]: reading and writing C strings and buffers (every raw pointer

@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::Once;
 
+use fastpmi_client::codec::names;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
@@ -25,7 +26,7 @@ use tracing_subscriber::filter::LevelFilter;
 /// fails.
 pub fn init() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| match std::env::var("FASTPMI_LOG") {
+    ONCE.call_once(|| match std::env::var(names::env::LOG) {
         Err(_) => {
             let _ = tracing::subscriber::set_global_default(WarnToStderr);
         }

@@ -1,5 +1,5 @@
 //! The process-wide PMI session of a C library: one
-//! [`fastpmi::client::Pmi`] from init to finalize.
+//! [`fastpmi_client::Pmi`] from init to finalize.
 //!
 //! Entry points take a clone of the session's `Arc` under a read lock and
 //! release the lock at once, so a blocking call (fence, node attribute wait)
@@ -10,10 +10,11 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use fastpmi::client::{Pmi, PmiError};
+use fastpmi_client::{Pmi, PmiError};
 
 use crate::codes::*;
 use crate::mapping;
+use fastpmi_client::codec::names::attr;
 
 /// Attach what failed to a client error and map it to its code.
 pub trait Ctx<T> {
@@ -79,7 +80,7 @@ pub fn is_initialized() -> bool {
 /// Tell the user why the job is aborted when the server will not:
 /// slurmstepd cancels the step and drops the message.
 pub fn report_abort(s: &Session, api: &str, code: c_int, msg: &str) {
-    if s.pmi.server() == fastpmi::client::ServerKind::SlurmStepd {
+    if s.pmi.server() == fastpmi_client::ServerKind::SlurmStepd {
         tracing::error!(
             "{api}: rank {} aborts the job (code {code}): {msg}",
             s.rank()
@@ -139,7 +140,7 @@ impl Session {
     pub fn local_ranks(&self) -> &[u32] {
         self.local.get_or_init(|| {
             let (rank, size) = (self.rank(), self.size());
-            match self.pmi.node_attr_int_array("localRanks") {
+            match self.pmi.node_attr_int_array(attr::LOCAL_RANKS) {
                 Ok(Some(v))
                     if !v.is_empty() && v.iter().all(|&r| (0..size as i64).contains(&r)) =>
                 {
@@ -148,7 +149,7 @@ impl Session {
                 Ok(_) => {}
                 Err(e) => tracing::debug!("localRanks: {e}"),
             }
-            match self.pmi.job_attr("PMI_process_mapping") {
+            match self.pmi.job_attr(attr::PROCESS_MAPPING) {
                 Ok(Some(m)) => {
                     let m = String::from_utf8_lossy(&m);
                     if let Some(v) = mapping::local_ranks(&m, rank, size) {
@@ -167,8 +168,8 @@ impl Session {
     pub fn universe_size(&self) -> Result<u32, Rc> {
         Ok(self
             .pmi
-            .job_attr("universeSize")
-            .ctx("universeSize")?
+            .job_attr(attr::UNIVERSE_SIZE)
+            .ctx(attr::UNIVERSE_SIZE)?
             .and_then(|v| std::str::from_utf8(&v).ok()?.trim().parse().ok())
             .unwrap_or(self.size()))
     }

@@ -5,8 +5,8 @@
 
 use std::ffi::{c_char, c_int};
 
-pub use fastpmi::client::{SpawnCmd, SpawnRequest};
-pub use fastpmi::wire::spawn::{SPAWN_MAX_ARGS, SPAWN_MAX_CMDS, SPAWN_MAX_PAIRS};
+pub use fastpmi_client::codec::spawn::{SPAWN_MAX_ARGS, SPAWN_MAX_CMDS, SPAWN_MAX_PAIRS};
+pub use fastpmi_client::{SpawnCmd, SpawnRequest};
 
 use crate::cbuf;
 use crate::codes::*;
@@ -106,7 +106,7 @@ pub unsafe fn commands(
             exe,
             maxprocs: count_nonzero(
                 np,
-                fastpmi::wire::spawn::SPAWN_MAX_PROCS as usize,
+                fastpmi_client::codec::spawn::SPAWN_MAX_PROCS as usize,
                 "maxprocs",
             )? as u32,
             args: argv(i)?,

@@ -31,7 +31,7 @@ pub unsafe extern "C" fn PMI_Spawn_multiple(
     use fastpmi_capi::spawn as sp;
     guard("PMI_Spawn_multiple", || {
         let s = current()?;
-        // SAFETY (the block and its closures): the arrays and strings follow
+        // SAFETY: the arrays and strings (of the block and its closures) follow
         // the caller contract above.
         let cmds = unsafe {
             sp::commands(

@@ -1,6 +1,6 @@
 //! fastpmi's extension of `libpmi2.so.0` (`include/fastpmi.h`): process
 //! groups (`FPMI_Group_*`) and process sets (`FPMI_Pset_*`), over
-//! [`fastpmi::client::Pmi`]. Same conventions as the PMI-2 functions, plus
+//! [`fastpmi_client::Pmi`]. Same conventions as the PMI-2 functions, plus
 //! `FPMI_ERR_NOT_SUPPORTED` when the PMI server has no group extension
 //! (Hydra, slurmstepd) and `FPMI_ERR_PARTIAL` when an invitation was not
 //! accepted by everyone (the group is still built from those who joined).
@@ -8,11 +8,11 @@
 use std::ffi::{c_char, c_int};
 use std::time::Duration;
 
-use fastpmi::client::PmiError;
 use fastpmi_capi::cbuf;
 use fastpmi_capi::codes::*;
 use fastpmi_capi::guard;
 use fastpmi_capi::session::current;
+use fastpmi_client::PmiError;
 
 /// The server has no group extension.
 pub const FPMI_ERR_NOT_SUPPORTED: c_int = 20;
@@ -76,7 +76,7 @@ fn timeout(ms: c_int) -> Result<Duration, c_int> {
 /// # Safety
 /// Each pointer is valid for one write of its type (checked non-NULL).
 unsafe fn out_group(
-    g: &fastpmi::client::Group,
+    g: &fastpmi_client::Group,
     group_rank: *mut c_int,
     group_size: *mut c_int,
     ctxid: *mut u64,
@@ -333,7 +333,7 @@ pub unsafe extern "C" fn FPMI_Pset_members(
         cbuf::non_null(found)?;
         let cap = cbuf::capacity(maxranks)?;
         // SAFETY: caller contract.
-        let name = unsafe { cbuf::text(name, fastpmi::wire::KEYLEN_MAX)? };
+        let name = unsafe { cbuf::text(name, fastpmi_client::codec::KEYLEN_MAX)? };
         let m = s.pmi.pset_members(name).gctx("FPMI_Pset_members")?;
         // SAFETY: checked non-NULL; `ranks` has room for `cap` ints.
         unsafe {

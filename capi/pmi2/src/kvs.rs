@@ -3,11 +3,11 @@
 
 use std::ffi::{c_char, c_int};
 
-use fastpmi::client::TransportKind;
 use fastpmi_capi::cbuf;
 use fastpmi_capi::codes::*;
 use fastpmi_capi::guard;
 use fastpmi_capi::session::{current, Ctx};
+use fastpmi_client::TransportKind;
 
 use crate::{ID_NULL, MAX_JOBID};
 

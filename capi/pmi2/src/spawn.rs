@@ -39,7 +39,7 @@ pub unsafe extern "C" fn PMI2_Job_Spawn(
         let s = current()?;
         let info = info_keyval_vectors.cast::<*const MpidInfo>();
         let preput = preput_keyval_vector.cast::<*const MpidInfo>();
-        // SAFETY (the block and its closures): the arrays and strings follow
+        // SAFETY: the arrays and strings (of the block and its closures) follow
         // the caller contract above.
         let cmds = unsafe {
             sp::commands(

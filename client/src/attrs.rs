@@ -1,0 +1,149 @@
+//! Node and job attributes: put, get (with wait), integer arrays, job
+//! attributes, from the segment or over the wire.
+
+use super::*;
+
+impl Pmi {
+    /// Put a node attribute, visible to every rank of the node.
+    pub fn put_node_attr(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Result<(), PmiError> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.live()?;
+        self.check_kv(key, Some(value))?;
+        if let Some(seg) = &self.shm {
+            if let Some(st) = self.state() {
+                st.count_node_attr_op();
+                st.set_last_op(RankOp::PutNodeAttr);
+            }
+            match seg.seg().node_attrs().put(key, value, &SharedFutex) {
+                Ok(_) => return Ok(()),
+                Err(KvsError::Aborted(a)) => return Err(aborted(a)),
+                Err(KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
+                    if value.len() <= fastpmi_codec::VALLEN_MAX => {}
+                Err(e) => return Err(PmiError::InvalidArg(e.to_string())),
+            }
+        }
+        self.with(|t| match t {
+            Conn::Wire(c) => c
+                .call(
+                    Protocol::Pmi2,
+                    &Request::PutNodeAttr {
+                        key: key.to_vec(),
+                        value: value.to_vec(),
+                    },
+                    "info-putnodeattr-response",
+                )
+                .map(|_| ()),
+            Conn::Singleton { node, .. } => {
+                node.insert(key.to_vec(), value.to_vec());
+                Ok(())
+            }
+            other => Err(other.unusable()),
+        })
+    }
+
+    /// Read a node attribute; with `wait`, block until some rank puts it
+    /// (or the job aborts). A singleton has no other rank to wait for: a
+    /// missing attribute is reported missing at once instead of hanging.
+    pub fn get_node_attr(
+        &self,
+        key: impl AsRef<[u8]>,
+        wait: bool,
+    ) -> Result<Option<Vec<u8>>, PmiError> {
+        let key = key.as_ref();
+        self.live()?;
+        self.check_kv(key, None)?;
+        if let Some(seg) = &self.shm {
+            if let Some(st) = self.state() {
+                st.count_node_attr_op();
+                st.set_last_op(RankOp::GetNodeAttr);
+            }
+            let attrs = seg.seg().node_attrs();
+            if let Some(v) = attrs.get(key) {
+                return Ok(Some(v.to_vec()));
+            }
+            if !self.overflowed(seg) {
+                if !wait {
+                    return Ok(None);
+                }
+                let st = self.state();
+                if let Some(st) = st {
+                    st.set_wait_key(key);
+                    st.set_phase_at(RankPhase::WaitingNodeAttr, self.stamp());
+                }
+                let r = attrs.get_wait(key, &SharedFutex, None);
+                if let Some(st) = st {
+                    st.set_phase_at(RankPhase::Running, self.stamp());
+                }
+                return match r {
+                    Ok(v) => Ok(Some(v.to_vec())),
+                    Err(WaitError::Aborted(a)) => Err(aborted(a)),
+                    Err(e) => Err(PmiError::InvalidArg(e.to_string())),
+                };
+            }
+        }
+        self.with(|t| match t {
+            Conn::Wire(c) => {
+                let m = c.call(
+                    Protocol::Pmi2,
+                    &Request::GetNodeAttr {
+                        key: key.to_vec(),
+                        wait,
+                    },
+                    "info-getnodeattr-response",
+                )?;
+                Ok(found_value(&m))
+            }
+            Conn::Singleton { node, .. } => Ok(node.get(key).cloned()),
+            other => Err(other.unusable()),
+        })
+    }
+
+    /// An integer-array node attribute such as `localRanks` or
+    /// `localRanksCount` (comma-separated on the wire).
+    pub fn node_attr_int_array(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<i64>>, PmiError> {
+        let key = key.as_ref();
+        let v = match (self.transport(), key) {
+            (TransportKind::Singleton, b"localRanksCount") => Some(b"1".to_vec()),
+            (TransportKind::Singleton, b"localRanks") => Some(b"0".to_vec()),
+            _ => self.get_node_attr(key, false)?,
+        };
+        let Some(v) = v else { return Ok(None) };
+        let text = String::from_utf8_lossy(&v);
+        text.split(',')
+            .map(|x| {
+                x.trim().parse::<i64>().map_err(|_| {
+                    PmiError::Protocol(format!("node attribute is not an integer list: {text}"))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
+    }
+
+    /// Read a job attribute such as `PMI_process_mapping` or `universeSize`.
+    pub fn job_attr(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>, PmiError> {
+        let key = key.as_ref();
+        self.live()?;
+        self.check_kv(key, None)?;
+        let size = self.size;
+        self.with(|t| match t {
+            Conn::Wire(c) => {
+                let m = c.call(
+                    Protocol::Pmi2,
+                    &Request::GetJobAttr { key: key.to_vec() },
+                    "info-getjobattr-response",
+                )?;
+                Ok(found_value(&m))
+            }
+            Conn::Singleton { .. } => Ok(match key {
+                b"PMI_process_mapping" => Some(format!("(vector,(0,1,{size}))").into_bytes()),
+                b"universeSize" => Some(b"1".to_vec()),
+                _ => None,
+            }),
+            other => Err(other.unusable()),
+        })
+    }
+}

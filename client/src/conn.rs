@@ -1,0 +1,385 @@
+//! The socket to the PMI server: the blocking connection used during init
+//! ([`WireConn`]) and the connection shared by all threads afterwards
+//! ([`Mux`], requests matched to replies by `thrid`).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::Mutex;
+
+use super::PmiError;
+use fastpmi_codec::command::{encode_request, encode_request_thrid};
+use fastpmi_codec::{Deframer, Message, Protocol, Request};
+
+/// The socket to the launcher.
+pub(super) enum Stream {
+    Unix(std::os::unix::net::UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> std::io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+}
+
+impl Stream {
+    /// Sleeps until the socket has bytes to read (or an error or hang-up).
+    ///
+    /// Why not just block in `read`: a thread asleep in `recv` on a Unix
+    /// stream socket sits on the socket's one wait queue with a wake
+    /// function that ignores the event, so when the server *reads* our
+    /// request (freeing its buffer) the kernel's write-space wake-up wakes
+    /// us too, for nothing: one extra context switch per round trip, and
+    /// with hundreds of ranks on two cores that doubled the cost of every
+    /// socket fence and get. `poll` sleeps with an event filter (POLLIN
+    /// only), so only the reply wakes it. TCP does not wake writers unless
+    /// they ran out of buffer space, so it reads directly.
+    fn wait_readable(&self) {
+        if let Stream::Unix(s) = self {
+            let mut fds = [rustix::event::PollFd::new(s, rustix::event::PollFlags::IN)];
+            // EINTR and errors: the read that follows reports them.
+            let _ = rustix::event::poll(&mut fds, None);
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(b),
+            Stream::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(b),
+            Stream::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A blocking PMI-2 connection, used by one thread during init.
+pub(super) struct WireConn {
+    pub(super) stream: Stream,
+    pub(super) deframer: Deframer,
+}
+
+fn decode_reply(frame: &fastpmi_codec::Frame) -> Result<Message, PmiError> {
+    Ok(match frame {
+        fastpmi_codec::Frame::Pmi1(l) => fastpmi_codec::pmi1::decode(l)?,
+        fastpmi_codec::Frame::Pmi2(b) => fastpmi_codec::pmi2::decode(b)?,
+        fastpmi_codec::Frame::Pmi1Spawn(_) => {
+            return Err(PmiError::Protocol("unexpected spawn block".into()))
+        }
+    })
+}
+
+/// The reply to `expect`'s request, or an error: another command, or
+/// `rc != 0` (the server's `errmsg=` / `msg=` goes into the error, so the
+/// caller sees why: Slurm's `kvs-fence` failure, Hydra's refusals, ...).
+pub(super) fn check_reply(m: Message, expect: &str) -> Result<Message, PmiError> {
+    let request = expect.strip_suffix("-response").unwrap_or(expect);
+    if m.cmd != expect {
+        return Err(PmiError::Protocol(format!(
+            "expected {expect} to {request}, got {}",
+            m.cmd
+        )));
+    }
+    let rc = m.get_int("rc").unwrap_or(0) as i32;
+    if rc != 0 {
+        let msg = match m.get_str("errmsg").or(m.get_str("msg")) {
+            Some(t) if !t.is_empty() => t.to_string(),
+            _ => "the server gave no reason".to_string(),
+        };
+        return Err(PmiError::Server {
+            cmd: request.to_string(),
+            rc,
+            msg,
+        });
+    }
+    Ok(m)
+}
+
+/// The connection after init, shared by all threads: requests carry a
+/// `thrid`, and whichever waiting thread holds the reader role reads and
+/// hands each reply to its requester. So a thread blocked in a fence or a
+/// node-attribute wait does not block the others (PMI-2's thread rule).
+pub(super) struct Mux {
+    writer: Mutex<Stream>,
+    reader: Mutex<Stream>,
+    state: Mutex<MuxState>,
+    cv: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct MuxState {
+    next: u64,
+    /// Outstanding requests: thrid -> expected reply command.
+    pending: std::collections::BTreeMap<u64, String>,
+    ready: HashMap<u64, Message>,
+    deframer: Deframer,
+    reading: bool,
+    dead: Option<String>,
+}
+
+impl MuxState {
+    /// Hand a reply to its request: by echoed `thrid`, or (a server that
+    /// does not echo it) to the oldest request expecting that command.
+    fn route(&mut self, m: Message) {
+        let by_thrid = m
+            .thrid
+            .as_deref()
+            .and_then(|t| std::str::from_utf8(t).ok()?.parse::<u64>().ok())
+            .filter(|id| self.pending.contains_key(id));
+        let id = by_thrid.or_else(|| {
+            self.pending
+                .iter()
+                .find(|(_, c)| **c == m.cmd)
+                .map(|(id, _)| *id)
+        });
+        match id {
+            Some(id) => {
+                self.pending.remove(&id);
+                self.ready.insert(id, m);
+            }
+            None => tracing::debug!("pmi: dropping unsolicited reply {}", m.cmd),
+        }
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Mux {
+    pub(super) fn new(conn: WireConn) -> Result<Mux, PmiError> {
+        let reader = conn.stream.try_clone()?;
+        Ok(Mux {
+            writer: Mutex::new(conn.stream),
+            reader: Mutex::new(reader),
+            state: Mutex::new(MuxState {
+                deframer: conn.deframer,
+                ..Default::default()
+            }),
+            cv: std::sync::Condvar::new(),
+        })
+    }
+
+    /// Send without waiting for a reply (abort).
+    pub(super) fn send(&self, req: &Request) -> Result<(), PmiError> {
+        let bytes = encode_request(Protocol::Pmi2, req);
+        lock(&self.writer).write_all(&bytes)?;
+        Ok(())
+    }
+
+    pub(super) fn call(
+        &self,
+        _proto: Protocol,
+        req: &Request,
+        expect: &str,
+    ) -> Result<Message, PmiError> {
+        let id = {
+            let mut st = lock(&self.state);
+            if let Some(d) = &st.dead {
+                return Err(PmiError::Protocol(d.clone()));
+            }
+            st.next += 1;
+            let id = st.next;
+            st.pending.insert(id, expect.to_string());
+            id
+        };
+        let bytes = encode_request_thrid(req, id.to_string().as_bytes());
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!("pmi -> {}", fastpmi_codec::show(&bytes));
+        }
+        if let Err(e) = lock(&self.writer).write_all(&bytes) {
+            lock(&self.state).pending.remove(&id);
+            return Err(e.into());
+        }
+        let mut buf = [0u8; 8192];
+        loop {
+            let mut st = lock(&self.state);
+            loop {
+                if let Some(m) = st.ready.remove(&id) {
+                    return check_reply(m, expect);
+                }
+                if let Some(d) = &st.dead {
+                    return Err(PmiError::Protocol(d.clone()));
+                }
+                if !st.reading {
+                    break;
+                }
+                st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            st.reading = true;
+            drop(st);
+            let r = {
+                let mut reader = lock(&self.reader);
+                reader.wait_readable();
+                reader.read(&mut buf)
+            };
+            let mut st = lock(&self.state);
+            st.reading = false;
+            match r {
+                Ok(0) => st.dead = Some("the PMI server closed the connection".into()),
+                Ok(n) => {
+                    st.deframer.feed(&buf[..n]);
+                    loop {
+                        match st.deframer.next_frame() {
+                            Ok(Some(f)) => match decode_reply(&f) {
+                                Ok(m) => {
+                                    tracing::debug!("pmi <- {}", m.cmd);
+                                    st.route(m)
+                                }
+                                Err(e) => tracing::debug!("pmi: bad reply: {e}"),
+                            },
+                            Ok(None) => break,
+                            Err(e) => {
+                                st.dead = Some(format!("bad reply stream: {e}"));
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => st.dead = Some(format!("PMI connection: {e}")),
+            }
+            drop(st);
+            self.cv.notify_all();
+        }
+    }
+}
+
+impl WireConn {
+    pub(super) fn send(&mut self, proto: Protocol, req: &Request) -> Result<(), PmiError> {
+        let bytes = encode_request(proto, req);
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            tracing::debug!("pmi -> {}", fastpmi_codec::show(&bytes));
+        }
+        self.stream.write_all(&bytes)?;
+        Ok(())
+    }
+
+    pub(super) fn recv(&mut self) -> Result<Message, PmiError> {
+        let mut buf = [0u8; 8192];
+        loop {
+            if let Some(frame) = self.deframer.next_frame()? {
+                return decode_reply(&frame);
+            }
+            self.stream.wait_readable();
+            let n = self.stream.read(&mut buf)?;
+            if n == 0 {
+                return Err(PmiError::Protocol(
+                    "the PMI server closed the connection".into(),
+                ));
+            }
+            self.deframer.feed(&buf[..n]);
+        }
+    }
+
+    /// Send a request and wait for its reply.
+    pub(super) fn call(
+        &mut self,
+        proto: Protocol,
+        req: &Request,
+        expect: &str,
+    ) -> Result<Message, PmiError> {
+        self.send(proto, req)?;
+        let m = self.recv()?;
+        check_reply(m, expect)
+    }
+
+    /// `fullinit`, answering the server's challenge with `secret` when the
+    /// request asks to authenticate.
+    pub(super) fn fullinit(
+        &mut self,
+        req: &Request,
+        secret: Option<&str>,
+    ) -> Result<Message, PmiError> {
+        self.send(Protocol::Pmi2, req)?;
+        let m = self.recv()?;
+        let Some(secret) = secret.filter(|_| m.cmd == "auth-response") else {
+            return check_reply(m, "fullinit-response");
+        };
+        let m = check_reply(m, "auth-response")?;
+        let nonce = m
+            .get_str("authinfo")
+            .ok_or_else(|| PmiError::Protocol("auth-response without authinfo".into()))?;
+        let answer = fastpmi_codec::auth::answer(secret, nonce);
+        self.send(
+            Protocol::Pmi2,
+            &Request::AuthComplete {
+                authinfo: answer.into_bytes(),
+            },
+        )?;
+        let m = self.recv()?;
+        check_reply(m, "fullinit-response")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(m: Message) -> (String, i32, String) {
+        match check_reply(m, "kvs-fence-response") {
+            Err(PmiError::Server { cmd, rc, msg }) => (cmd, rc, msg),
+            other => panic!("expected a server refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refusal_carries_the_servers_reason() {
+        // Slurm's kvs-fence failure (errmsg=), a PMI-1 style msg=, and
+        // Slurm's fullinit refusal (rc only).
+        let m = Message::new("kvs-fence-response")
+            .with("rc", "-1")
+            .with("errmsg", "mpi/pmi2: failed to send temp kvs");
+        assert_eq!(
+            refusal(m),
+            (
+                "kvs-fence".into(),
+                -1,
+                "mpi/pmi2: failed to send temp kvs".into()
+            )
+        );
+        let m = Message::new("kvs-fence-response")
+            .with("rc", "1")
+            .with("msg", "key_k_not_found");
+        assert_eq!(refusal(m).2, "key_k_not_found");
+        let m = Message::new("kvs-fence-response").with("rc", "3");
+        let (_, rc, msg) = refusal(m);
+        assert_eq!((rc, msg.as_str()), (3, "the server gave no reason"));
+        let e = check_reply(
+            Message::new("kvs-fence-response").with("rc", "3"),
+            "kvs-fence-response",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "PMI server refused kvs-fence (rc=3): the server gave no reason"
+        );
+        // rc=0 and another command.
+        assert!(check_reply(
+            Message::new("kvs-fence-response").with("rc", "0"),
+            "kvs-fence-response"
+        )
+        .is_ok());
+        assert!(matches!(
+            check_reply(
+                Message::new("kvs-put-response").with("rc", "0"),
+                "kvs-fence-response"
+            ),
+            Err(PmiError::Protocol(_))
+        ));
+    }
+}

@@ -1,0 +1,421 @@
+//! Client start: the transport chosen at init (segment, socket or
+//! singleton), and mapping the job segment and a spawned job's parent's.
+
+use super::*;
+use fastpmi_codec::names::{self, attr};
+
+impl Pmi {
+    /// Connect to the launcher (or become a singleton), identify, and map
+    /// the job segment when the launcher advertises one this client knows.
+    pub fn init() -> Result<Pmi, PmiError> {
+        let env = PmiEnv::from_process()?;
+        let stream = match &env.endpoint {
+            Some(Endpoint::Fd(fd)) => Stream::Unix(os::adopt_pmi_fd(*fd)?),
+            Some(Endpoint::Port(port)) => {
+                let s = std::net::TcpStream::connect(port)
+                    .map_err(|e| PmiError::Env(format!("PMI_PORT={port}: {e}")))?;
+                s.set_nodelay(true)?;
+                Stream::Tcp(s)
+            }
+            None => return Ok(Pmi::singleton()),
+        };
+        let mut conn = WireConn {
+            stream,
+            deframer: Deframer::new(),
+        };
+        if let Some(direct) = &env.direct {
+            match init_direct(&env, direct) {
+                Ok((rank, seg, parent)) => {
+                    let jobid = env.jobid.clone().unwrap_or_default();
+                    let shm_cfg = ShmCfg::new(direct.size, Some(&seg), rank, env.fence_yields);
+                    return Ok(Pmi {
+                        rank,
+                        size: direct.size,
+                        appnum: direct.appnum,
+                        spawned: env.spawned || direct.spawner.is_some(),
+                        jobid: jobid.clone(),
+                        shm: Some(seg),
+                        parent,
+                        fallback: None,
+                        shm_cfg,
+                        singleton: false,
+                        server: env.server,
+                        conn: Mutex::new(Conn::Deferred(Box::new(Deferred {
+                            conn,
+                            env: env.clone(),
+                            rank,
+                            size: direct.size,
+                        }))),
+                        finalized: AtomicBool::new(false),
+                        groups: Default::default(),
+                    });
+                }
+                Err(why) => tracing::debug!("not attaching from the environment: {why}"),
+            }
+        }
+        let m = handshake(&mut conn, &env)?;
+        let num = |k: &str| {
+            m.get_int(k)
+                .ok_or_else(|| PmiError::Protocol(format!("fullinit-response lacks {k}")))
+        };
+        let (r, size, appnum) = (num("rank")?, num("size")?, num("appnum").unwrap_or(0));
+        // fastpmi's launcher sends the job id and the segment description
+        // with fullinit; other servers are asked.
+        let told = m
+            .get_str(fastpmi_codec::names::fullinit::JOBID)
+            .is_some()
+            .then_some(&m);
+        let jobid = match told.and_then(|m| m.get_str(fastpmi_codec::names::fullinit::JOBID)) {
+            Some(j) => j.to_string(),
+            None => {
+                let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
+                jm.get_str("jobid").unwrap_or_default().to_string()
+            }
+        };
+        let mut attr = |k: &str| -> Result<Option<String>, String> {
+            if let Some(m) = told {
+                let k = k
+                    .strip_prefix(fastpmi_codec::names::fullinit::PREFIX)
+                    .unwrap_or(k);
+                return Ok(m
+                    .get(&format!("{}{k}", fastpmi_codec::names::fullinit::PREFIX))
+                    .map(|v| String::from_utf8_lossy(v).into_owned()));
+            }
+            node_attr(&mut conn, k)
+        };
+        // Slurm sets PMI_SPAWNED and names the spawner in fullinit-response.
+        let spawned = env.spawned || m.get("spawner-jobid").is_some();
+        let mut fallback = None;
+        let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
+            Ok(seg) => {
+                register(&seg, r as u32);
+                Some(seg)
+            }
+            Err(why) => {
+                tracing::debug!("rank {r}: not using shared memory: {why}");
+                fallback = Some(why);
+                None
+            }
+        };
+        let parent = match (&shm, m.get_str("spawner-jobid")) {
+            (Some(_), Some(pj)) => match attach_parent(&mut attr, pj) {
+                Ok(p) => p.map(|seg| (pj.to_string(), seg)),
+                Err(why) => {
+                    tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
+                    None
+                }
+            },
+            _ => None,
+        };
+        let shm_cfg = ShmCfg::new(size as u32, shm.as_ref(), r as u32, env.fence_yields);
+        Ok(Pmi {
+            rank: r as u32,
+            size: size as u32,
+            appnum: appnum as i32,
+            spawned,
+            jobid,
+            shm,
+            parent,
+            fallback,
+            shm_cfg,
+            singleton: false,
+            server: env.server,
+            conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
+            finalized: AtomicBool::new(false),
+            groups: Default::default(),
+        })
+    }
+
+    fn singleton() -> Pmi {
+        Pmi {
+            rank: 0,
+            size: 1,
+            appnum: 0,
+            spawned: false,
+            jobid: format!("singleton_{}", std::process::id()),
+            shm: None,
+            parent: None,
+            fallback: None,
+            shm_cfg: ShmCfg::default(),
+            singleton: true,
+            server: ServerKind::Generic,
+            conn: Mutex::new(Conn::Singleton {
+                kvs: HashMap::new(),
+                node: HashMap::new(),
+            }),
+            finalized: AtomicBool::new(false),
+            groups: Default::default(),
+        }
+    }
+}
+
+/// A rank of fastpmi's launcher whose socket is not opened yet: init
+/// attached to the segment from the environment ([`Direct`]).
+pub(super) struct Deferred {
+    conn: WireConn,
+    /// The PMI variables as init read them (the program may change them).
+    env: PmiEnv,
+    rank: u32,
+    size: u32,
+}
+
+impl Deferred {
+    /// `init` and `fullinit` now, when the rank first needs the launcher.
+    pub(super) fn open(mut self) -> Result<Mux, PmiError> {
+        let m = handshake(&mut self.conn, &self.env)?;
+        let (r, n) = (m.get_int("rank"), m.get_int("size"));
+        if r != Some(self.rank.into()) || n != Some(self.size.into()) {
+            return Err(PmiError::Protocol(format!(
+                "the launcher calls this process rank {r:?} of {n:?}, its environment rank {} of {}",
+                self.rank, self.size
+            )));
+        }
+        Mux::new(self.conn)
+    }
+}
+
+/// `init` (PMI 2.0) and `fullinit` on a fresh connection.
+fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, PmiError> {
+    conn.send(
+        Protocol::Pmi1,
+        &Request::Init {
+            version: 2,
+            subversion: 0,
+        },
+    )?;
+    let m = conn.recv()?;
+    if m.cmd != "response_to_init"
+        || m.get_int("rc") != Some(0)
+        || m.get_int("pmi_version") != Some(2)
+    {
+        return Err(PmiError::Protocol(format!(
+            "the server refused PMI 2.0: it replied to init with `{}`",
+            String::from_utf8_lossy(&fastpmi_codec::pmi1::encode(&m)).trim_end()
+        )));
+    }
+    // Port mode with the job's secret: authenticate (the launcher then
+    // serves this rank from any address).
+    let secret = match env.endpoint {
+        Some(Endpoint::Port(_)) => std::env::var(fastpmi_codec::names::env::AUTH_SECRET).ok(),
+        _ => None,
+    };
+    // slurmstepd requires all three keys (rc=3, no message, without).
+    conn.fullinit(
+        &Request::FullInit {
+            rank: env.rank,
+            jobid: env.jobid.clone(),
+            threaded: true,
+            auth: secret
+                .as_ref()
+                .map(|_| fastpmi_codec::auth::AUTHTYPE.to_string()),
+        },
+        secret.as_deref(),
+    )
+}
+
+/// A spawned job's parent's job id and segment.
+type ParentSegment = (String, JobSegment);
+
+/// Attach to the job segment (and a spawned job's parent's) as the
+/// environment describes it: no word on the socket.
+fn init_direct(
+    env: &PmiEnv,
+    d: &Direct,
+) -> Result<(u32, JobSegment, Option<ParentSegment>), String> {
+    let rank = env
+        .rank
+        .and_then(|r| u32::try_from(r).ok())
+        .filter(|r| *r < d.size)
+        .ok_or_else(|| format!("PMI_RANK={:?} outside a job of {}", env.rank, d.size))?;
+    let jobid = env.jobid.as_deref().unwrap_or_default();
+    let (pool, v) = d
+        .segment
+        .split_once(':')
+        .ok_or_else(|| format!("{}={}", fastpmi_codec::names::env::SEGMENT, d.segment))?;
+    let mut attr = |k: &str| -> Result<Option<String>, String> {
+        Ok(match k {
+            attr::MEM_POOL_TYPE => Some(pool.to_string()),
+            attr::MEM_ANON_MMAP_FD | attr::MEM_SYSV_ID => Some(v.to_string()),
+            fastpmi_codec::names::attr::PARENT_SEGMENT => d.parent_segment.clone(),
+            _ => None,
+        })
+    };
+    let seg = attach_segment(&mut attr, env.server, jobid, d.size)?;
+    register(&seg, rank);
+    let parent = match &d.spawner {
+        Some(pj) => match attach_parent(&mut attr, pj) {
+            Ok(p) => p.map(|seg| (pj.clone(), seg)),
+            Err(why) => {
+                tracing::debug!("rank {rank}: parent's KVS over the socket: {why}");
+                None
+            }
+        },
+        None => None,
+    };
+    Ok((rank, seg, parent))
+}
+
+/// The rank registers in its state slot: attached and running.
+fn register(seg: &JobSegment, rank: u32) {
+    if let Some(st) = seg.seg().rank(rank) {
+        st.set_last_op(RankOp::Init);
+        let tsc = seg.seg().job().stamp_clock().is_tsc();
+        st.set_phase_at(RankPhase::Running, fastpmi_segment::phase_stamp(tsc));
+    }
+}
+
+/// What a rank on the segment reads once at init: how it fences and how it
+/// stamps its phases.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct ShmCfg {
+    /// Spins before sleeping in a fence: none when the job has more ranks
+    /// than this process may run on (the ranks still to arrive need the CPU).
+    pub(super) spins: u32,
+    /// CPU yields before sleeping in a fence (`FASTPMI_FENCE_YIELDS`).
+    pub(super) yields: u32,
+    /// The rank's fence cohort (`Fence::cohort_of`), if any.
+    pub(super) cohort: Option<u32>,
+    /// Phase stamps are TSC ticks (the segment's `StampClock`).
+    pub(super) tsc_stamps: bool,
+}
+
+impl ShmCfg {
+    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32, yields: u32) -> ShmCfg {
+        ShmCfg {
+            spins: fence_spins(size),
+            yields,
+            cohort: shm.and_then(|s| s.seg().fence().cohort_of(rank)),
+            tsc_stamps: shm.is_some_and(|s| s.seg().job().stamp_clock().is_tsc()),
+        }
+    }
+
+    /// CPU yields before sleeping in a fence of `generation`: none in the
+    /// job's first (generation 0), whose ranks arrive as the launcher
+    /// starts them, so those still to come are mostly not runnable yet and
+    /// every yield is two context switches taken from the launch
+    /// (docs/fence.md, "Yield before sleeping"). After the generation
+    /// wraps at 2^31, one more fence goes without.
+    pub(super) fn yields_in(&self, generation: u32) -> u32 {
+        match generation {
+            0 => 0,
+            _ => self.yields,
+        }
+    }
+}
+
+/// Spins before a fence sleeps: none when the job has more ranks than this
+/// process may run on. The CPUs come from the affinity mask alone (one
+/// syscall): std's `available_parallelism` also reads the cgroup quota
+/// files, about 15 syscalls and 70 us of every rank's init.
+fn fence_spins(ranks: u32) -> u32 {
+    let cpus = rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count().max(1));
+    if ranks > cpus {
+        0
+    } else {
+        100
+    }
+}
+
+/// A node attribute from the server, `None` if it has none.
+fn node_attr(conn: &mut WireConn, k: &str) -> Result<Option<String>, String> {
+    let m = conn
+        .call(
+            Protocol::Pmi2,
+            &Request::GetNodeAttr {
+                key: k.as_bytes().to_vec(),
+                wait: false,
+            },
+            "info-getnodeattr-response",
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(found_value(&m).map(|v| String::from_utf8_lossy(&v).into_owned()))
+}
+
+/// What init needs of the node attributes (from fullinit or asked).
+type AttrFn<'a> = dyn FnMut(&str) -> Result<Option<String>, String> + 'a;
+
+fn attach_segment(
+    attr: &mut AttrFn<'_>,
+    server: ServerKind,
+    jobid: &str,
+    size: u32,
+) -> Result<JobSegment, String> {
+    if std::env::var(names::env::TRANSPORT).is_ok_and(|v| v == "socket") {
+        return Err("FASTPMI_TRANSPORT=socket".into());
+    }
+    if server == ServerKind::SlurmStepd {
+        return Err("slurmstepd has no job segment".into());
+    }
+    let seg = match attr(attr::MEM_POOL_TYPE)?.as_deref() {
+        None => return Err("the launcher advertises no segment (memPoolType)".into()),
+        Some("anonmmap") => {
+            let fd = attr(attr::MEM_ANON_MMAP_FD)?.ok_or("memAnonMMAPfd missing")?;
+            let fd: i32 = fd
+                .trim()
+                .parse()
+                .map_err(|_| format!("memAnonMMAPfd={fd}"))?;
+            JobSegment::attach_fd(fd).map_err(|e| e.to_string())?
+        }
+        Some("sysv") => {
+            let id = attr(attr::MEM_SYSV_ID)?.ok_or("memSYSVid missing")?;
+            let id: i32 = id.trim().parse().map_err(|_| format!("memSYSVid={id}"))?;
+            JobSegment::attach_sysv(id).map_err(|e| e.to_string())?
+        }
+        Some(other) => return Err(format!("unknown memPoolType {other}")),
+    };
+    if seg.seg().job_id() != jobid || seg.seg().nranks() != size {
+        return Err(format!(
+            "segment belongs to job {} of {} ranks, not {jobid} of {size}",
+            seg.seg().job_id(),
+            seg.seg().nranks()
+        ));
+    }
+    Ok(seg)
+}
+
+/// Map the parent's segment, when the launcher passed one.
+fn attach_parent(attr: &mut AttrFn<'_>, parent: &str) -> Result<Option<JobSegment>, String> {
+    let Some(v) = attr(fastpmi_codec::names::attr::PARENT_SEGMENT)? else {
+        return Ok(None);
+    };
+    let num = |s: &str| {
+        s.trim()
+            .parse::<i32>()
+            .map_err(|_| format!("{}={v}", fastpmi_codec::names::attr::PARENT_SEGMENT))
+    };
+    let seg = match v.split_once(':') {
+        Some(("fd", n)) => JobSegment::attach_fd(num(n)?).map_err(|e| e.to_string())?,
+        Some(("sysv", n)) => JobSegment::attach_sysv(num(n)?).map_err(|e| e.to_string())?,
+        _ => {
+            return Err(format!(
+                "{}={v}",
+                fastpmi_codec::names::attr::PARENT_SEGMENT
+            ))
+        }
+    };
+    if seg.seg().job_id() != parent {
+        return Err(format!(
+            "the parent segment belongs to job {}, not {parent}",
+            seg.seg().job_id()
+        ));
+    }
+    Ok(Some(seg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ShmCfg;
+
+    #[test]
+    fn the_first_fence_never_yields_later_ones_yield_as_configured() {
+        let cfg = ShmCfg {
+            yields: 3,
+            ..ShmCfg::default()
+        };
+        assert_eq!(cfg.yields_in(0), 0);
+        assert_eq!(cfg.yields_in(1), 3);
+        assert_eq!(cfg.yields_in(1 << 30), 3);
+        let none = ShmCfg::default();
+        assert_eq!(none.yields_in(1), 0);
+    }
+}

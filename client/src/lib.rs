@@ -1,0 +1,530 @@
+//! The fastpmi Rust client.
+//!
+//! [`Pmi::init`] picks the transport: the job segment when the launcher
+//! advertises one (fastpmi's in the environment, [`Direct`], so init needs
+//! no round trip; otherwise node attributes `memPoolType`, `memAnonMMAPfd` /
+//! `memSYSVid`) whose layout stamp this client knows; otherwise PMI-2 over
+//! the socket the launcher handed over (`PMI_FD`, or `PMI_PORT` +
+//! `PMI_ID`); with no PMI environment at all, a singleton (rank 0 of 1 with
+//! a local store). `FASTPMI_TRANSPORT=socket` forces the socket.
+//!
+//! ```no_run
+//! let pmi = fastpmi_client::Pmi::init()?;
+//! pmi.put("bc", format!("card-of-{}", pmi.rank()))?;
+//! pmi.fence()?;
+//! for r in 0..pmi.size() {
+//!     let card = pmi.get("bc-unused", Some(r))?; // None: key not found
+//!     let _ = card;
+//! }
+//! pmi.finalize()?;
+//! # Ok::<(), fastpmi_client::PmiError>(())
+//! ```
+
+mod attrs;
+mod conn;
+mod env;
+mod groups;
+mod init;
+mod names;
+mod os;
+mod spawn;
+
+/// The codec the client speaks, for the C libraries (which depend on this
+/// crate only): limits, names, spawn requests.
+pub use fastpmi_codec as codec;
+pub use fastpmi_codec::spawn::{SpawnCmd, SpawnRequest};
+pub use groups::{Group, Invitation, MemberSpec, NOT_SUPPORTED};
+pub use spawn::Spawned;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use shm_layout::{KvsError, RankOp, RankPhase, WaitError};
+
+use fastpmi_segment::{JobSegment, SharedFutex};
+
+use fastpmi_codec::{Deframer, Message, Protocol, Request, WireError};
+
+use conn::{lock, Mux, Stream, WireConn};
+pub use env::{Direct, Endpoint, PmiEnv, ServerKind, DEFAULT_FENCE_YIELDS};
+
+/// Errors of the client. Each has one PMI error code (see [`PmiError::code`]).
+#[derive(Debug, thiserror::Error)]
+pub enum PmiError {
+    #[error("PMI environment: {0}")]
+    Env(String),
+    #[error("PMI connection: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("PMI protocol: {0}")]
+    Protocol(String),
+    #[error("malformed reply from the PMI server: {0}")]
+    Wire(#[from] WireError),
+    #[error("PMI server refused {cmd} (rc={rc}): {msg}")]
+    Server { cmd: String, rc: i32, msg: String },
+    #[error("invalid argument: {0}")]
+    InvalidArg(String),
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    #[error("PMI is finalized")]
+    Finalized,
+    #[error("the job was aborted (rank {rank}, code {code})")]
+    Aborted { code: i32, rank: u32 },
+}
+
+impl PmiError {
+    /// The PMI-2 error code for the C ABI.
+    pub fn code(&self) -> i32 {
+        match self {
+            PmiError::InvalidArg(_) => 3,
+            PmiError::Finalized => 1,
+            _ => 14,
+        }
+    }
+}
+
+/// The non-shared-memory side of the client.
+enum Conn {
+    Wire(Arc<Mux>),
+    /// fastpmi's launcher's socket, not opened yet ([`Pmi::with`] opens it).
+    Deferred(Box<init::Deferred>),
+    /// Opening the deferred socket failed: why.
+    Failed(String),
+    Singleton {
+        kvs: HashMap<Vec<u8>, Vec<u8>>,
+        node: HashMap<Vec<u8>, Vec<u8>>,
+    },
+    Done,
+}
+
+impl Conn {
+    /// The error for a request on a connection that cannot carry it.
+    fn unusable(&self) -> PmiError {
+        match self {
+            Conn::Failed(why) => PmiError::Protocol(why.clone()),
+            Conn::Done => PmiError::Finalized,
+            // `with` opens it before anyone sees it.
+            Conn::Deferred(_) => PmiError::Protocol("the PMI socket is not open".into()),
+            Conn::Wire(_) | Conn::Singleton { .. } => {
+                PmiError::Protocol("request not possible on this connection".into())
+            }
+        }
+    }
+}
+
+/// How this process does put/get/fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    /// Straight in the job segment (the socket, under fastpmi's launcher
+    /// opened only when first needed, stays for spawn, names, abort, job
+    /// attributes and overflow).
+    Shm,
+    /// PMI-2 over the launcher's socket.
+    Socket,
+    /// No launcher: rank 0 of 1 with a local store.
+    Singleton,
+}
+
+/// A PMI-2 client. All methods take `&self` and may be called from any
+/// thread; shared-memory operations never take a lock.
+pub struct Pmi {
+    rank: u32,
+    size: u32,
+    appnum: i32,
+    spawned: bool,
+    jobid: String,
+    shm: Option<JobSegment>,
+    /// A spawned job's parent's segment, read for `get_from(parent)`.
+    parent: Option<(String, JobSegment)>,
+    /// Why the segment is not used (None when it is, or for a singleton).
+    fallback: Option<String>,
+    /// How this rank fences and stamps on the segment.
+    shm_cfg: init::ShmCfg,
+    singleton: bool,
+    server: ServerKind,
+    conn: Mutex<Conn>,
+    finalized: AtomicBool,
+    groups: groups::GroupState,
+}
+
+fn aborted(a: shm_layout::Aborted) -> PmiError {
+    PmiError::Aborted {
+        code: a.code,
+        rank: a.rank,
+    }
+}
+
+impl Pmi {
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+    pub fn appnum(&self) -> i32 {
+        self.appnum
+    }
+    pub fn spawned(&self) -> bool {
+        self.spawned
+    }
+    pub fn job_id(&self) -> &str {
+        &self.jobid
+    }
+    /// Which kind of PMI server this process talks to.
+    pub fn server(&self) -> ServerKind {
+        self.server
+    }
+
+    /// Refuse what slurmstepd never answers, before asking it.
+    fn not_on_slurm(&self, what: &str) -> Result<(), PmiError> {
+        if self.server == ServerKind::SlurmStepd {
+            return Err(PmiError::Unsupported(format!(
+                "{what}: Slurm's PMI-2 server (slurmstepd) does not implement it"
+            )));
+        }
+        Ok(())
+    }
+
+    pub fn transport(&self) -> TransportKind {
+        match (&self.shm, self.singleton) {
+            (Some(_), _) => TransportKind::Shm,
+            (None, true) => TransportKind::Singleton,
+            (None, false) => TransportKind::Socket,
+        }
+    }
+
+    /// Largest value `put` accepts: the segment's limit on shared memory,
+    /// `PMI2_MAX_VALLEN` on the wire.
+    pub fn max_value_len(&self) -> usize {
+        self.shm
+            .as_ref()
+            .map_or(fastpmi_codec::VALLEN_MAX, |s| s.seg().kvs().max_value_len())
+    }
+
+    fn live(&self) -> Result<(), PmiError> {
+        if self.finalized.load(Ordering::Acquire) {
+            Err(PmiError::Finalized)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Run `f` on the connection. The wire connection is shared, not
+    /// locked, during the call: its replies are matched by `thrid`.
+    fn with<R>(&self, f: impl FnOnce(&mut Conn) -> Result<R, PmiError>) -> Result<R, PmiError> {
+        let mut t = lock(&self.conn);
+        if matches!(&*t, Conn::Deferred(_)) {
+            if let Conn::Deferred(d) = std::mem::replace(&mut *t, Conn::Done) {
+                *t = match d.open() {
+                    Ok(m) => Conn::Wire(Arc::new(m)),
+                    Err(e) => Conn::Failed(format!("opening the PMI socket: {e}")),
+                };
+            }
+        }
+        if let Conn::Wire(m) = &*t {
+            let mut shared = Conn::Wire(m.clone());
+            drop(t);
+            return f(&mut shared);
+        }
+        f(&mut t)
+    }
+
+    /// Now, as a phase stamp of this segment's kind.
+    fn stamp(&self) -> u64 {
+        fastpmi_segment::phase_stamp(self.shm_cfg.tsc_stamps)
+    }
+
+    fn state(&self) -> Option<&shm_layout::RankState> {
+        self.shm.as_ref().and_then(|s| s.seg().rank(self.rank))
+    }
+
+    fn check_kv(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), PmiError> {
+        if key.is_empty() || key.len() > fastpmi_codec::KEYLEN_MAX {
+            return Err(PmiError::InvalidArg(format!(
+                "key length {} (1..={})",
+                key.len(),
+                fastpmi_codec::KEYLEN_MAX
+            )));
+        }
+        if key
+            .iter()
+            .any(|&b| b == b';' || b == b'=' || b.is_ascii_whitespace() || b == 0)
+        {
+            return Err(PmiError::InvalidArg(
+                "key contains ';', '=', blanks or NUL".into(),
+            ));
+        }
+        if let Some(v) = value {
+            if v.len() > self.max_value_len() {
+                return Err(PmiError::InvalidArg(format!(
+                    "value of {} bytes (max {})",
+                    v.len(),
+                    self.max_value_len()
+                )));
+            }
+            if v.iter().any(|&b| b == 0 || b == b'\n') {
+                return Err(PmiError::InvalidArg("value contains NUL or newline".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Did the launcher keep pairs outside the segment (segment full)?
+    fn overflowed(&self, seg: &JobSegment) -> bool {
+        seg.seg()
+            .node_attrs()
+            .get(fastpmi_codec::names::attr::OVERFLOW.as_bytes())
+            .is_some()
+    }
+
+    /// Put a key into the job's KVS (visible to all after the next fence).
+    /// A key put twice keeps the last value.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<(), PmiError> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.live()?;
+        self.check_kv(key, Some(value))?;
+        if let Some(seg) = &self.shm {
+            match seg.seg().kvs().put(key, value, &SharedFutex) {
+                Ok(_) => {
+                    if let Some(st) = self.state() {
+                        st.count_put();
+                        st.set_last_op(RankOp::Put);
+                    }
+                    return Ok(());
+                }
+                Err(KvsError::Aborted(a)) => return Err(aborted(a)),
+                // Full: the launcher keeps it in its overflow table.
+                Err(KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
+                    if value.len() <= fastpmi_codec::VALLEN_MAX => {}
+                Err(e) => return Err(PmiError::InvalidArg(e.to_string())),
+            }
+        }
+        self.with(|t| match t {
+            Conn::Wire(c) => {
+                c.call(
+                    Protocol::Pmi2,
+                    &Request::Put {
+                        key: key.to_vec(),
+                        value: value.to_vec(),
+                    },
+                    "kvs-put-response",
+                )?;
+                Ok(())
+            }
+            Conn::Singleton { kvs, .. } => {
+                kvs.insert(key.to_vec(), value.to_vec());
+                Ok(())
+            }
+            other => Err(other.unusable()),
+        })
+    }
+
+    /// Get a key of this job; `src` is the rank that put it, if known.
+    pub fn get(
+        &self,
+        key: impl AsRef<[u8]>,
+        src: Option<u32>,
+    ) -> Result<Option<Vec<u8>>, PmiError> {
+        self.get_from(None, key, src)
+    }
+
+    /// Get a key of job `jobid` (None = this job).
+    pub fn get_from(
+        &self,
+        jobid: Option<&str>,
+        key: impl AsRef<[u8]>,
+        src: Option<u32>,
+    ) -> Result<Option<Vec<u8>>, PmiError> {
+        self.get_with(jobid, key, src, |v| v.map(<[u8]>::to_vec))
+    }
+
+    /// Like [`Pmi::get_from`], but hands the value to `f` by reference: on
+    /// shared memory it is read straight from the segment, with no copy or
+    /// allocation (what the C library uses to fill the caller's buffer).
+    pub fn get_with<R>(
+        &self,
+        jobid: Option<&str>,
+        key: impl AsRef<[u8]>,
+        src: Option<u32>,
+        f: impl FnOnce(Option<&[u8]>) -> R,
+    ) -> Result<R, PmiError> {
+        let key = key.as_ref();
+        self.live()?;
+        self.check_kv(key, None)?;
+        let own = jobid.is_none_or(|j| j.is_empty() || j == self.jobid);
+        if !own {
+            // slurmstepd would answer from this job's KVS whatever jobid says.
+            self.not_on_slurm("reading another job's keys (kvs-get with a jobid)")?;
+        }
+        // The parent's KVS, straight from its segment (a spawned job).
+        if let Some((pj, seg)) = &self.parent {
+            if jobid == Some(pj.as_str()) {
+                if let Some(st) = self.state() {
+                    st.count_get();
+                }
+                if let Some(v) = seg.seg().kvs().get(key) {
+                    return Ok(f(Some(v)));
+                }
+                if !self.overflowed(seg) {
+                    return Ok(f(None));
+                }
+            }
+        }
+        if let (Some(seg), true) = (&self.shm, own) {
+            if let Some(st) = self.state() {
+                st.count_get();
+                st.set_last_op(RankOp::Get);
+            }
+            if let Some(v) = seg.seg().kvs().get(key) {
+                return Ok(f(Some(v)));
+            }
+            if !self.overflowed(seg) {
+                return Ok(f(None));
+            }
+        }
+        let got = self.with(|t| match t {
+            Conn::Wire(c) => {
+                let req = Request::Get {
+                    jobid: jobid.map(str::to_string),
+                    src: src.map(i64::from),
+                    key: key.to_vec(),
+                };
+                let m = c.call(Protocol::Pmi2, &req, "kvs-get-response")?;
+                Ok(found_value(&m))
+            }
+            Conn::Singleton { .. } if !own => Err(PmiError::Protocol(format!(
+                "no job {} here: a singleton has only its own KVS",
+                jobid.unwrap_or_default()
+            ))),
+            Conn::Singleton { kvs, .. } => Ok(kvs.get(key).cloned()),
+            other => Err(other.unusable()),
+        })?;
+        Ok(f(got.as_deref()))
+    }
+
+    /// Barrier over the job; afterwards every put made before it is visible.
+    pub fn fence(&self) -> Result<(), PmiError> {
+        self.live()?;
+        if let Some(seg) = &self.shm {
+            let st = self.state();
+            if let Some(st) = st {
+                st.count_fence();
+                st.set_last_op(RankOp::Fence);
+                st.set_phase_at(RankPhase::InFence, self.stamp());
+            }
+            let fence = seg.seg().fence();
+            let yields = self.shm_cfg.yields_in(fence.generation());
+            let r = fence
+                .for_rank_in(self.rank, self.shm_cfg.cohort)
+                .with_spin_limit(self.shm_cfg.spins)
+                .with_yield_limit(yields)
+                .fence(&SharedFutex);
+            if let Some(st) = st {
+                st.set_phase_at(RankPhase::Running, self.stamp());
+            }
+            return r.map(|_| ()).map_err(aborted);
+        }
+        self.with(|t| match t {
+            Conn::Wire(c) => c
+                .call(Protocol::Pmi2, &Request::Barrier, "kvs-fence-response")
+                .map(|_| ()),
+            Conn::Singleton { .. } => Ok(()),
+            other => Err(other.unusable()),
+        })
+    }
+
+    /// The parent job whose segment this spawned process maps (its KVS is
+    /// then read from there by [`Pmi::get_from`]), if any.
+    pub fn parent_segment(&self) -> Option<&str> {
+        self.parent.as_ref().map(|(j, _)| j.as_str())
+    }
+
+    /// Size in bytes of the mapped job segment (None on the socket).
+    pub fn segment_len(&self) -> Option<usize> {
+        self.shm.as_ref().map(|s| s.mapping().len())
+    }
+
+    /// Why this process talks to the launcher over the socket instead of the
+    /// job segment (no segment advertised, unknown layout stamp,
+    /// `FASTPMI_TRANSPORT=socket`, ...); `None` on shared memory and for a
+    /// singleton.
+    pub fn fallback_reason(&self) -> Option<&str> {
+        self.fallback.as_deref()
+    }
+
+    /// A request that only the launcher can answer. A singleton has no
+    /// launcher: name service and jobs are unavailable.
+    fn wire(&self, req: &Request, expect: &str) -> Result<Message, PmiError> {
+        self.live()?;
+        self.with(|t| match t {
+            Conn::Wire(c) => c.call(Protocol::Pmi2, req, expect),
+            Conn::Singleton { .. } => Err(PmiError::Protocol(format!(
+                "{} needs a launcher (this process is a singleton)",
+                fastpmi_codec::command::request_name(req)
+            ))),
+            other => Err(other.unusable()),
+        })
+    }
+
+    /// Ask the launcher to end the whole job with `code`, then exit.
+    pub fn abort(&self, code: i32, message: &str) -> ! {
+        let _ = self.with(|t| {
+            if let Conn::Wire(c) = t {
+                c.send(&Request::Abort {
+                    exitcode: Some(code.into()),
+                    message: message.to_string(),
+                    isworld: true,
+                })?;
+            }
+            Ok(())
+        });
+        std::process::exit(code & 0xff)
+    }
+
+    /// Leave PMI cleanly. Also done on drop.
+    pub fn finalize(&self) -> Result<(), PmiError> {
+        if self.finalized.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if let Some(st) = self.state() {
+            st.set_last_op(RankOp::Finalize);
+            st.set_phase_at(RankPhase::Finalized, self.stamp());
+        }
+        let mut t = lock(&self.conn);
+        if let Conn::Deferred(_) = &*t {
+            // Never opened: the segment says it all; the socket closes here.
+            *t = Conn::Done;
+            return Ok(());
+        }
+        drop(t);
+        self.with(|t| {
+            let r = match t {
+                // On the segment the launcher is fastpmi's, which reads the
+                // Finalized phase set above from there: no need to wait for
+                // its answer. Waiting made the ranks of a large job leave one
+                // at a time, each woken in turn by the launcher's reply.
+                Conn::Wire(c) if self.shm.is_some() => c.send(&Request::Finalize),
+                Conn::Wire(c) => c
+                    .call(Protocol::Pmi2, &Request::Finalize, "finalize-response")
+                    .map(|_| ()),
+                Conn::Singleton { .. } | Conn::Done | Conn::Failed(_) | Conn::Deferred(_) => Ok(()),
+            };
+            *t = Conn::Done;
+            r
+        })
+    }
+}
+
+impl Drop for Pmi {
+    fn drop(&mut self) {
+        let _ = self.finalize();
+    }
+}
+
+fn found_value(m: &Message) -> Option<Vec<u8>> {
+    if m.get_bool("found") == Some(true) {
+        m.get("value").map(<[u8]>::to_vec)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,389 @@
+//! Identification of a connection: which job and rank it is.
+//!
+//! A socketpair (`PMI_FD`) is bound to its rank by the launcher before the
+//! rank runs. A port-mode connection names its rank (`initack pmiid=`,
+//! `fullinit pmirank=`) and must prove it:
+//! * by the challenge-response ([`fastpmi_codec::auth`]) with its job's
+//!   secret, from anywhere;
+//! * or, for clients that cannot authenticate (MPICH's built-in PMI-1,
+//!   Slurm's libpmi2), only when the launcher vouches for the peer
+//!   ([`Trust::Local`]: loopback, same uid) and confirms that the socket
+//!   belongs to the process it started as that rank ([`Event::CheckPeer`],
+//!   answered with [`Server::peer_checked`]).
+//!
+//! Anything else is refused ([`Event::Refuse`]) and the connection closed;
+//! the rank it claimed is untouched and may still connect.
+
+use super::{ConnId, Event, JobIdx, Phase, ReplyTo, Server};
+use fastpmi_codec::auth::{self, AUTHTYPE};
+use fastpmi_codec::names::attr;
+use fastpmi_codec::Response;
+
+/// What the launcher knows of a port-mode peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// Unknown peer: it must authenticate.
+    Remote,
+    /// Loopback and the launcher's own uid: an unmodified client may claim
+    /// a rank, if the launcher confirms the socket is that rank's.
+    Local,
+}
+
+/// How an identification in progress will be answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Claim {
+    InitAck,
+    FullInit,
+}
+
+/// An identification waiting for the next step.
+#[derive(Debug, Clone)]
+pub(crate) enum Pending {
+    Challenge {
+        nonce: String,
+        rank: i64,
+        to: ReplyTo,
+    },
+    Check {
+        rank: i64,
+        to: ReplyTo,
+        claim: Claim,
+    },
+}
+
+impl Server {
+    /// Tell the server who is on the other end of port-mode connection
+    /// `conn` (`peer` is its address, for messages).
+    pub fn set_peer(&mut self, conn: ConnId, trust: Trust, peer: String) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.trust = trust;
+            c.peer = Some(peer);
+        }
+    }
+
+    /// The secret this job's ranks authenticate with in port mode.
+    pub fn set_job_secret(&mut self, job: JobIdx, secret: String) {
+        self.jobs[job].secret = Some(secret);
+    }
+
+    /// The launcher's answer to [`Event::CheckPeer`]: whether the socket of
+    /// `conn` belongs to the process started as the rank it claims.
+    pub fn peer_checked(&mut self, conn: ConnId, ok: bool, out: &mut Vec<Event>) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let Some(Pending::Check { rank, to, claim }) = c.pending.take() else {
+            return;
+        };
+        if !ok {
+            let reason = format!("claims rank {rank}, but its socket is not that rank's process");
+            refuse(self, conn, Some(&to), reason, out);
+            return;
+        }
+        let resp = match bind(self, conn, rank) {
+            Ok((job, r)) => match claim {
+                Claim::InitAck => Response::InitAck {
+                    size: self.jobs[job].size,
+                    rank: r,
+                },
+                Claim::FullInit => fullinit_response(self, job, r),
+            },
+            Err(msg) => {
+                refuse(self, conn, Some(&to), msg, out);
+                return;
+            }
+        };
+        // --stop-in-init may hold the reply that completes init.
+        if let Some(resp) = self.deliver_init(conn, &to, resp) {
+            super::reply(out, &to, &resp, None);
+        }
+    }
+
+    fn peer_name(&self, conn: ConnId) -> String {
+        self.conns
+            .get(&conn)
+            .and_then(|c| c.peer.clone())
+            .unwrap_or_else(|| format!("connection {conn}"))
+    }
+}
+
+/// Close `conn` with an error reply (when there is a request to answer)
+/// and tell the launcher why, for its log.
+pub(super) fn refuse(
+    s: &mut Server,
+    conn: ConnId,
+    to: Option<&ReplyTo>,
+    reason: String,
+    out: &mut Vec<Event>,
+) {
+    s.stats.errors += 1;
+    if let Some(to) = to {
+        super::reply(
+            out,
+            to,
+            &Response::Error {
+                rc: -1,
+                msg: format!("refused: {reason}"),
+            },
+            None,
+        );
+    }
+    let reason = format!("{}: {reason}", s.peer_name(conn));
+    s.conns.remove(&conn);
+    out.push(Event::Refuse { conn, reason });
+    out.push(Event::Close { conn });
+}
+
+/// The rank `rank` of the connection's job, if it may still connect.
+fn free_rank(s: &Server, conn: ConnId, rank: i64) -> Result<JobIdx, String> {
+    let c = s.conns.get(&conn).ok_or("unknown connection")?;
+    let job = c.port_job.ok_or("connection belongs to no job")?;
+    let j = &s.jobs[job];
+    if rank < 0 || rank >= j.size as i64 {
+        return Err(format!(
+            "rank {rank} out of range for a job of {} ranks",
+            j.size
+        ));
+    }
+    let slot = &j.ranks[rank as usize];
+    if slot.conn.is_some() || slot.phase != Phase::Idle {
+        return Err(format!("rank {rank} is already connected"));
+    }
+    Ok(job)
+}
+
+/// Bind the connection to the rank it proved to be.
+fn bind(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), String> {
+    let job = free_rank(s, conn, rank)?;
+    let b = (job, rank as u32);
+    if let Some(c) = s.conns.get_mut(&conn) {
+        c.bound = Some(b);
+    }
+    super::handlers::mark_initialized(s, job, b.1, conn);
+    Ok(b)
+}
+
+/// Node attributes a fastpmi client needs at init, sent with fullinit.
+const FULLINIT_ATTRS: &[&str] = &[
+    attr::MEM_POOL_TYPE,
+    attr::MEM_ANON_MMAP_FD,
+    attr::MEM_SYSV_ID,
+    fastpmi_codec::names::attr::PARENT_SEGMENT,
+];
+
+fn fullinit_response(s: &Server, job: JobIdx, rank: u32) -> Response {
+    let j = &s.jobs[job];
+    let mut extra = vec![(
+        fastpmi_codec::names::fullinit::JOBID.to_string(),
+        j.id.clone(),
+    )];
+    for a in FULLINIT_ATTRS {
+        if let Some(v) = j.store.get_node_attr(a.as_bytes()) {
+            let k = a
+                .strip_prefix(fastpmi_codec::names::fullinit::PREFIX)
+                .unwrap_or(a);
+            extra.push((
+                format!("{}{k}", fastpmi_codec::names::fullinit::PREFIX),
+                String::from_utf8_lossy(&v).into_owned(),
+            ));
+        }
+    }
+    Response::FullInit {
+        rank,
+        size: j.size,
+        appnum: j.appnum[rank as usize],
+        spawner_jobid: j.spawner.clone(),
+        debugged: false,
+        verbose: false,
+        extra,
+    }
+}
+
+/// PMI-1 `initack pmiid=R` (port mode, before `init`).
+pub(super) fn initack(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    pmiid: i64,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    if let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) {
+        if rank as i64 != pmiid {
+            tracing::warn!("rank {rank} announced itself as rank {pmiid}; keeping {rank}");
+        }
+        return Some(Response::InitAck {
+            size: s.jobs[job].size,
+            rank,
+        });
+    }
+    claim(s, conn, to, pmiid, Claim::InitAck, out)
+}
+
+/// PMI-2 `fullinit`, with or without `authtype`.
+pub(super) fn fullinit(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    rank: Option<i64>,
+    authtype: Option<String>,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    if let Some((job, r)) = s.conns.get(&conn).and_then(|c| c.bound) {
+        super::handlers::mark_initialized(s, job, r, conn);
+        return Some(fullinit_response(s, job, r));
+    }
+    let Some(rank) = rank else {
+        refuse(
+            s,
+            conn,
+            Some(to),
+            "fullinit without pmirank or srcid".into(),
+            out,
+        );
+        return None;
+    };
+    match authtype.as_deref() {
+        None => claim(s, conn, to, rank, Claim::FullInit, out),
+        Some(AUTHTYPE) => challenge(s, conn, to, rank, out),
+        Some(other) => {
+            let reason = format!("authtype {other} is not supported (use {AUTHTYPE})");
+            refuse(s, conn, Some(to), reason, out);
+            None
+        }
+    }
+}
+
+/// An unauthenticated claim: allowed only for a local peer the launcher
+/// then confirms.
+fn claim(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    rank: i64,
+    claim: Claim,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    let job = match free_rank(s, conn, rank) {
+        Ok(j) => j,
+        Err(msg) => {
+            refuse(s, conn, Some(to), msg, out);
+            return None;
+        }
+    };
+    let c = s.conns.get_mut(&conn).expect("checked by free_rank");
+    if c.trust != Trust::Local {
+        let reason = format!(
+            "claims rank {rank} without authenticating (authtype={AUTHTYPE} is required \
+             from this address)"
+        );
+        refuse(s, conn, Some(to), reason, out);
+        return None;
+    }
+    c.pending = Some(Pending::Check {
+        rank,
+        to: to.clone(),
+        claim,
+    });
+    out.push(Event::CheckPeer {
+        conn,
+        job,
+        rank: rank as u32,
+    });
+    None
+}
+
+fn challenge(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    rank: i64,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    let job = match free_rank(s, conn, rank) {
+        Ok(j) => j,
+        Err(msg) => {
+            refuse(s, conn, Some(to), msg, out);
+            return None;
+        }
+    };
+    if s.jobs[job].secret.is_none() {
+        refuse(
+            s,
+            conn,
+            Some(to),
+            "this job has no secret to authenticate with".into(),
+            out,
+        );
+        return None;
+    }
+    let mut raw = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut raw) {
+        refuse(
+            s,
+            conn,
+            Some(to),
+            format!("no randomness for a challenge: {e}"),
+            out,
+        );
+        return None;
+    }
+    let nonce: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    let c = s.conns.get_mut(&conn).expect("checked by free_rank");
+    c.pending = Some(Pending::Challenge {
+        nonce: nonce.clone(),
+        rank,
+        to: to.clone(),
+    });
+    Some(Response::AuthChallenge { nonce })
+}
+
+/// `auth-response-complete`: check the answer, then answer the `fullinit`.
+pub(super) fn complete(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    authinfo: &[u8],
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    let pending = s.conns.get_mut(&conn).and_then(|c| c.pending.take());
+    let Some(Pending::Challenge {
+        nonce,
+        rank,
+        to: init,
+    }) = pending
+    else {
+        refuse(
+            s,
+            conn,
+            Some(to),
+            "auth-response-complete without a challenge".into(),
+            out,
+        );
+        return None;
+    };
+    let secret = s
+        .conns
+        .get(&conn)
+        .and_then(|c| c.port_job)
+        .and_then(|j| s.jobs[j].secret.clone());
+    if !secret.is_some_and(|sec| auth::verify(&sec, &nonce, authinfo)) {
+        refuse(
+            s,
+            conn,
+            Some(&init),
+            format!("wrong answer to the challenge for rank {rank}"),
+            out,
+        );
+        return None;
+    }
+    match bind(s, conn, rank) {
+        Ok((job, r)) => {
+            let resp = fullinit_response(s, job, r);
+            if let Some(resp) = s.deliver_init(conn, &init, resp) {
+                super::reply(out, &init, &resp, None);
+            }
+        }
+        Err(msg) => refuse(s, conn, Some(&init), msg, out),
+    }
+    None
+}

@@ -1,0 +1,288 @@
+//! Process groups (PMIx RFC0033 in PMI-2 clothes, `docs/groups.md`):
+//! collective construct/destruct, invite/join, leave, the group fence and
+//! what happens when a member dies.
+//!
+//! A group whose members are all shared-memory ranks of one job gets a
+//! barrier slot in that job's segment (while the pool lasts) and its
+//! members fence there without the server; every other group fences
+//! through the server ("the server's barrier"). Construct, destruct,
+//! invite, join and leave always come through the server.
+//!
+//! This file holds the group table and what every group command shares
+//! (resolving members, context ids, barrier slots, the built reply). The
+//! commands live in `collective` (construct, destruct, fence, leave) and
+//! `invite` (invite, join, their deadlines); `member_loss` is what a dead,
+//! failed or finalized member does to its groups.
+
+mod collective;
+mod invite;
+mod member_loss;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use self::collective::{construct, destruct, fence, leave};
+use self::invite::{invite, join};
+use super::{reply, Event, JobIdx, ReplyTo, Server};
+use fastpmi_codec::group::{GroupReply, GroupRequest, InviteOutcome, MemberSpec};
+use fastpmi_codec::Response;
+
+/// A member: (job, rank).
+pub(crate) type Member = (JobIdx, u32);
+
+/// The launcher-wide group table.
+#[derive(Default)]
+pub(crate) struct Groups {
+    /// Last context id handed out (ids start at 1, never reused).
+    last_ctxid: u64,
+    groups: HashMap<String, Group>,
+    invites: HashMap<String, Invite>,
+    /// Joins that came before their invitation.
+    early_joins: Vec<EarlyJoin>,
+    /// Slots in use, per job.
+    slots_used: HashMap<JobIdx, HashSet<u32>>,
+    /// `--tolerate-group-failures`.
+    pub(crate) tolerate: bool,
+    /// Members whose death was tolerated.
+    lost: HashSet<Member>,
+    pub(crate) psets: super::psets::Psets,
+}
+
+struct Group {
+    members: Vec<Member>,
+    live: bool,
+    ctxid: u64,
+    /// (job, slot) of the segment barrier, if any.
+    slot: Option<(JobIdx, u32)>,
+    left: Vec<bool>,
+    failed: Option<String>,
+    /// Construction: the members that called, and their shm flag.
+    constructing: Vec<Option<(ReplyTo, bool)>>,
+    /// The current server-barrier fence round.
+    fencing: Vec<Option<ReplyTo>>,
+    /// The current destruct round (or, failed group: who destructed).
+    destructing: Vec<Option<ReplyTo>>,
+    destructed: Vec<bool>,
+}
+
+impl Group {
+    fn new(members: Vec<Member>) -> Group {
+        let n = members.len();
+        Group {
+            members,
+            live: false,
+            ctxid: 0,
+            slot: None,
+            left: vec![false; n],
+            failed: None,
+            constructing: vec![None; n],
+            fencing: vec![None; n],
+            destructing: vec![None; n],
+            destructed: vec![false; n],
+        }
+    }
+
+    fn pos(&self, m: Member) -> Option<usize> {
+        self.members.iter().position(|&x| x == m)
+    }
+
+    /// Members still expected in collective rounds.
+    fn active(&self, i: usize) -> bool {
+        !self.left[i]
+    }
+
+    fn size(&self) -> u32 {
+        self.left.iter().filter(|l| !**l).count() as u32
+    }
+}
+
+enum Answer {
+    Pending,
+    Accepted(ReplyTo, bool),
+    Declined,
+}
+
+struct Invite {
+    leader: Member,
+    leader_to: ReplyTo,
+    leader_shm: bool,
+    invitees: Vec<Member>,
+    answers: Vec<Answer>,
+    deadline: Instant,
+}
+
+struct EarlyJoin {
+    id: String,
+    member: Member,
+    leader: Member,
+    accept: bool,
+    shm: bool,
+    to: ReplyTo,
+    deadline: Instant,
+    timeout_ms: u64,
+}
+
+fn err(msg: impl Into<String>) -> Option<Response> {
+    Some(Response::Error {
+        rc: -1,
+        msg: msg.into(),
+    })
+}
+
+fn send_err(out: &mut Vec<Event>, to: &ReplyTo, msg: &str) {
+    reply(
+        out,
+        to,
+        &Response::Error {
+            rc: -1,
+            msg: msg.to_string(),
+        },
+        None,
+    );
+}
+
+impl Server {
+    /// `--tolerate-group-failures`: a member's death fails its groups, not
+    /// its job.
+    pub fn set_tolerate_group_failures(&mut self, on: bool) {
+        self.groups.tolerate = on;
+    }
+
+    fn member_name(&self, m: Member) -> String {
+        super::rank_label(m.0, &self.jobs[m.0].id, m.1)
+    }
+
+    /// A member spec of `job`'s request as (job, rank): its own job, or a
+    /// job it is connected to.
+    fn resolve(&self, job: JobIdx, spec: &MemberSpec) -> Result<Member, String> {
+        let target = match &spec.job {
+            None => job,
+            Some(id) if *id == self.jobs[job].id => job,
+            Some(id) => match self.job_index(id) {
+                Some(t) if self.jobs[job].connected.contains(&t) => t,
+                Some(_) => return Err(format!("member {spec}: job {id} is not connected")),
+                None => return Err(format!("member {spec}: no job {id}")),
+            },
+        };
+        let size = self.jobs[target].size;
+        if spec.rank >= size {
+            return Err(format!(
+                "member {spec}: rank {} is not below the job size {size}",
+                spec.rank
+            ));
+        }
+        Ok((target, spec.rank))
+    }
+
+    fn resolve_all(&self, job: JobIdx, specs: &[MemberSpec]) -> Result<Vec<Member>, String> {
+        let mut seen = HashSet::with_capacity(specs.len());
+        let mut out = Vec::with_capacity(specs.len());
+        for s in specs {
+            let m = self.resolve(job, s)?;
+            if !seen.insert(m) {
+                return Err(format!("member {s} is listed twice"));
+            }
+            out.push(m);
+        }
+        Ok(out)
+    }
+
+    fn id_clash(&self, id: &str) -> Option<String> {
+        if self.job_index(id).is_some() {
+            return Some(format!("group id {id} is the id of a job"));
+        }
+        None
+    }
+
+    fn next_ctxid(&mut self) -> u64 {
+        self.groups.last_ctxid += 1;
+        self.groups.last_ctxid
+    }
+
+    /// A free barrier slot in `job`'s segment for a group of `parties`.
+    fn take_slot(&mut self, job: JobIdx, ctxid: u64, parties: u32) -> Option<u32> {
+        let n = self.jobs[job].store.group_slots();
+        let used = self.groups.slots_used.entry(job).or_default();
+        let slot = (0..n).find(|s| !used.contains(s))?;
+        used.insert(slot);
+        self.jobs[job].store.group_assign(slot, ctxid, parties);
+        Some(slot)
+    }
+
+    fn free_slot(&mut self, slot: Option<(JobIdx, u32)>) {
+        if let Some((job, s)) = slot {
+            self.jobs[job].store.group_release(s);
+            if let Some(u) = self.groups.slots_used.get_mut(&job) {
+                u.remove(&s);
+            }
+        }
+    }
+
+    /// Give a newly built group its context id and, when every member is a
+    /// shared-memory rank of one job, a barrier slot.
+    fn build(&mut self, id: &str, all_shm: bool) -> (u64, Option<(JobIdx, u32)>) {
+        let ctxid = self.next_ctxid();
+        let members = self.groups.groups[id].members.clone();
+        let job = members[0].0;
+        let one_job = members.iter().all(|m| m.0 == job);
+        let slot = if all_shm && one_job {
+            self.take_slot(job, ctxid, members.len() as u32)
+                .map(|s| (job, s))
+        } else {
+            None
+        };
+        let g = self.groups.groups.get_mut(id).expect("group exists");
+        g.live = true;
+        g.ctxid = ctxid;
+        g.slot = slot;
+        tracing::debug!(
+            group = id,
+            ctxid,
+            size = members.len(),
+            slot = ?slot,
+            "group built"
+        );
+        (ctxid, slot)
+    }
+
+    fn built_reply(g: &Group, i: usize, outcome: Option<InviteOutcome>) -> Response {
+        Response::Group(GroupReply::Built {
+            rank: i as u32,
+            size: g.members.len() as u32,
+            ctxid: g.ctxid,
+            slot: g.slot.map(|(_, s)| s),
+            outcome,
+        })
+    }
+}
+
+/// A group request from `rank` of `job`. `None`: the reply is held.
+pub(super) fn handle(
+    s: &mut Server,
+    job: JobIdx,
+    rank: u32,
+    to: &ReplyTo,
+    req: GroupRequest,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    let me = (job, rank);
+    match req {
+        GroupRequest::Construct { id, members, shm } => construct(s, me, to, id, members, shm, out),
+        GroupRequest::Destruct { id } => destruct(s, me, to, &id, out),
+        GroupRequest::Fence { id } => fence(s, me, to, &id, out),
+        GroupRequest::Leave { id } => leave(s, me, &id, out),
+        GroupRequest::Invite {
+            id,
+            members,
+            timeout_ms,
+            shm,
+        } => invite(s, me, to, id, members, timeout_ms, shm, out),
+        GroupRequest::Join {
+            id,
+            leader,
+            accept,
+            timeout_ms,
+            shm,
+        } => join(s, me, to, id, leader, accept, timeout_ms, shm, out),
+    }
+}

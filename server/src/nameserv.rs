@@ -1,0 +1,144 @@
+//! Name service: publish, unpublish and lookup of service names (the PMI
+//! side of `MPI_Publish_name`/`MPI_Lookup_name`), shared by every job of a
+//! launcher, or forwarded to a `fastpmi nameserver` shared by launchers.
+
+use std::collections::HashMap;
+
+use super::{ConnId, Event, JobIdx, ReplyTo, Server};
+use fastpmi_codec::Response;
+
+/// Longest service name and port string kept.
+pub const NAME_MAX: usize = 256;
+pub const PORT_MAX: usize = 1024;
+/// Most names one table holds.
+pub const NAMES_MAX: usize = 65536;
+
+/// One name-service operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameOp {
+    Publish { service: String, port: String },
+    Unpublish { service: String },
+    Lookup { service: String },
+}
+
+/// Result of a name-service operation: the port a lookup found (`None`
+/// for a miss or for publish/unpublish), or an error message.
+pub type NameResult = Result<Option<String>, String>;
+
+/// Published names and who published them (the owner is a job id).
+#[derive(Debug, Default)]
+pub struct NameTable {
+    map: HashMap<String, (String, String)>,
+}
+
+impl NameTable {
+    pub fn apply(&mut self, owner: &str, op: &NameOp) -> NameResult {
+        match op {
+            NameOp::Publish { service, port } => {
+                if service.is_empty() || service.len() > NAME_MAX {
+                    return Err(format!(
+                        "service name of {} bytes (1 to {NAME_MAX})",
+                        service.len()
+                    ));
+                }
+                if port.len() > PORT_MAX {
+                    return Err(format!("port of {} bytes (at most {PORT_MAX})", port.len()));
+                }
+                if self.map.contains_key(service) {
+                    return Err(format!("service {service} is already published"));
+                }
+                if self.map.len() >= NAMES_MAX {
+                    return Err(format!("name table full ({NAMES_MAX} names)"));
+                }
+                self.map
+                    .insert(service.clone(), (owner.to_string(), port.clone()));
+                Ok(None)
+            }
+            NameOp::Unpublish { service } => match self.map.get(service) {
+                None => Err(format!("service {service} is not published")),
+                Some((o, _)) if o != owner => Err(format!(
+                    "service {service} was published by another job ({o})"
+                )),
+                Some(_) => {
+                    self.map.remove(service);
+                    Ok(None)
+                }
+            },
+            NameOp::Lookup { service } => Ok(self.map.get(service).map(|(_, p)| p.clone())),
+        }
+    }
+
+    /// Forget every name whose owner matches `pred` (its launcher went away).
+    pub fn remove_owned(&mut self, pred: impl Fn(&str) -> bool) {
+        self.map.retain(|_, (o, _)| !pred(o));
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+/// The name service as the wire server uses it: a local table, or a remote
+/// one reached by the launcher (replies come back through
+/// [`Server::name_reply`]).
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    table: NameTable,
+    remote: bool,
+    pending: HashMap<u64, (ReplyTo, bool)>,
+    next: u64,
+}
+
+/// The reply a name-service result becomes.
+fn response(lookup: bool, r: NameResult) -> Response {
+    match (lookup, r) {
+        (true, Ok(port)) => Response::Lookup(port),
+        (false, Ok(_)) => Response::Ok,
+        (_, Err(msg)) => Response::Error { rc: 1, msg },
+    }
+}
+
+impl Server {
+    /// Send name-service operations to the launcher (`Event::Names`) instead
+    /// of the local table: the launcher uses a shared name server.
+    pub fn use_remote_names(&mut self) {
+        self.names.remote = true;
+    }
+
+    /// The shared name server answered operation `id`.
+    pub fn name_reply(&mut self, id: u64, result: NameResult, out: &mut Vec<Event>) {
+        if let Some((to, lookup)) = self.names.pending.remove(&id) {
+            super::reply(out, &to, &response(lookup, result), None);
+        }
+    }
+
+    /// Drop pending operations of a closed connection.
+    pub(super) fn forget_names_of(&mut self, conn: ConnId) {
+        self.names.pending.retain(|_, (to, _)| to.conn != conn);
+    }
+}
+
+/// A name-service request of a rank of `job`.
+pub(super) fn handle(
+    s: &mut Server,
+    job: JobIdx,
+    to: &ReplyTo,
+    op: NameOp,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
+    s.stats.other += 1;
+    let lookup = matches!(op, NameOp::Lookup { .. });
+    let owner = s.jobs[job].id.clone();
+    if s.names.remote {
+        let id = s.names.next;
+        s.names.next += 1;
+        s.names.pending.insert(id, (to.clone(), lookup));
+        out.push(Event::Names { id, owner, op });
+        return None;
+    }
+    Some(response(lookup, s.names.table.apply(&owner, &op)))
+}

@@ -1,0 +1,151 @@
+//! What the server knows of each socket rank, for diagnostics (`fastpmi
+//! ps`, the fence-timeout report, failure details): phase and activity, when
+//! they last changed, the last request, fences entered.
+
+use std::time::Instant;
+
+use super::{Activity, ConnId, JobIdx, Phase, RankSlot, Server};
+use fastpmi_codec as wire;
+
+/// A socket rank's state as the server sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SockState {
+    /// No PMI request yet.
+    NoPmi,
+    /// Init reply held (`--stop-in-init`).
+    HeldInInit,
+    /// Initialized, not waiting for anything.
+    Running,
+    /// In fence number n (1-based) of its job.
+    InFence(u64),
+    /// Waiting for a node attribute.
+    WaitingAttr(String),
+    Finalized,
+}
+
+/// One rank, from the server's side.
+#[derive(Debug, Clone)]
+pub struct SockRank {
+    pub state: SockState,
+    pub since: Instant,
+    /// The last request (wire command), empty when none.
+    pub last_op: String,
+    /// Fences entered over the socket.
+    pub fences: u64,
+    /// It has a PMI connection open now.
+    pub connected: bool,
+}
+
+/// One job, from the server's side.
+#[derive(Debug, Clone)]
+pub struct JobStatus {
+    pub id: String,
+    pub size: u32,
+    pub spawner: Option<String>,
+    pub appnum: Vec<i32>,
+    /// Fences of the job completed so far.
+    pub fences_completed: u64,
+    /// Why it failed, if it did.
+    pub failed: Option<String>,
+    /// Init replies are held.
+    pub holding: bool,
+    pub ranks: Vec<SockRank>,
+}
+
+impl RankSlot {
+    /// Change the activity, noting when.
+    pub(super) fn set_activity(&mut self, a: Activity) {
+        if self.activity != a {
+            self.activity = a;
+            self.since = Instant::now();
+        }
+    }
+
+    /// Change the phase, noting when.
+    pub(super) fn set_phase(&mut self, p: Phase) {
+        if self.phase != p {
+            self.phase = p;
+            self.since = Instant::now();
+        }
+    }
+}
+
+impl Server {
+    /// Note the command a bound rank just sent (kept short: it comes from
+    /// the client).
+    pub(super) fn note_op(&mut self, conn: ConnId, cmd: &str) {
+        if let Some((job, rank)) = self.conns.get(&conn).and_then(|c| c.bound) {
+            if let Some(slot) = self.jobs[job].ranks.get_mut(rank as usize) {
+                if slot.last_op != cmd {
+                    slot.last_op = cmd.chars().take(32).collect();
+                }
+            }
+        }
+    }
+
+    /// Whether some rank of `job` waits over the socket for a node attribute.
+    pub fn waits_for_attr(&self, job: JobIdx) -> bool {
+        !self.jobs[job].attr_waiters.is_empty()
+    }
+
+    /// Whether `job` has failed.
+    pub fn job_failed(&self, job: JobIdx) -> bool {
+        self.jobs[job].failed.is_some()
+    }
+
+    /// Fences of `job` completed so far (from its store).
+    pub fn fences_completed(&self, job: JobIdx) -> u64 {
+        self.jobs[job].store.fences_completed()
+    }
+
+    /// Ranks arrived in `job`'s current fence (socket and shared memory).
+    pub fn fence_arrivals(&self, job: JobIdx) -> u32 {
+        self.jobs[job].store.fence_arrivals()
+    }
+
+    /// The state of every rank of `job`. For a failed job, what each rank
+    /// was doing when it failed.
+    pub fn job_status(&self, job: JobIdx) -> JobStatus {
+        let j = &self.jobs[job];
+        let ranks = j
+            .ranks
+            .iter()
+            .enumerate()
+            .map(|(r, slot)| {
+                let activity = j
+                    .at_failure
+                    .as_ref()
+                    .and_then(|a| a.get(r))
+                    .unwrap_or(&slot.activity);
+                let state = if self.init_held(job, r as u32) {
+                    SockState::HeldInInit
+                } else {
+                    match (slot.phase, activity) {
+                        (Phase::Idle, _) => SockState::NoPmi,
+                        (Phase::Finalized, _) => SockState::Finalized,
+                        (_, Activity::InFence(n)) => SockState::InFence(*n),
+                        (_, Activity::WaitingAttr(k)) => SockState::WaitingAttr(wire::show(k)),
+                        (_, Activity::Running) => SockState::Running,
+                    }
+                };
+                SockRank {
+                    state,
+                    since: slot.since,
+                    last_op: slot.last_op.clone(),
+                    fences: slot.fences,
+                    connected: slot.conn.is_some(),
+                }
+            })
+            .collect();
+        JobStatus {
+            id: j.id.clone(),
+            size: j.size,
+            spawner: j.spawner.clone(),
+            appnum: j.appnum.clone(),
+            fences_completed: j.store.fences_completed(),
+            failed: j.failed.clone(),
+            holding: self.is_holding(job),
+            ranks,
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The store behind the wire server: KVS, node attributes and fence
+//! accounting of one job, behind one narrow trait.
+//!
+//! [`MemStore`] keeps everything in the launcher's memory. The shared-memory
+//! job segment implements the same trait, so socket ranks and shared-memory
+//! ranks of one job share one table and one barrier without the protocol
+//! code knowing which backing is in use.
+
+use std::collections::HashMap;
+
+pub mod shm;
+pub use shm::ShmStore;
+
+/// Why a store operation failed. Each maps to one wire error reply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("key of {len} bytes exceeds the limit of {max}")]
+    KeyTooLong { len: usize, max: usize },
+    #[error("empty key")]
+    EmptyKey,
+    #[error("value of {len} bytes exceeds the limit of {max}")]
+    ValueTooLong { len: usize, max: usize },
+    #[error("the job's key-value store is full ({0})")]
+    Full(String),
+    #[error("the job was aborted by rank {rank} with code {code}")]
+    Aborted { code: i32, rank: u32 },
+}
+
+/// A rank's place in the fence sequence, handed back to [`Store::fence_done`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FenceTicket {
+    pub generation: u64,
+}
+
+/// The operations the protocol handlers need from a job's storage.
+///
+/// Puts are last-writer-wins. `get` returns a copy because socket replies
+/// are built from it anyway.
+pub trait Store: Send {
+    /// Largest value accepted by `put` and `put_node_attr`.
+    fn max_value(&self) -> usize;
+    fn put(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
+    fn put_node_attr(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
+    fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>>;
+    /// A node attribute the launcher itself sets (`localRanks`, ...): its
+    /// value may exceed the clients' limit (it grows with the job), and a
+    /// client whose protocol cannot carry it gets an error for its request
+    /// only.
+    fn put_launcher_attr(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.put_node_attr(0, key, value)
+    }
+    /// How many fences `rank` has entered and whether it is in one now, when
+    /// the store knows it itself (the segment's per-rank words, written by
+    /// shared-memory ranks).
+    fn rank_progress(&self, _rank: u32) -> Option<(u64, bool)> {
+        None
+    }
+    /// Whether `rank` recorded in the job segment that it finalized.
+    /// fastpmi's client on the segment does so, then sends `finalize`
+    /// without waiting for the answer and may have exited before the
+    /// launcher reads it.
+    fn rank_finalized(&self, _rank: u32) -> bool {
+        false
+    }
+    /// Whether `rank` attached to the job segment (registered in its state
+    /// slot). fastpmi's client on the segment does so at init without a
+    /// word on the socket, so this is its `init`.
+    fn rank_attached(&self, _rank: u32) -> bool {
+        false
+    }
+    /// Arrive at the job's fence on behalf of `rank`. A rank arrives again
+    /// only after its previous fence is done.
+    fn fence_arrive(&mut self, rank: u32) -> Result<FenceTicket, StoreError>;
+    /// Whether the fence `ticket` arrived at has completed.
+    fn fence_done(&self, ticket: FenceTicket) -> bool;
+    /// How many fences of the job have completed (for messages).
+    fn fences_completed(&self) -> u64;
+    /// How many ranks are waiting in the current fence (any transport).
+    fn fence_arrivals(&self) -> u32;
+    /// Record that the job is aborting, waking anyone blocked in the store.
+    fn abort(&mut self, code: i32, rank: u32);
+    /// Slots in the job segment's group barrier pool (0: no pool). The
+    /// server does the bookkeeping of which are in use.
+    fn group_slots(&self) -> u32 {
+        0
+    }
+    /// Give free slot `slot` to a group of `parties` members.
+    fn group_assign(&mut self, _slot: u32, _ctxid: u64, _parties: u32) {}
+    /// The group of `slot` is gone.
+    fn group_release(&mut self, _slot: u32) {}
+    /// A member of the group of `slot` left (one party fewer).
+    fn group_leave(&mut self, _slot: u32) {}
+    /// Member `rank` of the group of `slot` failed: wake its waiters.
+    fn group_fail(&mut self, _slot: u32, _rank: u32) {}
+}
+
+/// In-launcher store: hash maps and an arrival counter.
+#[derive(Debug)]
+pub struct MemStore {
+    size: u32,
+    max_value: usize,
+    kvs: HashMap<Vec<u8>, Vec<u8>>,
+    node_attrs: HashMap<Vec<u8>, Vec<u8>>,
+    arrived: u32,
+    completed: u64,
+    /// Total bytes of keys and values held, bounded by `capacity`.
+    bytes: usize,
+    capacity: usize,
+    aborted: Option<(i32, u32)>,
+}
+
+impl MemStore {
+    /// A store for a job of `size` ranks. Capacity scales with the job
+    /// (64 KiB per rank, at least 64 MiB) so a runaway client gets a
+    /// "full" error instead of exhausting the launcher's memory.
+    pub fn new(size: u32, max_value: usize) -> Self {
+        MemStore {
+            size: size.max(1),
+            max_value,
+            kvs: HashMap::new(),
+            node_attrs: HashMap::new(),
+            arrived: 0,
+            completed: 0,
+            bytes: 0,
+            capacity: (size as usize * 64 * 1024).max(64 << 20),
+            aborted: None,
+        }
+    }
+
+    fn check(&self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        if let Some((code, rank)) = self.aborted {
+            return Err(StoreError::Aborted { code, rank });
+        }
+        if key.is_empty() {
+            return Err(StoreError::EmptyKey);
+        }
+        if key.len() > fastpmi_codec::KEYLEN_MAX {
+            return Err(StoreError::KeyTooLong {
+                len: key.len(),
+                max: fastpmi_codec::KEYLEN_MAX,
+            });
+        }
+        if value.len() > self.max_value {
+            return Err(StoreError::ValueTooLong {
+                len: value.len(),
+                max: self.max_value,
+            });
+        }
+        if self.bytes + key.len() + value.len() > self.capacity {
+            return Err(StoreError::Full(format!("{} bytes in use", self.bytes)));
+        }
+        Ok(())
+    }
+}
+
+fn insert(map: &mut HashMap<Vec<u8>, Vec<u8>>, bytes: &mut usize, key: &[u8], value: &[u8]) {
+    *bytes += key.len() + value.len();
+    if let Some(old) = map.insert(key.to_vec(), value.to_vec()) {
+        *bytes -= key.len() + old.len();
+    }
+}
+
+impl Store for MemStore {
+    fn max_value(&self) -> usize {
+        self.max_value
+    }
+
+    fn put(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.check(key, value)?;
+        insert(&mut self.kvs, &mut self.bytes, key, value);
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.kvs.get(key).cloned()
+    }
+
+    fn put_node_attr(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.check(key, value)?;
+        insert(&mut self.node_attrs, &mut self.bytes, key, value);
+        Ok(())
+    }
+
+    fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.node_attrs.get(key).cloned()
+    }
+
+    fn put_launcher_attr(&mut self, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        insert(&mut self.node_attrs, &mut self.bytes, key, value);
+        Ok(())
+    }
+
+    fn fence_arrive(&mut self, _rank: u32) -> Result<FenceTicket, StoreError> {
+        if let Some((code, rank)) = self.aborted {
+            return Err(StoreError::Aborted { code, rank });
+        }
+        let ticket = FenceTicket {
+            generation: self.completed,
+        };
+        self.arrived += 1;
+        if self.arrived == self.size {
+            self.arrived = 0;
+            self.completed += 1;
+        }
+        Ok(ticket)
+    }
+
+    fn fence_done(&self, ticket: FenceTicket) -> bool {
+        self.completed > ticket.generation
+    }
+
+    fn fences_completed(&self) -> u64 {
+        self.completed
+    }
+
+    fn fence_arrivals(&self) -> u32 {
+        self.arrived
+    }
+
+    fn abort(&mut self, code: i32, rank: u32) {
+        self.aborted.get_or_insert((code, rank));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fence_generations() {
+        let mut s = MemStore::new(3, 1024);
+        let t0 = s.fence_arrive(0).unwrap();
+        s.fence_arrive(1).unwrap();
+        assert_eq!(s.fences_completed(), 0);
+        s.fence_arrive(2).unwrap();
+        assert!(s.fences_completed() > t0.generation);
+        let t1 = s.fence_arrive(1).unwrap();
+        assert_eq!(t1.generation, 1);
+        assert_eq!(s.fences_completed(), 1);
+    }
+
+    #[test]
+    fn limits_and_last_writer_wins() {
+        let mut s = MemStore::new(1, 8);
+        assert_eq!(
+            s.put(0, b"k", b"123456789"),
+            Err(StoreError::ValueTooLong { len: 9, max: 8 })
+        );
+        assert_eq!(
+            s.put(0, &[b'k'; 65], b"v"),
+            Err(StoreError::KeyTooLong { len: 65, max: 64 })
+        );
+        // The launcher's own attributes may be longer than a client's.
+        s.put_launcher_attr(b"localRanks", b"0,1,2,3,4,5").unwrap();
+        assert_eq!(s.get_node_attr(b"localRanks").unwrap().len(), 11);
+        s.put(0, b"k", b"a").unwrap();
+        s.put(0, b"k", b"b").unwrap();
+        assert_eq!(s.get(b"k").as_deref(), Some(&b"b"[..]));
+        s.abort(3, 0);
+        assert_eq!(
+            s.put(0, b"x", b"y"),
+            Err(StoreError::Aborted { code: 3, rank: 0 })
+        );
+    }
+}

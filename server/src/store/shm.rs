@@ -1,0 +1,221 @@
+//! The job segment as the server's store: socket ranks' puts land in the
+//! same lock-free table the shared-memory ranks use, and the server arrives
+//! at the same futex barrier on their behalf.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use shm_layout::{Arrival, KvsError};
+
+use super::{FenceTicket, Store, StoreError};
+use fastpmi_segment::{JobSegment, SharedFutex};
+
+pub struct ShmStore {
+    seg: Arc<JobSegment>,
+    /// Pairs that did not fit in the segment: kept here and found by a get
+    /// that misses in the table (the design's overflow table).
+    overflow: HashMap<Vec<u8>, Vec<u8>>,
+    overflow_attrs: HashMap<Vec<u8>, Vec<u8>>,
+    overflow_bytes: usize,
+}
+
+/// Launcher memory the overflow may use before "full" is an error.
+const OVERFLOW_MAX: usize = 256 << 20;
+
+impl ShmStore {
+    pub fn new(seg: Arc<JobSegment>) -> Self {
+        ShmStore {
+            seg,
+            overflow: HashMap::new(),
+            overflow_attrs: HashMap::new(),
+            overflow_bytes: 0,
+        }
+    }
+}
+
+fn map_err(e: KvsError) -> StoreError {
+    match e {
+        KvsError::EmptyKey => StoreError::EmptyKey,
+        KvsError::KeyTooLong { len, max } => StoreError::KeyTooLong { len, max },
+        KvsError::ValueTooLong { len, max } => StoreError::ValueTooLong { len, max },
+        KvsError::Aborted(a) => StoreError::Aborted {
+            code: a.code,
+            rank: a.rank,
+        },
+        full => StoreError::Full(full.to_string()),
+    }
+}
+
+fn is_full(e: &KvsError) -> bool {
+    matches!(e, KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
+}
+
+impl ShmStore {
+    fn spill(
+        &mut self,
+        attrs: bool,
+        key: &[u8],
+        value: &[u8],
+        e: KvsError,
+    ) -> Result<(), StoreError> {
+        if self.overflow_bytes + key.len() + value.len() > OVERFLOW_MAX {
+            return Err(map_err(e));
+        }
+        tracing::debug!(
+            "segment full ({e}); keeping {} in the launcher's overflow table",
+            fastpmi_codec::show(key)
+        );
+        self.overflow_bytes += key.len() + value.len();
+        // Clients check this attribute before taking a miss to the socket.
+        let _ = self.seg.seg().node_attrs().put(
+            fastpmi_codec::names::attr::OVERFLOW.as_bytes(),
+            b"1",
+            &SharedFutex,
+        );
+        let map = if attrs {
+            &mut self.overflow_attrs
+        } else {
+            &mut self.overflow
+        };
+        map.insert(key.to_vec(), value.to_vec());
+        Ok(())
+    }
+}
+
+impl Store for ShmStore {
+    fn max_value(&self) -> usize {
+        fastpmi_codec::VALLEN_MAX.min(self.seg.seg().kvs().max_value_len())
+    }
+
+    fn put(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        if value.len() > self.max_value() {
+            return Err(StoreError::ValueTooLong {
+                len: value.len(),
+                max: self.max_value(),
+            });
+        }
+        match self.seg.seg().kvs().put(key, value, &SharedFutex) {
+            Ok(_) => {
+                // A newer value in the table wins over an older spilled one.
+                self.overflow.remove(key);
+                Ok(())
+            }
+            Err(e) if is_full(&e) => self.spill(false, key, value, e),
+            Err(e) => Err(map_err(e)),
+        }
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.seg
+            .seg()
+            .kvs()
+            .get(key)
+            .map(<[u8]>::to_vec)
+            .or_else(|| self.overflow.get(key).cloned())
+    }
+
+    fn put_node_attr(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        match self.seg.seg().node_attrs().put(key, value, &SharedFutex) {
+            Ok(_) => {
+                self.overflow_attrs.remove(key);
+                Ok(())
+            }
+            Err(e) if is_full(&e) => self.spill(true, key, value, e),
+            Err(e) => Err(map_err(e)),
+        }
+    }
+
+    fn rank_finalized(&self, rank: u32) -> bool {
+        self.seg
+            .seg()
+            .rank(rank)
+            .is_some_and(|r| r.phase() == Ok(shm_layout::RankPhase::Finalized))
+    }
+
+    fn rank_attached(&self, rank: u32) -> bool {
+        use shm_layout::RankPhase;
+        self.seg.seg().rank(rank).is_some_and(|r| {
+            !matches!(
+                r.phase(),
+                Ok(RankPhase::NotStarted | RankPhase::Exited) | Err(_)
+            )
+        })
+    }
+
+    fn rank_progress(&self, rank: u32) -> Option<(u64, bool)> {
+        let r = self.seg.seg().rank(rank)?;
+        Some((
+            r.stats().fences,
+            r.phase() == Ok(shm_layout::RankPhase::InFence),
+        ))
+    }
+
+    fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.seg
+            .seg()
+            .node_attrs()
+            .get(key)
+            .map(<[u8]>::to_vec)
+            .or_else(|| self.overflow_attrs.get(key).cloned())
+    }
+
+    fn fence_arrive(&mut self, _rank: u32) -> Result<FenceTicket, StoreError> {
+        if let Some(a) = self.seg.seg().abort_status() {
+            return Err(StoreError::Aborted {
+                code: a.code,
+                rank: a.rank,
+            });
+        }
+        let arrival = self.seg.seg().fence().arrive(&SharedFutex);
+        Ok(FenceTicket {
+            generation: arrival.generation as u64,
+        })
+    }
+
+    fn fence_done(&self, ticket: FenceTicket) -> bool {
+        self.seg.seg().fence().is_complete(Arrival {
+            generation: ticket.generation as u32,
+            last: false,
+        })
+    }
+
+    fn fences_completed(&self) -> u64 {
+        self.seg.seg().fence().generation() as u64
+    }
+
+    fn fence_arrivals(&self) -> u32 {
+        self.seg.seg().fence().arrived()
+    }
+
+    fn abort(&mut self, code: i32, rank: u32) {
+        self.seg.seg().abort(code, rank, &SharedFutex);
+    }
+
+    fn group_slots(&self) -> u32 {
+        self.seg.seg().group_slots()
+    }
+
+    fn group_assign(&mut self, slot: u32, ctxid: u64, parties: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.assign(ctxid, parties);
+        }
+    }
+
+    fn group_release(&mut self, slot: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.release();
+        }
+    }
+
+    fn group_leave(&mut self, slot: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.leave(&SharedFutex);
+        }
+    }
+
+    fn group_fail(&mut self, slot: u32, rank: u32) {
+        if let Some(g) = self.seg.seg().group(slot) {
+            g.fail(rank, &SharedFutex);
+        }
+    }
+}
