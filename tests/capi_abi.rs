@@ -151,6 +151,56 @@ fn sonames_are_slurms() {
     assert_eq!(soname(&slurm_libpmi2()), "libpmi2.so.0");
 }
 
+/// Both libraries export exactly the symbols recorded in `capi/symbols/`
+/// (one name a line, sorted): moving code between the crates behind them
+/// must neither add nor drop one.
+#[test]
+fn exports_are_exactly_the_recorded_lists() {
+    for lib in ["libpmi2.so.0", "libpmi.so.0"] {
+        let list = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("capi/symbols")
+            .join(format!("{lib}.txt"));
+        let want: BTreeSet<String> = fs::read_to_string(&list)
+            .unwrap_or_else(|e| panic!("{}: {e}", list.display()))
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(want.len() > 30, "{}: {want:?}", list.display());
+        let ours = exports(&capi_lib_dir().join(lib));
+        let added: Vec<_> = ours.difference(&want).collect();
+        let dropped: Vec<_> = want.difference(&ours).collect();
+        assert!(
+            added.is_empty() && dropped.is_empty(),
+            "{lib}: exports {added:?} beyond {}, lacks {dropped:?}",
+            list.display()
+        );
+    }
+}
+
+/// The libraries as `make install` builds them by default (profile
+/// `capi`: LTO, one codegen unit, stripped) stay under 1 MiB each: they
+/// are loaded by every rank.
+#[test]
+fn installed_libraries_stay_under_1_mib() {
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
+    let scratch = scratch_dir("capi-size");
+    let prefix = scratch.path().join("prefix");
+    run(Command::new("make")
+        .arg("-C")
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .arg("install")
+        .arg(format!("PREFIX={}", prefix.display()))
+        .arg(format!("CARGO={}", env!("CARGO")))
+        .arg(format!("CARGO_TARGET_DIR={}", target_dir.display())));
+    for name in ["pmi2", "pmi"] {
+        let real = prefix.join(format!("lib/lib{name}.so.0.0.0"));
+        let size = fs::metadata(&real)
+            .unwrap_or_else(|e| panic!("{}: {e}", real.display()))
+            .len();
+        assert!(size < 1 << 20, "lib{name}.so.0.0.0 is {size} bytes");
+    }
+}
+
 /// The libraries need only libc (and the dynamic loader, for TLS): no
 /// libgcc_s.so.1, whose loading and CPUID-probing constructor cost every
 /// rank about 0.1 ms at start (the unwinder is linked in statically,

@@ -1,0 +1,328 @@
+//! The workspace's layers (docs/design.md, "Layers, one direction"): the C
+//! libraries link the client and nothing of the launcher, nothing below the
+//! server imports it, and no crate's top-level modules import each other in
+//! a circle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The packages `cargo tree -e normal` lists for `pkg`, itself included.
+fn normal_deps(pkg: &str) -> BTreeSet<String> {
+    let out = Command::new(env!("CARGO"))
+        .current_dir(root())
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-p",
+            pkg,
+        ])
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {pkg}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some(format!("{} {}", w.next()?, w.next()?))
+        })
+        .collect()
+}
+
+#[test]
+fn libpmi2_links_at_most_35_crates_and_nothing_of_the_launcher() {
+    let deps = normal_deps("fastpmi-pmi2");
+    assert!(deps.len() <= 35, "{} crates: {deps:?}", deps.len());
+    let names: BTreeSet<&str> = deps.iter().filter_map(|d| d.split(' ').next()).collect();
+    for launcher_only in [
+        "fastpmi",
+        "fastpmi-server",
+        "mio",
+        "signal-hook",
+        "serde_json",
+        "libloading",
+        "netlink-sys",
+        "fastpmi-mpir",
+    ] {
+        assert!(
+            !names.contains(launcher_only),
+            "libpmi2 links {launcher_only}: {deps:?}"
+        );
+    }
+    assert!(names.contains("fastpmi-client"), "{deps:?}");
+}
+
+#[test]
+fn nothing_below_the_server_depends_on_it_or_the_launcher() {
+    for (pkg, forbidden) in [
+        (
+            "fastpmi-codec",
+            &[
+                "fastpmi-segment",
+                "fastpmi-client",
+                "fastpmi-server",
+                "fastpmi",
+            ][..],
+        ),
+        (
+            "fastpmi-segment",
+            &[
+                "fastpmi-codec",
+                "fastpmi-client",
+                "fastpmi-server",
+                "fastpmi",
+            ],
+        ),
+        ("fastpmi-client", &["fastpmi-server", "fastpmi"]),
+        ("fastpmi-server", &["fastpmi-client", "fastpmi"]),
+        ("fastpmi-capi", &["fastpmi-server", "fastpmi"]),
+        (
+            "shm-layout",
+            &[
+                "fastpmi-codec",
+                "fastpmi-segment",
+                "fastpmi-client",
+                "fastpmi",
+            ],
+        ),
+    ] {
+        let deps = normal_deps(pkg);
+        for f in forbidden {
+            assert!(
+                !deps.iter().any(|d| d.split(' ').next() == Some(f)),
+                "{pkg} depends on {f}: {deps:?}"
+            );
+        }
+    }
+}
+
+/// Source with `//` comments removed (doc comments name modules freely).
+fn code_of(path: &Path) -> String {
+    fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rs_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn ident_at(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The first identifier of each item of a `{a, b::c, d as e}` group that
+/// starts at `s` (just after the `{`).
+fn group_heads(s: &str) -> Vec<&str> {
+    let mut heads = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                heads.push(ident_at(s[start..i].trim_start()));
+                break;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                heads.push(ident_at(s[start..i].trim_start()));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
+/// Names of crate-root modules that `code` refers to through `prefix`
+/// (`crate::` anywhere; `super::` repeated to the root from a file).
+fn root_refs<'a>(code: &'a str, prefix: &str) -> Vec<&'a str> {
+    let mut refs = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().next_back();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            refs.extend(group_heads(group));
+        } else {
+            refs.push(ident_at(rest));
+        }
+    }
+    refs
+}
+
+/// Top-level module -> the top-level modules it imports, for the crate
+/// whose sources are under `src`.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rs_files(src, &mut files);
+    let top: BTreeSet<String> = files
+        .iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(src).unwrap();
+            let first = rel.components().next()?.as_os_str().to_str()?;
+            let name = first.strip_suffix(".rs").unwrap_or(first);
+            (!matches!(name, "lib" | "main")).then(|| name.to_string())
+        })
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(src).unwrap();
+        let parts: Vec<&str> = rel.iter().map(|c| c.to_str().unwrap()).collect();
+        let module = parts[0].strip_suffix(".rs").unwrap_or(parts[0]);
+        if !top.contains(module) {
+            continue;
+        }
+        let code = code_of(f);
+        // How many `super::` from this file reach the crate root: a module
+        // file `m.rs` or `m/mod.rs` is one level down; `m/a.rs` two.
+        let depth = parts.len() - usize::from(parts.last() == Some(&"mod.rs"));
+        let mut refs = root_refs(&code, "crate::");
+        refs.extend(root_refs(&code, &"super::".repeat(depth)));
+        let out = graph.entry(module.to_string()).or_default();
+        for r in refs {
+            if r != module && top.contains(r) {
+                out.insert(r.to_string());
+            }
+        }
+    }
+    graph
+}
+
+/// A circle in `graph`, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        n: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        stack.push(n.to_string());
+        for m in graph.get(n).into_iter().flatten() {
+            match state.get(m.as_str()) {
+                Some(1) => {
+                    let at = stack.iter().position(|s| s == m).unwrap();
+                    let mut c = stack[at..].to_vec();
+                    c.push(m.clone());
+                    return Some(c);
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(c) = visit(m, graph, state, stack) {
+                        return Some(c);
+                    }
+                }
+            }
+        }
+        stack.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in graph.keys() {
+        if !state.contains_key(n) {
+            if let Some(c) = visit(n, graph, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+const CRATE_SOURCES: &[&str] = &[
+    "src",
+    "shm-layout/src",
+    "codec/src",
+    "segment/src",
+    "client/src",
+    "server/src",
+    "capi/core/src",
+    "capi/pmi2/src",
+    "capi/pmi1/src",
+    "capi/mpir/src",
+    "bench/src",
+];
+
+#[test]
+fn no_crate_has_a_circle_of_imports_between_its_top_level_modules() {
+    for dir in CRATE_SOURCES {
+        let graph = module_graph(&root().join(dir));
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!("{dir}: {}\ngraph: {graph:#?}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_circle_finder_finds_a_circle() {
+    let g: BTreeMap<String, BTreeSet<String>> = [
+        ("cli", &["config"][..]),
+        ("config", &[]),
+        ("launcher", &["config", "tools"]),
+        ("tools", &["launcher"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.into(), v.iter().map(|s| s.to_string()).collect()))
+    .collect();
+    assert_eq!(
+        find_cycle(&g).unwrap(),
+        ["launcher", "tools", "launcher"].map(String::from)
+    );
+    let refs = root_refs(
+        "use crate::{config::{A, B}, tools};\nlet x = crate::launcher::f();",
+        "crate::",
+    );
+    assert_eq!(refs, ["config", "tools", "launcher"]);
+}
+
+#[test]
+fn client_and_codec_sources_name_nothing_of_the_server_or_launcher() {
+    for dir in ["codec/src", "segment/src", "client/src", "capi"] {
+        let mut files = Vec::new();
+        rs_files(&root().join(dir), &mut files);
+        for f in files {
+            let code = code_of(&f);
+            for name in ["fastpmi_server", "fastpmi::"] {
+                assert!(
+                    !code.contains(name),
+                    "{} names {name}",
+                    f.strip_prefix(root()).unwrap().display()
+                );
+            }
+        }
+    }
+}
