@@ -13,12 +13,12 @@ impl Pmi {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.live()?;
         self.check_kv(key, Some(value))?;
-        if let Some(seg) = &self.shm {
+        if let Some(shm) = self.shm() {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
                 st.set_last_op(RankOp::PutNodeAttr);
             }
-            match seg.seg().node_attrs().put(key, value, &SharedFutex) {
+            match shm.seg.seg().node_attrs().put(key, value, &SharedFutex) {
                 Ok(_) => return Ok(()),
                 Err(KvsError::Aborted(a)) => return Err(aborted(a)),
                 Err(KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
@@ -27,7 +27,7 @@ impl Pmi {
             }
         }
         self.with(|t| match t {
-            Conn::Wire(c) => c
+            Peer::Wire(c) => c
                 .call(
                     Protocol::Pmi2,
                     &Request::PutNodeAttr {
@@ -37,11 +37,10 @@ impl Pmi {
                     "info-putnodeattr-response",
                 )
                 .map(|_| ()),
-            Conn::Singleton { node, .. } => {
-                node.insert(key.to_vec(), value.to_vec());
+            Peer::Local(l) => {
+                l.node.insert(key.to_vec(), value.to_vec());
                 Ok(())
             }
-            other => Err(other.unusable()),
         })
     }
 
@@ -56,16 +55,16 @@ impl Pmi {
         let key = key.as_ref();
         self.live()?;
         self.check_kv(key, None)?;
-        if let Some(seg) = &self.shm {
+        if let Some(shm) = self.shm() {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
                 st.set_last_op(RankOp::GetNodeAttr);
             }
-            let attrs = seg.seg().node_attrs();
+            let attrs = shm.seg.seg().node_attrs();
             if let Some(v) = attrs.get(key) {
                 return Ok(Some(v.to_vec()));
             }
-            if !self.overflowed(seg) {
+            if !self.overflowed(&shm.seg) {
                 if !wait {
                     return Ok(None);
                 }
@@ -86,7 +85,7 @@ impl Pmi {
             }
         }
         self.with(|t| match t {
-            Conn::Wire(c) => {
+            Peer::Wire(c) => {
                 let m = c.call(
                     Protocol::Pmi2,
                     &Request::GetNodeAttr {
@@ -97,8 +96,7 @@ impl Pmi {
                 )?;
                 Ok(found_value(&m))
             }
-            Conn::Singleton { node, .. } => Ok(node.get(key).cloned()),
-            other => Err(other.unusable()),
+            Peer::Local(l) => Ok(l.node.get(key).cloned()),
         })
     }
 
@@ -130,7 +128,7 @@ impl Pmi {
         self.check_kv(key, None)?;
         let size = self.size;
         self.with(|t| match t {
-            Conn::Wire(c) => {
+            Peer::Wire(c) => {
                 let m = c.call(
                     Protocol::Pmi2,
                     &Request::GetJobAttr { key: key.to_vec() },
@@ -138,12 +136,11 @@ impl Pmi {
                 )?;
                 Ok(found_value(&m))
             }
-            Conn::Singleton { .. } => Ok(match key {
+            Peer::Local(_) => Ok(match key {
                 b"PMI_process_mapping" => Some(format!("(vector,(0,1,{size}))").into_bytes()),
                 b"universeSize" => Some(b"1".to_vec()),
                 _ => None,
             }),
-            other => Err(other.unusable()),
         })
     }
 }

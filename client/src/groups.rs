@@ -29,7 +29,8 @@ use std::time::Duration;
 use shm_layout::GroupWaitError;
 
 use super::conn::lock;
-use super::{Conn, Pmi, PmiError};
+use super::transport::Peer;
+use super::{Pmi, PmiError, TransportKind};
 pub use fastpmi_codec::group::MemberSpec;
 use fastpmi_codec::group::{self as wg, GroupReply, GroupRequest};
 use fastpmi_codec::{Message, Protocol, Request};
@@ -76,7 +77,7 @@ impl Pmi {
     /// attribute `fastpmi-groups`, which other servers report missing).
     fn groups_supported(&self, what: &str) -> Result<(), PmiError> {
         self.live()?;
-        if self.singleton {
+        if self.transport() == TransportKind::Singleton {
             return Err(PmiError::Unsupported(format!(
                 "{what}: {NOT_SUPPORTED} (this process is a singleton, with no PMI server)"
             )));
@@ -113,7 +114,7 @@ impl Pmi {
         let req = Request::Group(req);
         let m: Message = self
             .with(|t| match t {
-                Conn::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
+                Peer::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
                 other => Err(other.unusable()),
             })
             .map_err(|e| match e {
@@ -195,7 +196,7 @@ impl Pmi {
     }
 
     fn uses_shm(&self) -> bool {
-        self.shm.is_some()
+        self.shm().is_some()
     }
 
     /// Build group `id` of these ranks of this job, collectively: every
@@ -257,11 +258,11 @@ impl Pmi {
         Self::check_group_id(id)?;
         self.live()?;
         let g = lock(&self.groups.mine).get(id).cloned();
-        if let (Some(g), Some(seg)) = (&g, &self.shm) {
-            if let Some(b) = g.slot.and_then(|s| seg.seg().group(s)) {
+        if let (Some(g), Some(shm)) = (&g, self.shm()) {
+            if let Some(b) = g.slot.and_then(|s| shm.seg.seg().group(s)) {
                 let r = b
-                    .with_spin_limit(self.shm_cfg.spins)
-                    .with_yield_limit(self.shm_cfg.yields)
+                    .with_spin_limit(shm.cfg.spins)
+                    .with_yield_limit(shm.cfg.yields)
                     .fence(g.ctxid, &SharedFutex);
                 return r.map(|_| ()).map_err(|e| match e {
                     GroupWaitError::Aborted(a) => super::aborted(a),

@@ -1,6 +1,10 @@
 //! Client start: the transport chosen at init (segment, socket or
 //! singleton), and mapping the job segment and a spawned job's parent's.
 
+use std::sync::{Arc, Mutex};
+
+use super::conn::Mux;
+use super::transport::{Link, Local, ParentSegment, Shm};
 use super::*;
 use fastpmi_codec::names::{self, attr};
 
@@ -27,25 +31,26 @@ impl Pmi {
             match init_direct(&env, direct) {
                 Ok((rank, seg, parent)) => {
                     let jobid = env.jobid.clone().unwrap_or_default();
-                    let shm_cfg = ShmCfg::new(direct.size, Some(&seg), rank, env.fence_yields);
+                    let cfg = ShmCfg::new(direct.size, &seg, rank, env.fence_yields);
+                    let link = Link::Deferred(Box::new(Deferred {
+                        conn,
+                        env: env.clone(),
+                        rank,
+                        size: direct.size,
+                    }));
                     return Ok(Pmi {
                         rank,
                         size: direct.size,
                         appnum: direct.appnum,
                         spawned: env.spawned || direct.spawner.is_some(),
                         jobid: jobid.clone(),
-                        shm: Some(seg),
-                        parent,
-                        fallback: None,
-                        shm_cfg,
-                        singleton: false,
+                        transport: Transport::Shm(Box::new(Shm {
+                            seg,
+                            parent,
+                            cfg,
+                            link: Mutex::new(link),
+                        })),
                         server: env.server,
-                        conn: Mutex::new(Conn::Deferred(Box::new(Deferred {
-                            conn,
-                            env: env.clone(),
-                            rank,
-                            size: direct.size,
-                        }))),
                         finalized: AtomicBool::new(false),
                         groups: Default::default(),
                     });
@@ -85,42 +90,47 @@ impl Pmi {
         };
         // Slurm sets PMI_SPAWNED and names the spawner in fullinit-response.
         let spawned = env.spawned || m.get("spawner-jobid").is_some();
-        let mut fallback = None;
         let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
             Ok(seg) => {
                 register(&seg, r as u32);
-                Some(seg)
+                let parent = match m.get_str("spawner-jobid") {
+                    Some(pj) => match attach_parent(&mut attr, pj) {
+                        Ok(p) => p.map(|seg| (pj.to_string(), seg)),
+                        Err(why) => {
+                            tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
+                            None
+                        }
+                    },
+                    None => None,
+                };
+                Ok((seg, parent))
             }
             Err(why) => {
                 tracing::debug!("rank {r}: not using shared memory: {why}");
-                fallback = Some(why);
-                None
+                Err(why)
             }
         };
-        let parent = match (&shm, m.get_str("spawner-jobid")) {
-            (Some(_), Some(pj)) => match attach_parent(&mut attr, pj) {
-                Ok(p) => p.map(|seg| (pj.to_string(), seg)),
-                Err(why) => {
-                    tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
-                    None
-                }
+        let mux = Mux::new(conn)?;
+        let transport = match shm {
+            Ok((seg, parent)) => Transport::Shm(Box::new(Shm {
+                cfg: ShmCfg::new(size as u32, &seg, r as u32, env.fence_yields),
+                seg,
+                parent,
+                link: Mutex::new(Link::Open(Arc::new(mux))),
+            })),
+            Err(why) => Transport::Socket {
+                mux,
+                fallback: why.to_string(),
             },
-            _ => None,
         };
-        let shm_cfg = ShmCfg::new(size as u32, shm.as_ref(), r as u32, env.fence_yields);
         Ok(Pmi {
             rank: r as u32,
             size: size as u32,
             appnum: appnum as i32,
             spawned,
             jobid,
-            shm,
-            parent,
-            fallback,
-            shm_cfg,
-            singleton: false,
+            transport,
             server: env.server,
-            conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
             finalized: AtomicBool::new(false),
             groups: Default::default(),
         })
@@ -133,16 +143,8 @@ impl Pmi {
             appnum: 0,
             spawned: false,
             jobid: format!("singleton_{}", std::process::id()),
-            shm: None,
-            parent: None,
-            fallback: None,
-            shm_cfg: ShmCfg::default(),
-            singleton: true,
+            transport: Transport::Singleton(Mutex::new(Local::default())),
             server: ServerKind::Generic,
-            conn: Mutex::new(Conn::Singleton {
-                kvs: HashMap::new(),
-                node: HashMap::new(),
-            }),
             finalized: AtomicBool::new(false),
             groups: Default::default(),
         }
@@ -213,9 +215,6 @@ fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, PmiError> {
     )
 }
 
-/// A spawned job's parent's job id and segment.
-type ParentSegment = (String, JobSegment);
-
 /// Attach to the job segment (and a spawned job's parent's) as the
 /// environment describes it: no word on the socket.
 fn init_direct(
@@ -280,12 +279,12 @@ pub(super) struct ShmCfg {
 }
 
 impl ShmCfg {
-    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32, yields: u32) -> ShmCfg {
+    pub(super) fn new(size: u32, seg: &JobSegment, rank: u32, yields: u32) -> ShmCfg {
         ShmCfg {
             spins: fence_spins(size),
             yields,
-            cohort: shm.and_then(|s| s.seg().fence().cohort_of(rank)),
-            tsc_stamps: shm.is_some_and(|s| s.seg().job().stamp_clock().is_tsc()),
+            cohort: seg.seg().fence().cohort_of(rank),
+            tsc_stamps: seg.seg().job().stamp_clock().is_tsc(),
         }
     }
 
