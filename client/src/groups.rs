@@ -268,7 +268,7 @@ impl Pmi {
                     GroupWaitError::Aborted(a) => super::aborted(a),
                     GroupWaitError::MemberFailed { rank } => PmiError::Server {
                         cmd: "group-fence".into(),
-                        rc: -1,
+                        rc: fastpmi_codec::codes::FAIL,
                         msg: format!("group {id} failed: member rank {rank} died"),
                     },
                     GroupWaitError::NotOwner { .. } => {

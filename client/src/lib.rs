@@ -33,6 +33,8 @@ mod transport;
 /// The codec the client speaks, for the C libraries (which depend on this
 /// crate only): limits, names, spawn requests.
 pub use fastpmi_codec as codec;
+/// The PMI return codes of `pmi2.h` / `pmi.h` ([`PmiError::code`]).
+pub use fastpmi_codec::codes;
 pub use fastpmi_codec::spawn::{SpawnCmd, SpawnRequest};
 pub use groups::{Group, Invitation, MemberSpec, NOT_SUPPORTED};
 pub use spawn::Spawned;
@@ -74,11 +76,11 @@ pub enum PmiError {
 
 impl PmiError {
     /// The PMI-2 error code for the C ABI.
-    pub fn code(&self) -> i32 {
+    pub fn code(&self) -> codes::Code {
         match self {
-            PmiError::InvalidArg(_) => 3,
-            PmiError::Finalized => 1,
-            _ => 14,
+            PmiError::InvalidArg(_) => codes::ERR_INVALID_ARG,
+            PmiError::Finalized => codes::ERR_INIT,
+            _ => codes::ERR_OTHER,
         }
     }
 }
