@@ -121,10 +121,7 @@ pub(super) fn refuse(
         super::reply(
             out,
             to,
-            &Response::Error {
-                rc: -1,
-                msg: format!("refused: {reason}"),
-            },
+            &Response::error(format!("refused: {reason}")),
             None,
         );
     }

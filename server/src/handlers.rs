@@ -26,13 +26,10 @@ pub(super) fn handle(
         } => Some(init(s, conn, version, subversion)),
         Request::InitAck { pmiid } => super::auth::initack(s, conn, to, pmiid, out),
         // Every session starts with `init` (port mode: `initack` first).
-        other if !s.conns.get(&conn).is_some_and(|c| c.inited) => Some(Response::Error {
-            rc: -1,
-            msg: format!(
-                "{} before init (send cmd=init pmi_version=... first)",
-                fastpmi_codec::command::request_name(&other)
-            ),
-        }),
+        other if !s.conns.get(&conn).is_some_and(|c| c.inited) => Some(Response::error(format!(
+            "{} before init (send cmd=init pmi_version=... first)",
+            fastpmi_codec::command::request_name(&other)
+        ))),
         Request::FullInit { rank, auth, .. } => super::auth::fullinit(s, conn, to, rank, auth, out),
         Request::AuthComplete { authinfo } => super::auth::complete(s, conn, to, &authinfo, out),
         Request::GetMaxes => Some(Response::Maxes {
@@ -54,14 +51,11 @@ pub(super) fn handle(
                     super::auth::refuse(s, conn, Some(to), msg, out);
                     return None;
                 }
-                return Some(Response::Error { rc: -1, msg });
+                return Some(Response::error(msg));
             };
             if let Some(why) = &s.jobs[job].failed {
                 if !matches!(other, Request::Finalize | Request::Abort { .. }) {
-                    return Some(Response::Error {
-                        rc: -1,
-                        msg: format!("job aborted: {why}"),
-                    });
+                    return Some(Response::error(format!("job aborted: {why}")));
                 }
             }
             bound(s, job, rank, to, other, out)
@@ -113,12 +107,9 @@ fn bound(
                     && j.attr_waiters.iter().filter(|w| w.0 == rank).count()
                         >= ATTR_WAITS_PER_RANK_MAX =>
                 {
-                    Some(Response::Error {
-                        rc: -1,
-                        msg: format!(
+                    Some(Response::error(format!(
                             "{ATTR_WAITS_PER_RANK_MAX} node-attribute waits already pending for this rank"
-                        ),
-                    })
+                        )))
                 }
                 None if wait => {
                     j.ranks[rank as usize].set_activity(Activity::WaitingAttr(key.clone()));
@@ -212,10 +203,9 @@ fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response
             version: 2,
             subversion: 0,
         },
-        v => Response::Error {
-            rc: -1,
-            msg: format!("PMI version {v}.{subversion} not supported (1.1 and 2.0 are)"),
-        },
+        v => Response::error(format!(
+            "PMI version {v}.{subversion} not supported (1.1 and 2.0 are)"
+        )),
     }
 }
 
@@ -230,10 +220,7 @@ pub(super) fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: Con
 fn store_result(r: Result<(), StoreError>) -> Response {
     match r {
         Ok(()) => Response::Ok,
-        Err(e) => Response::Error {
-            rc: -1,
-            msg: e.to_string(),
-        },
+        Err(e) => Response::error(e.to_string()),
     }
 }
 
@@ -279,19 +266,13 @@ fn fence(
 ) -> Option<Response> {
     let j = &mut s.jobs[job];
     if j.fence_waiters.iter().any(|(r, _, _)| *r == rank) {
-        return Some(Response::Error {
-            rc: -1,
-            msg: format!("rank {rank} is already in a fence"),
-        });
+        return Some(Response::error(format!(
+            "rank {rank} is already in a fence"
+        )));
     }
     let ticket = match j.store.fence_arrive(rank) {
         Ok(t) => t,
-        Err(e) => {
-            return Some(Response::Error {
-                rc: -1,
-                msg: e.to_string(),
-            })
-        }
+        Err(e) => return Some(Response::error(e.to_string())),
     };
     let slot = &mut j.ranks[rank as usize];
     slot.fences += 1;

@@ -123,22 +123,11 @@ struct EarlyJoin {
 }
 
 fn err(msg: impl Into<String>) -> Option<Response> {
-    Some(Response::Error {
-        rc: -1,
-        msg: msg.into(),
-    })
+    Some(Response::error(msg))
 }
 
 fn send_err(out: &mut Vec<Event>, to: &ReplyTo, msg: &str) {
-    reply(
-        out,
-        to,
-        &Response::Error {
-            rc: -1,
-            msg: msg.to_string(),
-        },
-        None,
-    );
+    reply(out, to, &Response::error(msg), None);
 }
 
 impl Server {
