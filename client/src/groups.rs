@@ -62,8 +62,21 @@ pub struct Invitation {
 /// Per-process group state (in [`Pmi`]).
 #[derive(Default)]
 pub(super) struct GroupState {
-    supported: OnceLock<Result<(), String>>,
+    supported: OnceLock<Result<(), NoExtension>>,
     mine: Mutex<HashMap<String, Group>>,
+}
+
+/// Why the server has no usable group extension (asked once, kept).
+#[derive(Debug, Clone, thiserror::Error)]
+enum NoExtension {
+    #[error("the server's group extension is version {0}, this client speaks {v}", v = wg::SUPPORT_VALUE)]
+    Version(String),
+    #[error("the server does not offer fastpmi's group extension")]
+    Absent,
+    /// The job-attribute request failed (shared: the answer is kept for
+    /// every later call, and [`PmiError`] is not `Clone`).
+    #[error("cannot ask the server for the group extension: {0}")]
+    Unanswered(std::sync::Arc<PmiError>),
 }
 
 /// The message every group call returns on a server without the extension.
@@ -92,15 +105,11 @@ impl Pmi {
             .supported
             .get_or_init(|| match self.job_attr(wg::SUPPORT_ATTR) {
                 Ok(Some(v)) if v == wg::SUPPORT_VALUE.as_bytes() => Ok(()),
-                Ok(Some(v)) => Err(format!(
-                    "the server's group extension is version {}, this client speaks {}",
-                    String::from_utf8_lossy(&v),
-                    wg::SUPPORT_VALUE
+                Ok(Some(v)) => Err(NoExtension::Version(
+                    String::from_utf8_lossy(&v).into_owned(),
                 )),
-                Ok(None) => Err("the server does not offer fastpmi's group extension".into()),
-                Err(e) => Err(format!(
-                    "cannot ask the server for the group extension: {e}"
-                )),
+                Ok(None) => Err(NoExtension::Absent),
+                Err(e) => Err(NoExtension::Unanswered(e.into())),
             });
         r.clone()
             .map_err(|why| PmiError::Unsupported(format!("{what}: {NOT_SUPPORTED} ({why})")))
@@ -128,11 +137,13 @@ impl Pmi {
         if m.get("joined").is_none() {
             return Ok(None);
         }
-        wg::decode_reply(&m).map(Some).map_err(PmiError::Protocol)
+        wg::decode_reply(&m)
+            .map(Some)
+            .map_err(|e| PmiError::Protocol(e.to_string()))
     }
 
     fn check_group_id(id: &str) -> Result<(), PmiError> {
-        wg::check_id(id.as_bytes()).map_err(PmiError::InvalidArg)
+        wg::check_id(id.as_bytes()).map_err(|e| PmiError::InvalidArg(e.to_string()))
     }
 
     /// Own-job ranks as members, checked: not empty, below the job size, no

@@ -34,6 +34,24 @@ pub mod attr {
     pub const MY_PSETS: &str = "mypsets";
 }
 
+/// Values of [`attr::MEM_POOL_TYPE`], also the kinds of [`env::SEGMENT`]
+/// (`anonmmap:FD`, `sysv:ID`).
+pub mod pool {
+    /// An anonymous memfd ([`super::attr::MEM_ANON_MMAP_FD`]).
+    pub const ANON_MMAP: &str = "anonmmap";
+    /// A SysV segment ([`super::attr::MEM_SYSV_ID`]).
+    pub const SYSV: &str = "sysv";
+}
+
+/// Kinds of [`attr::PARENT_SEGMENT`] and [`env::PARENT_SEGMENT`]: `fd:N`
+/// or `sysv:ID`.
+pub mod parent_segment {
+    /// An inherited descriptor of the parent's memfd.
+    pub const FD: &str = "fd";
+    /// The parent's SysV segment.
+    pub const SYSV: &str = super::pool::SYSV;
+}
+
 /// Keys of fastpmi's own additions to a `fullinit-response`.
 pub mod fullinit {
     /// Every key fastpmi adds starts with this (other servers send none).
