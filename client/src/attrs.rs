@@ -2,6 +2,7 @@
 //! attributes, from the segment or over the wire.
 
 use super::*;
+use fastpmi_codec::names::attr;
 
 impl Pmi {
     /// Put a node attribute, visible to every rank of the node.
@@ -104,9 +105,10 @@ impl Pmi {
     /// `localRanksCount` (comma-separated on the wire).
     pub fn node_attr_int_array(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<i64>>, PmiError> {
         let key = key.as_ref();
-        let v = match (self.transport(), key) {
-            (TransportKind::Singleton, b"localRanksCount") => Some(b"1".to_vec()),
-            (TransportKind::Singleton, b"localRanks") => Some(b"0".to_vec()),
+        let singleton = self.transport() == TransportKind::Singleton;
+        let v = match key {
+            k if singleton && k == attr::LOCAL_RANKS_COUNT.as_bytes() => Some(b"1".to_vec()),
+            k if singleton && k == attr::LOCAL_RANKS.as_bytes() => Some(b"0".to_vec()),
             _ => self.get_node_attr(key, false)?,
         };
         let Some(v) = v else { return Ok(None) };
@@ -137,8 +139,10 @@ impl Pmi {
                 Ok(found_value(&m))
             }
             Peer::Local(_) => Ok(match key {
-                b"PMI_process_mapping" => Some(format!("(vector,(0,1,{size}))").into_bytes()),
-                b"universeSize" => Some(b"1".to_vec()),
+                k if k == attr::PROCESS_MAPPING.as_bytes() => {
+                    Some(attr::single_node_mapping(size).into_bytes())
+                }
+                k if k == attr::UNIVERSE_SIZE.as_bytes() => Some(b"1".to_vec()),
                 _ => None,
             }),
         })

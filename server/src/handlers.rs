@@ -5,6 +5,7 @@
 use super::nameserv::{self, NameOp};
 use super::{Activity, ConnId, Event, FailCause, JobIdx, Phase, ReplyTo, Server};
 use crate::store::StoreError;
+use fastpmi_codec::names::attr;
 use fastpmi_codec::{Request, Response, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
 
 /// Pending `info-getnodeattr wait=TRUE` requests one rank may hold (one per
@@ -232,7 +233,9 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
     let j = &s.jobs[target];
     // PMI-1 clients read job attributes with plain gets.
     let value = match to.proto {
-        fastpmi_codec::Protocol::Pmi1 if key.starts_with(b"PMI_") || key == b"universeSize" => {
+        fastpmi_codec::Protocol::Pmi1
+            if key.starts_with(b"PMI_") || key == attr::UNIVERSE_SIZE.as_bytes() =>
+        {
             job_attr(s.hwloc_xmlfile.as_deref(), j, &key)
         }
         _ => None,
@@ -242,17 +245,18 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
 }
 
 fn job_attr(hwloc_xmlfile: Option<&str>, j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {
-    match key {
-        // One node: every rank here. The full form, never Hydra's wrap-around.
-        b"PMI_process_mapping" => Some(format!("(vector,(0,1,{}))", j.size).into_bytes()),
-        b"universeSize" => Some(j.universe_size.to_string().into_bytes()),
+    // Every name is text: other keys are a miss.
+    match std::str::from_utf8(key).ok()? {
+        // One node: every rank here.
+        attr::PROCESS_MAPPING => Some(attr::single_node_mapping(j.size).into_bytes()),
+        attr::UNIVERSE_SIZE => Some(j.universe_size.to_string().into_bytes()),
         // Publish, unpublish and lookup work across every job.
-        b"hasNameServ" => Some(b"TRUE".to_vec()),
+        attr::HAS_NAME_SERV => Some(b"TRUE".to_vec()),
         // The node topology the launcher exported once (MPICH then need not
         // discover it in every rank).
-        b"PMI_hwloc_xmlfile" => hwloc_xmlfile.map(|p| p.as_bytes().to_vec()),
+        attr::HWLOC_XMLFILE => hwloc_xmlfile.map(|p| p.as_bytes().to_vec()),
         // A miss: an empty list would be an empty value, which clients mishandle.
-        b"PMI_dead_processes" => None,
+        attr::DEAD_PROCESSES => None,
         _ => None,
     }
 }
