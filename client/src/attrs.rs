@@ -2,6 +2,7 @@
 //! attributes, from the segment or over the wire.
 
 use super::*;
+use fastpmi_codec::names::attr;
 
 impl Pmi {
     /// Put a node attribute, visible to every rank of the node.
@@ -13,12 +14,12 @@ impl Pmi {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.live()?;
         self.check_kv(key, Some(value))?;
-        if let Some(seg) = &self.shm {
+        if let Some(shm) = self.shm() {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
                 st.set_last_op(RankOp::PutNodeAttr);
             }
-            match seg.seg().node_attrs().put(key, value, &SharedFutex) {
+            match shm.seg.seg().node_attrs().put(key, value, &SharedFutex) {
                 Ok(_) => return Ok(()),
                 Err(KvsError::Aborted(a)) => return Err(aborted(a)),
                 Err(KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
@@ -27,7 +28,7 @@ impl Pmi {
             }
         }
         self.with(|t| match t {
-            Conn::Wire(c) => c
+            Peer::Wire(c) => c
                 .call(
                     Protocol::Pmi2,
                     &Request::PutNodeAttr {
@@ -37,11 +38,10 @@ impl Pmi {
                     "info-putnodeattr-response",
                 )
                 .map(|_| ()),
-            Conn::Singleton { node, .. } => {
-                node.insert(key.to_vec(), value.to_vec());
+            Peer::Local(l) => {
+                l.node.insert(key.to_vec(), value.to_vec());
                 Ok(())
             }
-            other => Err(other.unusable()),
         })
     }
 
@@ -56,16 +56,16 @@ impl Pmi {
         let key = key.as_ref();
         self.live()?;
         self.check_kv(key, None)?;
-        if let Some(seg) = &self.shm {
+        if let Some(shm) = self.shm() {
             if let Some(st) = self.state() {
                 st.count_node_attr_op();
                 st.set_last_op(RankOp::GetNodeAttr);
             }
-            let attrs = seg.seg().node_attrs();
+            let attrs = shm.seg.seg().node_attrs();
             if let Some(v) = attrs.get(key) {
                 return Ok(Some(v.to_vec()));
             }
-            if !self.overflowed(seg) {
+            if !self.overflowed(&shm.seg) {
                 if !wait {
                     return Ok(None);
                 }
@@ -86,7 +86,7 @@ impl Pmi {
             }
         }
         self.with(|t| match t {
-            Conn::Wire(c) => {
+            Peer::Wire(c) => {
                 let m = c.call(
                     Protocol::Pmi2,
                     &Request::GetNodeAttr {
@@ -97,8 +97,7 @@ impl Pmi {
                 )?;
                 Ok(found_value(&m))
             }
-            Conn::Singleton { node, .. } => Ok(node.get(key).cloned()),
-            other => Err(other.unusable()),
+            Peer::Local(l) => Ok(l.node.get(key).cloned()),
         })
     }
 
@@ -106,9 +105,10 @@ impl Pmi {
     /// `localRanksCount` (comma-separated on the wire).
     pub fn node_attr_int_array(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<i64>>, PmiError> {
         let key = key.as_ref();
-        let v = match (self.transport(), key) {
-            (TransportKind::Singleton, b"localRanksCount") => Some(b"1".to_vec()),
-            (TransportKind::Singleton, b"localRanks") => Some(b"0".to_vec()),
+        let singleton = self.transport() == TransportKind::Singleton;
+        let v = match key {
+            k if singleton && k == attr::LOCAL_RANKS_COUNT.as_bytes() => Some(b"1".to_vec()),
+            k if singleton && k == attr::LOCAL_RANKS.as_bytes() => Some(b"0".to_vec()),
             _ => self.get_node_attr(key, false)?,
         };
         let Some(v) = v else { return Ok(None) };
@@ -130,7 +130,7 @@ impl Pmi {
         self.check_kv(key, None)?;
         let size = self.size;
         self.with(|t| match t {
-            Conn::Wire(c) => {
+            Peer::Wire(c) => {
                 let m = c.call(
                     Protocol::Pmi2,
                     &Request::GetJobAttr { key: key.to_vec() },
@@ -138,12 +138,13 @@ impl Pmi {
                 )?;
                 Ok(found_value(&m))
             }
-            Conn::Singleton { .. } => Ok(match key {
-                b"PMI_process_mapping" => Some(format!("(vector,(0,1,{size}))").into_bytes()),
-                b"universeSize" => Some(b"1".to_vec()),
+            Peer::Local(_) => Ok(match key {
+                k if k == attr::PROCESS_MAPPING.as_bytes() => {
+                    Some(attr::single_node_mapping(size).into_bytes())
+                }
+                k if k == attr::UNIVERSE_SIZE.as_bytes() => Some(b"1".to_vec()),
                 _ => None,
             }),
-            other => Err(other.unusable()),
         })
     }
 }

@@ -29,7 +29,8 @@ use std::time::Duration;
 use shm_layout::GroupWaitError;
 
 use super::conn::lock;
-use super::{Conn, Pmi, PmiError};
+use super::transport::Peer;
+use super::{Pmi, PmiError, TransportKind};
 pub use fastpmi_codec::group::MemberSpec;
 use fastpmi_codec::group::{self as wg, GroupReply, GroupRequest};
 use fastpmi_codec::{Message, Protocol, Request};
@@ -61,8 +62,21 @@ pub struct Invitation {
 /// Per-process group state (in [`Pmi`]).
 #[derive(Default)]
 pub(super) struct GroupState {
-    supported: OnceLock<Result<(), String>>,
+    supported: OnceLock<Result<(), NoExtension>>,
     mine: Mutex<HashMap<String, Group>>,
+}
+
+/// Why the server has no usable group extension (asked once, kept).
+#[derive(Debug, Clone, thiserror::Error)]
+enum NoExtension {
+    #[error("the server's group extension is version {0}, this client speaks {v}", v = wg::SUPPORT_VALUE)]
+    Version(String),
+    #[error("the server does not offer fastpmi's group extension")]
+    Absent,
+    /// The job-attribute request failed (shared: the answer is kept for
+    /// every later call, and [`PmiError`] is not `Clone`).
+    #[error("cannot ask the server for the group extension: {0}")]
+    Unanswered(std::sync::Arc<PmiError>),
 }
 
 /// The message every group call returns on a server without the extension.
@@ -76,7 +90,7 @@ impl Pmi {
     /// attribute `fastpmi-groups`, which other servers report missing).
     fn groups_supported(&self, what: &str) -> Result<(), PmiError> {
         self.live()?;
-        if self.singleton {
+        if self.transport() == TransportKind::Singleton {
             return Err(PmiError::Unsupported(format!(
                 "{what}: {NOT_SUPPORTED} (this process is a singleton, with no PMI server)"
             )));
@@ -91,15 +105,11 @@ impl Pmi {
             .supported
             .get_or_init(|| match self.job_attr(wg::SUPPORT_ATTR) {
                 Ok(Some(v)) if v == wg::SUPPORT_VALUE.as_bytes() => Ok(()),
-                Ok(Some(v)) => Err(format!(
-                    "the server's group extension is version {}, this client speaks {}",
-                    String::from_utf8_lossy(&v),
-                    wg::SUPPORT_VALUE
+                Ok(Some(v)) => Err(NoExtension::Version(
+                    String::from_utf8_lossy(&v).into_owned(),
                 )),
-                Ok(None) => Err("the server does not offer fastpmi's group extension".into()),
-                Err(e) => Err(format!(
-                    "cannot ask the server for the group extension: {e}"
-                )),
+                Ok(None) => Err(NoExtension::Absent),
+                Err(e) => Err(NoExtension::Unanswered(e.into())),
             });
         r.clone()
             .map_err(|why| PmiError::Unsupported(format!("{what}: {NOT_SUPPORTED} ({why})")))
@@ -113,7 +123,7 @@ impl Pmi {
         let req = Request::Group(req);
         let m: Message = self
             .with(|t| match t {
-                Conn::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
+                Peer::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
                 other => Err(other.unusable()),
             })
             .map_err(|e| match e {
@@ -127,11 +137,13 @@ impl Pmi {
         if m.get("joined").is_none() {
             return Ok(None);
         }
-        wg::decode_reply(&m).map(Some).map_err(PmiError::Protocol)
+        wg::decode_reply(&m)
+            .map(Some)
+            .map_err(|e| PmiError::Protocol(e.to_string()))
     }
 
     fn check_group_id(id: &str) -> Result<(), PmiError> {
-        wg::check_id(id.as_bytes()).map_err(PmiError::InvalidArg)
+        wg::check_id(id.as_bytes()).map_err(|e| PmiError::InvalidArg(e.to_string()))
     }
 
     /// Own-job ranks as members, checked: not empty, below the job size, no
@@ -195,7 +207,7 @@ impl Pmi {
     }
 
     fn uses_shm(&self) -> bool {
-        self.shm.is_some()
+        self.shm().is_some()
     }
 
     /// Build group `id` of these ranks of this job, collectively: every
@@ -257,17 +269,17 @@ impl Pmi {
         Self::check_group_id(id)?;
         self.live()?;
         let g = lock(&self.groups.mine).get(id).cloned();
-        if let (Some(g), Some(seg)) = (&g, &self.shm) {
-            if let Some(b) = g.slot.and_then(|s| seg.seg().group(s)) {
+        if let (Some(g), Some(shm)) = (&g, self.shm()) {
+            if let Some(b) = g.slot.and_then(|s| shm.seg.seg().group(s)) {
                 let r = b
-                    .with_spin_limit(self.shm_cfg.spins)
-                    .with_yield_limit(self.shm_cfg.yields)
+                    .with_spin_limit(shm.cfg.spins)
+                    .with_yield_limit(shm.cfg.yields)
                     .fence(g.ctxid, &SharedFutex);
                 return r.map(|_| ()).map_err(|e| match e {
                     GroupWaitError::Aborted(a) => super::aborted(a),
                     GroupWaitError::MemberFailed { rank } => PmiError::Server {
                         cmd: "group-fence".into(),
-                        rc: -1,
+                        rc: fastpmi_codec::codes::FAIL,
                         msg: format!("group {id} failed: member rank {rank} died"),
                     },
                     GroupWaitError::NotOwner { .. } => {

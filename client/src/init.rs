@@ -1,8 +1,13 @@
 //! Client start: the transport chosen at init (segment, socket or
 //! singleton), and mapping the job segment and a spawned job's parent's.
 
+use std::sync::{Arc, Mutex};
+
+use super::conn::Mux;
+use super::transport::{Link, Local, ParentSegment, Shm};
 use super::*;
-use fastpmi_codec::names::{self, attr};
+use fastpmi_codec::names::{self, attr, parent_segment, pool};
+use fastpmi_segment::AttachFailure;
 
 impl Pmi {
     /// Connect to the launcher (or become a singleton), identify, and map
@@ -27,25 +32,26 @@ impl Pmi {
             match init_direct(&env, direct) {
                 Ok((rank, seg, parent)) => {
                     let jobid = env.jobid.clone().unwrap_or_default();
-                    let shm_cfg = ShmCfg::new(direct.size, Some(&seg), rank, env.fence_yields);
+                    let cfg = ShmCfg::new(direct.size, &seg, rank, env.fence_yields);
+                    let link = Link::Deferred(Box::new(Deferred {
+                        conn,
+                        env: env.clone(),
+                        rank,
+                        size: direct.size,
+                    }));
                     return Ok(Pmi {
                         rank,
                         size: direct.size,
                         appnum: direct.appnum,
                         spawned: env.spawned || direct.spawner.is_some(),
                         jobid: jobid.clone(),
-                        shm: Some(seg),
-                        parent,
-                        fallback: None,
-                        shm_cfg,
-                        singleton: false,
+                        transport: Transport::Shm(Box::new(Shm {
+                            seg,
+                            parent,
+                            cfg,
+                            link: Mutex::new(link),
+                        })),
                         server: env.server,
-                        conn: Mutex::new(Conn::Deferred(Box::new(Deferred {
-                            conn,
-                            env: env.clone(),
-                            rank,
-                            size: direct.size,
-                        }))),
                         finalized: AtomicBool::new(false),
                         groups: Default::default(),
                     });
@@ -72,7 +78,7 @@ impl Pmi {
                 jm.get_str("jobid").unwrap_or_default().to_string()
             }
         };
-        let mut attr = |k: &str| -> Result<Option<String>, String> {
+        let mut attr = |k: &str| -> Result<Option<String>, NoSegment> {
             if let Some(m) = told {
                 let k = k
                     .strip_prefix(fastpmi_codec::names::fullinit::PREFIX)
@@ -85,42 +91,47 @@ impl Pmi {
         };
         // Slurm sets PMI_SPAWNED and names the spawner in fullinit-response.
         let spawned = env.spawned || m.get("spawner-jobid").is_some();
-        let mut fallback = None;
         let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
             Ok(seg) => {
                 register(&seg, r as u32);
-                Some(seg)
+                let parent = match m.get_str("spawner-jobid") {
+                    Some(pj) => match attach_parent(&mut attr, pj) {
+                        Ok(p) => p.map(|seg| (pj.to_string(), seg)),
+                        Err(why) => {
+                            tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
+                            None
+                        }
+                    },
+                    None => None,
+                };
+                Ok((seg, parent))
             }
             Err(why) => {
                 tracing::debug!("rank {r}: not using shared memory: {why}");
-                fallback = Some(why);
-                None
+                Err(why)
             }
         };
-        let parent = match (&shm, m.get_str("spawner-jobid")) {
-            (Some(_), Some(pj)) => match attach_parent(&mut attr, pj) {
-                Ok(p) => p.map(|seg| (pj.to_string(), seg)),
-                Err(why) => {
-                    tracing::debug!("rank {r}: parent's KVS over the socket: {why}");
-                    None
-                }
+        let mux = Mux::new(conn)?;
+        let transport = match shm {
+            Ok((seg, parent)) => Transport::Shm(Box::new(Shm {
+                cfg: ShmCfg::new(size as u32, &seg, r as u32, env.fence_yields),
+                seg,
+                parent,
+                link: Mutex::new(Link::Open(Arc::new(mux))),
+            })),
+            Err(why) => Transport::Socket {
+                mux,
+                fallback: why.to_string(),
             },
-            _ => None,
         };
-        let shm_cfg = ShmCfg::new(size as u32, shm.as_ref(), r as u32, env.fence_yields);
         Ok(Pmi {
             rank: r as u32,
             size: size as u32,
             appnum: appnum as i32,
             spawned,
             jobid,
-            shm,
-            parent,
-            fallback,
-            shm_cfg,
-            singleton: false,
+            transport,
             server: env.server,
-            conn: Mutex::new(Conn::Wire(Arc::new(Mux::new(conn)?))),
             finalized: AtomicBool::new(false),
             groups: Default::default(),
         })
@@ -133,16 +144,8 @@ impl Pmi {
             appnum: 0,
             spawned: false,
             jobid: format!("singleton_{}", std::process::id()),
-            shm: None,
-            parent: None,
-            fallback: None,
-            shm_cfg: ShmCfg::default(),
-            singleton: true,
+            transport: Transport::Singleton(Mutex::new(Local::default())),
             server: ServerKind::Generic,
-            conn: Mutex::new(Conn::Singleton {
-                kvs: HashMap::new(),
-                node: HashMap::new(),
-            }),
             finalized: AtomicBool::new(false),
             groups: Default::default(),
         }
@@ -213,30 +216,67 @@ fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, PmiError> {
     )
 }
 
-/// A spawned job's parent's job id and segment.
-type ParentSegment = (String, JobSegment);
+/// Why init does not use a job segment: logged, and for a rank on the
+/// socket its [`Pmi::fallback_reason`].
+#[derive(Debug, thiserror::Error)]
+pub(super) enum NoSegment {
+    #[error("{var}=socket", var = names::env::TRANSPORT)]
+    Forced,
+    #[error("slurmstepd has no job segment")]
+    SlurmStepd,
+    #[error("the launcher advertises no segment ({})", attr::MEM_POOL_TYPE)]
+    NotAdvertised,
+    #[error("{0} missing")]
+    Missing(&'static str),
+    #[error("{key}={value}")]
+    BadValue { key: &'static str, value: String },
+    #[error("unknown {key} {0}", key = attr::MEM_POOL_TYPE)]
+    UnknownPool(String),
+    #[error(transparent)]
+    Attach(#[from] AttachFailure),
+    #[error("segment belongs to job {job} of {ranks} ranks, not {jobid} of {size}")]
+    OtherJob {
+        job: String,
+        ranks: u32,
+        jobid: String,
+        size: u32,
+    },
+    #[error("the parent segment belongs to job {job}, not {parent}")]
+    OtherParent { job: String, parent: String },
+    #[error("{var}={rank:?} outside a job of {size}", var = names::env::PMI_RANK)]
+    RankOutside { rank: Option<i64>, size: u32 },
+    /// Asking the server for a node attribute failed.
+    #[error(transparent)]
+    Ask(#[from] PmiError),
+}
 
 /// Attach to the job segment (and a spawned job's parent's) as the
 /// environment describes it: no word on the socket.
 fn init_direct(
     env: &PmiEnv,
     d: &Direct,
-) -> Result<(u32, JobSegment, Option<ParentSegment>), String> {
+) -> Result<(u32, JobSegment, Option<ParentSegment>), NoSegment> {
     let rank = env
         .rank
         .and_then(|r| u32::try_from(r).ok())
         .filter(|r| *r < d.size)
-        .ok_or_else(|| format!("PMI_RANK={:?} outside a job of {}", env.rank, d.size))?;
+        .ok_or(NoSegment::RankOutside {
+            rank: env.rank,
+            size: d.size,
+        })?;
     let jobid = env.jobid.as_deref().unwrap_or_default();
     let (pool, v) = d
         .segment
         .split_once(':')
-        .ok_or_else(|| format!("{}={}", fastpmi_codec::names::env::SEGMENT, d.segment))?;
-    let mut attr = |k: &str| -> Result<Option<String>, String> {
+        .ok_or_else(|| NoSegment::BadValue {
+            key: names::env::SEGMENT,
+            value: d.segment.clone(),
+        })?;
+    let mut attr = |k: &str| -> Result<Option<String>, NoSegment> {
         Ok(match k {
             attr::MEM_POOL_TYPE => Some(pool.to_string()),
             attr::MEM_ANON_MMAP_FD | attr::MEM_SYSV_ID => Some(v.to_string()),
-            fastpmi_codec::names::attr::PARENT_SEGMENT => d.parent_segment.clone(),
+            attr::PARENT_SEGMENT => d.parent_segment.clone(),
             _ => None,
         })
     };
@@ -280,12 +320,12 @@ pub(super) struct ShmCfg {
 }
 
 impl ShmCfg {
-    pub(super) fn new(size: u32, shm: Option<&JobSegment>, rank: u32, yields: u32) -> ShmCfg {
+    pub(super) fn new(size: u32, seg: &JobSegment, rank: u32, yields: u32) -> ShmCfg {
         ShmCfg {
             spins: fence_spins(size),
             yields,
-            cohort: shm.and_then(|s| s.seg().fence().cohort_of(rank)),
-            tsc_stamps: shm.is_some_and(|s| s.seg().job().stamp_clock().is_tsc()),
+            cohort: seg.seg().fence().cohort_of(rank),
+            tsc_stamps: seg.seg().job().stamp_clock().is_tsc(),
         }
     }
 
@@ -317,87 +357,94 @@ fn fence_spins(ranks: u32) -> u32 {
 }
 
 /// A node attribute from the server, `None` if it has none.
-fn node_attr(conn: &mut WireConn, k: &str) -> Result<Option<String>, String> {
-    let m = conn
-        .call(
-            Protocol::Pmi2,
-            &Request::GetNodeAttr {
-                key: k.as_bytes().to_vec(),
-                wait: false,
-            },
-            "info-getnodeattr-response",
-        )
-        .map_err(|e| e.to_string())?;
+fn node_attr(conn: &mut WireConn, k: &str) -> Result<Option<String>, NoSegment> {
+    let m = conn.call(
+        Protocol::Pmi2,
+        &Request::GetNodeAttr {
+            key: k.as_bytes().to_vec(),
+            wait: false,
+        },
+        "info-getnodeattr-response",
+    )?;
     Ok(found_value(&m).map(|v| String::from_utf8_lossy(&v).into_owned()))
 }
 
 /// What init needs of the node attributes (from fullinit or asked).
-type AttrFn<'a> = dyn FnMut(&str) -> Result<Option<String>, String> + 'a;
+type AttrFn<'a> = dyn FnMut(&str) -> Result<Option<String>, NoSegment> + 'a;
+
+/// A descriptor or SysV id, as a node attribute or variable `key` gives it.
+fn number(key: &'static str, value: &str) -> Result<i32, NoSegment> {
+    value.trim().parse().map_err(|_| NoSegment::BadValue {
+        key,
+        value: value.to_string(),
+    })
+}
 
 fn attach_segment(
     attr: &mut AttrFn<'_>,
     server: ServerKind,
     jobid: &str,
     size: u32,
-) -> Result<JobSegment, String> {
+) -> Result<JobSegment, NoSegment> {
     if std::env::var(names::env::TRANSPORT).is_ok_and(|v| v == "socket") {
-        return Err("FASTPMI_TRANSPORT=socket".into());
+        return Err(NoSegment::Forced);
     }
     if server == ServerKind::SlurmStepd {
-        return Err("slurmstepd has no job segment".into());
+        return Err(NoSegment::SlurmStepd);
     }
     let seg = match attr(attr::MEM_POOL_TYPE)?.as_deref() {
-        None => return Err("the launcher advertises no segment (memPoolType)".into()),
-        Some("anonmmap") => {
-            let fd = attr(attr::MEM_ANON_MMAP_FD)?.ok_or("memAnonMMAPfd missing")?;
-            let fd: i32 = fd
-                .trim()
-                .parse()
-                .map_err(|_| format!("memAnonMMAPfd={fd}"))?;
-            JobSegment::attach_fd(fd).map_err(|e| e.to_string())?
+        None => return Err(NoSegment::NotAdvertised),
+        Some(pool::ANON_MMAP) => {
+            let key = attr::MEM_ANON_MMAP_FD;
+            let fd = attr(key)?.ok_or(NoSegment::Missing(key))?;
+            JobSegment::attach_fd(number(key, &fd)?)?
         }
-        Some("sysv") => {
-            let id = attr(attr::MEM_SYSV_ID)?.ok_or("memSYSVid missing")?;
-            let id: i32 = id.trim().parse().map_err(|_| format!("memSYSVid={id}"))?;
-            JobSegment::attach_sysv(id).map_err(|e| e.to_string())?
+        Some(pool::SYSV) => {
+            let key = attr::MEM_SYSV_ID;
+            let id = attr(key)?.ok_or(NoSegment::Missing(key))?;
+            JobSegment::attach_sysv(number(key, &id)?)?
         }
-        Some(other) => return Err(format!("unknown memPoolType {other}")),
+        Some(other) => return Err(NoSegment::UnknownPool(other.to_string())),
     };
     if seg.seg().job_id() != jobid || seg.seg().nranks() != size {
-        return Err(format!(
-            "segment belongs to job {} of {} ranks, not {jobid} of {size}",
-            seg.seg().job_id(),
-            seg.seg().nranks()
-        ));
+        return Err(NoSegment::OtherJob {
+            job: seg.seg().job_id().to_string(),
+            ranks: seg.seg().nranks(),
+            jobid: jobid.to_string(),
+            size,
+        });
     }
     Ok(seg)
 }
 
 /// Map the parent's segment, when the launcher passed one.
-fn attach_parent(attr: &mut AttrFn<'_>, parent: &str) -> Result<Option<JobSegment>, String> {
-    let Some(v) = attr(fastpmi_codec::names::attr::PARENT_SEGMENT)? else {
+fn attach_parent(attr: &mut AttrFn<'_>, parent: &str) -> Result<Option<JobSegment>, NoSegment> {
+    let key = attr::PARENT_SEGMENT;
+    let Some(v) = attr(key)? else {
         return Ok(None);
     };
-    let num = |s: &str| {
-        s.trim()
-            .parse::<i32>()
-            .map_err(|_| format!("{}={v}", fastpmi_codec::names::attr::PARENT_SEGMENT))
+    // The whole value is reported, not just its number.
+    let num = |n: &str| {
+        n.trim().parse::<i32>().map_err(|_| NoSegment::BadValue {
+            key,
+            value: v.clone(),
+        })
     };
     let seg = match v.split_once(':') {
-        Some(("fd", n)) => JobSegment::attach_fd(num(n)?).map_err(|e| e.to_string())?,
-        Some(("sysv", n)) => JobSegment::attach_sysv(num(n)?).map_err(|e| e.to_string())?,
+        Some((parent_segment::FD, n)) => JobSegment::attach_fd(num(n)?)?,
+        Some((parent_segment::SYSV, n)) => JobSegment::attach_sysv(num(n)?)?,
         _ => {
-            return Err(format!(
-                "{}={v}",
-                fastpmi_codec::names::attr::PARENT_SEGMENT
-            ))
+            return Err(NoSegment::BadValue {
+                key,
+                value: v.clone(),
+            })
         }
     };
     if seg.seg().job_id() != parent {
-        return Err(format!(
-            "the parent segment belongs to job {}, not {parent}",
-            seg.seg().job_id()
-        ));
+        return Err(NoSegment::OtherParent {
+            job: seg.seg().job_id().to_string(),
+            parent: parent.to_string(),
+        });
     }
     Ok(Some(seg))
 }

@@ -28,17 +28,18 @@ mod init;
 mod names;
 mod os;
 mod spawn;
+mod transport;
 
 /// The codec the client speaks, for the C libraries (which depend on this
 /// crate only): limits, names, spawn requests.
 pub use fastpmi_codec as codec;
+/// The PMI return codes of `pmi2.h` / `pmi.h` ([`PmiError::code`]).
+pub use fastpmi_codec::codes;
 pub use fastpmi_codec::spawn::{SpawnCmd, SpawnRequest};
 pub use groups::{Group, Invitation, MemberSpec, NOT_SUPPORTED};
 pub use spawn::Spawned;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use shm_layout::{KvsError, RankOp, RankPhase, WaitError};
 
@@ -46,8 +47,9 @@ use fastpmi_segment::{JobSegment, SharedFutex};
 
 use fastpmi_codec::{Deframer, Message, Protocol, Request, WireError};
 
-use conn::{lock, Mux, Stream, WireConn};
+use conn::{Stream, WireConn};
 pub use env::{Direct, Endpoint, PmiEnv, ServerKind, DEFAULT_FENCE_YIELDS};
+use transport::{Peer, Transport};
 
 /// Errors of the client. Each has one PMI error code (see [`PmiError::code`]).
 #[derive(Debug, thiserror::Error)]
@@ -74,40 +76,11 @@ pub enum PmiError {
 
 impl PmiError {
     /// The PMI-2 error code for the C ABI.
-    pub fn code(&self) -> i32 {
+    pub fn code(&self) -> codes::Code {
         match self {
-            PmiError::InvalidArg(_) => 3,
-            PmiError::Finalized => 1,
-            _ => 14,
-        }
-    }
-}
-
-/// The non-shared-memory side of the client.
-enum Conn {
-    Wire(Arc<Mux>),
-    /// fastpmi's launcher's socket, not opened yet ([`Pmi::with`] opens it).
-    Deferred(Box<init::Deferred>),
-    /// Opening the deferred socket failed: why.
-    Failed(String),
-    Singleton {
-        kvs: HashMap<Vec<u8>, Vec<u8>>,
-        node: HashMap<Vec<u8>, Vec<u8>>,
-    },
-    Done,
-}
-
-impl Conn {
-    /// The error for a request on a connection that cannot carry it.
-    fn unusable(&self) -> PmiError {
-        match self {
-            Conn::Failed(why) => PmiError::Protocol(why.clone()),
-            Conn::Done => PmiError::Finalized,
-            // `with` opens it before anyone sees it.
-            Conn::Deferred(_) => PmiError::Protocol("the PMI socket is not open".into()),
-            Conn::Wire(_) | Conn::Singleton { .. } => {
-                PmiError::Protocol("request not possible on this connection".into())
-            }
+            PmiError::InvalidArg(_) => codes::ERR_INVALID_ARG,
+            PmiError::Finalized => codes::ERR_INIT,
+            _ => codes::ERR_OTHER,
         }
     }
 }
@@ -133,16 +106,8 @@ pub struct Pmi {
     appnum: i32,
     spawned: bool,
     jobid: String,
-    shm: Option<JobSegment>,
-    /// A spawned job's parent's segment, read for `get_from(parent)`.
-    parent: Option<(String, JobSegment)>,
-    /// Why the segment is not used (None when it is, or for a singleton).
-    fallback: Option<String>,
-    /// How this rank fences and stamps on the segment.
-    shm_cfg: init::ShmCfg,
-    singleton: bool,
+    transport: Transport,
     server: ServerKind,
-    conn: Mutex<Conn>,
     finalized: AtomicBool,
     groups: groups::GroupState,
 }
@@ -186,19 +151,20 @@ impl Pmi {
     }
 
     pub fn transport(&self) -> TransportKind {
-        match (&self.shm, self.singleton) {
-            (Some(_), _) => TransportKind::Shm,
-            (None, true) => TransportKind::Singleton,
-            (None, false) => TransportKind::Socket,
-        }
+        self.transport.kind()
+    }
+
+    /// The job segment and what goes with it, on shared memory.
+    fn shm(&self) -> Option<&transport::Shm> {
+        self.transport.shm()
     }
 
     /// Largest value `put` accepts: the segment's limit on shared memory,
     /// `PMI2_MAX_VALLEN` on the wire.
     pub fn max_value_len(&self) -> usize {
-        self.shm
-            .as_ref()
-            .map_or(fastpmi_codec::VALLEN_MAX, |s| s.seg().kvs().max_value_len())
+        self.shm().map_or(fastpmi_codec::VALLEN_MAX, |s| {
+            s.seg.seg().kvs().max_value_len()
+        })
     }
 
     fn live(&self) -> Result<(), PmiError> {
@@ -209,33 +175,19 @@ impl Pmi {
         }
     }
 
-    /// Run `f` on the connection. The wire connection is shared, not
-    /// locked, during the call: its replies are matched by `thrid`.
-    fn with<R>(&self, f: impl FnOnce(&mut Conn) -> Result<R, PmiError>) -> Result<R, PmiError> {
-        let mut t = lock(&self.conn);
-        if matches!(&*t, Conn::Deferred(_)) {
-            if let Conn::Deferred(d) = std::mem::replace(&mut *t, Conn::Done) {
-                *t = match d.open() {
-                    Ok(m) => Conn::Wire(Arc::new(m)),
-                    Err(e) => Conn::Failed(format!("opening the PMI socket: {e}")),
-                };
-            }
-        }
-        if let Conn::Wire(m) = &*t {
-            let mut shared = Conn::Wire(m.clone());
-            drop(t);
-            return f(&mut shared);
-        }
-        f(&mut t)
+    /// Run `f` on the socket (opened first if deferred) or, for a
+    /// singleton, its local store.
+    fn with<R>(&self, f: impl FnOnce(Peer<'_>) -> Result<R, PmiError>) -> Result<R, PmiError> {
+        self.transport.with(f)
     }
 
     /// Now, as a phase stamp of this segment's kind.
     fn stamp(&self) -> u64 {
-        fastpmi_segment::phase_stamp(self.shm_cfg.tsc_stamps)
+        fastpmi_segment::phase_stamp(self.shm().is_some_and(|s| s.cfg.tsc_stamps))
     }
 
     fn state(&self) -> Option<&shm_layout::RankState> {
-        self.shm.as_ref().and_then(|s| s.seg().rank(self.rank))
+        self.shm().and_then(|s| s.seg.seg().rank(self.rank))
     }
 
     fn check_kv(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), PmiError> {
@@ -283,8 +235,8 @@ impl Pmi {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.live()?;
         self.check_kv(key, Some(value))?;
-        if let Some(seg) = &self.shm {
-            match seg.seg().kvs().put(key, value, &SharedFutex) {
+        if let Some(shm) = self.shm() {
+            match shm.seg.seg().kvs().put(key, value, &SharedFutex) {
                 Ok(_) => {
                     if let Some(st) = self.state() {
                         st.count_put();
@@ -300,7 +252,7 @@ impl Pmi {
             }
         }
         self.with(|t| match t {
-            Conn::Wire(c) => {
+            Peer::Wire(c) => {
                 c.call(
                     Protocol::Pmi2,
                     &Request::Put {
@@ -311,11 +263,10 @@ impl Pmi {
                 )?;
                 Ok(())
             }
-            Conn::Singleton { kvs, .. } => {
-                kvs.insert(key.to_vec(), value.to_vec());
+            Peer::Local(l) => {
+                l.kvs.insert(key.to_vec(), value.to_vec());
                 Ok(())
             }
-            other => Err(other.unusable()),
         })
     }
 
@@ -357,7 +308,7 @@ impl Pmi {
             self.not_on_slurm("reading another job's keys (kvs-get with a jobid)")?;
         }
         // The parent's KVS, straight from its segment (a spawned job).
-        if let Some((pj, seg)) = &self.parent {
+        if let Some((pj, seg)) = self.shm().and_then(|s| s.parent.as_ref()) {
             if jobid == Some(pj.as_str()) {
                 if let Some(st) = self.state() {
                     st.count_get();
@@ -370,20 +321,20 @@ impl Pmi {
                 }
             }
         }
-        if let (Some(seg), true) = (&self.shm, own) {
+        if let (Some(shm), true) = (self.shm(), own) {
             if let Some(st) = self.state() {
                 st.count_get();
                 st.set_last_op(RankOp::Get);
             }
-            if let Some(v) = seg.seg().kvs().get(key) {
+            if let Some(v) = shm.seg.seg().kvs().get(key) {
                 return Ok(f(Some(v)));
             }
-            if !self.overflowed(seg) {
+            if !self.overflowed(&shm.seg) {
                 return Ok(f(None));
             }
         }
         let got = self.with(|t| match t {
-            Conn::Wire(c) => {
+            Peer::Wire(c) => {
                 let req = Request::Get {
                     jobid: jobid.map(str::to_string),
                     src: src.map(i64::from),
@@ -392,12 +343,11 @@ impl Pmi {
                 let m = c.call(Protocol::Pmi2, &req, "kvs-get-response")?;
                 Ok(found_value(&m))
             }
-            Conn::Singleton { .. } if !own => Err(PmiError::Protocol(format!(
+            Peer::Local(_) if !own => Err(PmiError::Protocol(format!(
                 "no job {} here: a singleton has only its own KVS",
                 jobid.unwrap_or_default()
             ))),
-            Conn::Singleton { kvs, .. } => Ok(kvs.get(key).cloned()),
-            other => Err(other.unusable()),
+            Peer::Local(l) => Ok(l.kvs.get(key).cloned()),
         })?;
         Ok(f(got.as_deref()))
     }
@@ -405,18 +355,18 @@ impl Pmi {
     /// Barrier over the job; afterwards every put made before it is visible.
     pub fn fence(&self) -> Result<(), PmiError> {
         self.live()?;
-        if let Some(seg) = &self.shm {
+        if let Some(shm) = self.shm() {
             let st = self.state();
             if let Some(st) = st {
                 st.count_fence();
                 st.set_last_op(RankOp::Fence);
                 st.set_phase_at(RankPhase::InFence, self.stamp());
             }
-            let fence = seg.seg().fence();
-            let yields = self.shm_cfg.yields_in(fence.generation());
+            let fence = shm.seg.seg().fence();
+            let yields = shm.cfg.yields_in(fence.generation());
             let r = fence
-                .for_rank_in(self.rank, self.shm_cfg.cohort)
-                .with_spin_limit(self.shm_cfg.spins)
+                .for_rank_in(self.rank, shm.cfg.cohort)
+                .with_spin_limit(shm.cfg.spins)
                 .with_yield_limit(yields)
                 .fence(&SharedFutex);
             if let Some(st) = st {
@@ -425,23 +375,24 @@ impl Pmi {
             return r.map(|_| ()).map_err(aborted);
         }
         self.with(|t| match t {
-            Conn::Wire(c) => c
+            Peer::Wire(c) => c
                 .call(Protocol::Pmi2, &Request::Barrier, "kvs-fence-response")
                 .map(|_| ()),
-            Conn::Singleton { .. } => Ok(()),
-            other => Err(other.unusable()),
+            Peer::Local(_) => Ok(()),
         })
     }
 
     /// The parent job whose segment this spawned process maps (its KVS is
     /// then read from there by [`Pmi::get_from`]), if any.
     pub fn parent_segment(&self) -> Option<&str> {
-        self.parent.as_ref().map(|(j, _)| j.as_str())
+        self.shm()
+            .and_then(|s| s.parent.as_ref())
+            .map(|(j, _)| j.as_str())
     }
 
     /// Size in bytes of the mapped job segment (None on the socket).
     pub fn segment_len(&self) -> Option<usize> {
-        self.shm.as_ref().map(|s| s.mapping().len())
+        self.shm().map(|s| s.seg.mapping().len())
     }
 
     /// Why this process talks to the launcher over the socket instead of the
@@ -449,7 +400,10 @@ impl Pmi {
     /// `FASTPMI_TRANSPORT=socket`, ...); `None` on shared memory and for a
     /// singleton.
     pub fn fallback_reason(&self) -> Option<&str> {
-        self.fallback.as_deref()
+        match &self.transport {
+            Transport::Socket { fallback, .. } => Some(fallback),
+            Transport::Shm(_) | Transport::Singleton(_) => None,
+        }
     }
 
     /// A request that only the launcher can answer. A singleton has no
@@ -457,19 +411,18 @@ impl Pmi {
     fn wire(&self, req: &Request, expect: &str) -> Result<Message, PmiError> {
         self.live()?;
         self.with(|t| match t {
-            Conn::Wire(c) => c.call(Protocol::Pmi2, req, expect),
-            Conn::Singleton { .. } => Err(PmiError::Protocol(format!(
+            Peer::Wire(c) => c.call(Protocol::Pmi2, req, expect),
+            Peer::Local(_) => Err(PmiError::Protocol(format!(
                 "{} needs a launcher (this process is a singleton)",
                 fastpmi_codec::command::request_name(req)
             ))),
-            other => Err(other.unusable()),
         })
     }
 
     /// Ask the launcher to end the whole job with `code`, then exit.
     pub fn abort(&self, code: i32, message: &str) -> ! {
         let _ = self.with(|t| {
-            if let Conn::Wire(c) = t {
+            if let Peer::Wire(c) = t {
                 c.send(&Request::Abort {
                     exitcode: Some(code.into()),
                     message: message.to_string(),
@@ -490,28 +443,21 @@ impl Pmi {
             st.set_last_op(RankOp::Finalize);
             st.set_phase_at(RankPhase::Finalized, self.stamp());
         }
-        let mut t = lock(&self.conn);
-        if let Conn::Deferred(_) = &*t {
-            // Never opened: the segment says it all; the socket closes here.
-            *t = Conn::Done;
-            return Ok(());
+        match &self.transport {
+            // On the segment the launcher is fastpmi's, which reads the
+            // Finalized phase set above from there: no need to wait for its
+            // answer. Waiting made the ranks of a large job leave one at a
+            // time, each woken in turn by the launcher's reply. A socket
+            // never opened closes here unopened.
+            Transport::Shm(shm) => match shm.finalize_link() {
+                Some(c) => c.send(&Request::Finalize),
+                None => Ok(()),
+            },
+            Transport::Socket { mux, .. } => mux
+                .call(Protocol::Pmi2, &Request::Finalize, "finalize-response")
+                .map(|_| ()),
+            Transport::Singleton(_) => Ok(()),
         }
-        drop(t);
-        self.with(|t| {
-            let r = match t {
-                // On the segment the launcher is fastpmi's, which reads the
-                // Finalized phase set above from there: no need to wait for
-                // its answer. Waiting made the ranks of a large job leave one
-                // at a time, each woken in turn by the launcher's reply.
-                Conn::Wire(c) if self.shm.is_some() => c.send(&Request::Finalize),
-                Conn::Wire(c) => c
-                    .call(Protocol::Pmi2, &Request::Finalize, "finalize-response")
-                    .map(|_| ()),
-                Conn::Singleton { .. } | Conn::Done | Conn::Failed(_) | Conn::Deferred(_) => Ok(()),
-            };
-            *t = Conn::Done;
-            r
-        })
     }
 }
 

@@ -131,25 +131,54 @@ fn bad(cmd: &str, key: &'static str, value: impl Into<String>) -> WireError {
     }
 }
 
+/// Why a group id is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadGroupId {
+    #[error("empty group id")]
+    Empty,
+    #[error("group id of {len} bytes exceeds the limit of {GROUP_ID_MAX}")]
+    TooLong { len: usize },
+    #[error("group id contains {0:?} (allowed: printable ASCII except ';', ',', '=')")]
+    BadChar(char),
+}
+
+/// Why a member list cannot be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadMemberList {
+    #[error("member {0:?}: empty job id")]
+    EmptyJob(String),
+    #[error("member {item:?}: {rank:?} is not a rank")]
+    NotARank { item: String, rank: String },
+    #[error("member range {0:?} is empty")]
+    EmptyRange(String),
+    #[error("more than {MEMBERS_MAX} members")]
+    TooMany,
+}
+
+/// Why a successful group reply cannot be read (client side).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadGroupReply {
+    #[error("{cmd} lacks {key}")]
+    Missing { cmd: String, key: &'static str },
+    #[error("bad {0}")]
+    OutOfRange(&'static str),
+    #[error(transparent)]
+    Members(#[from] BadMemberList),
+}
+
 /// Why a group id is not acceptable, if it is not.
-pub fn check_id(id: &[u8]) -> Result<(), String> {
+pub fn check_id(id: &[u8]) -> Result<(), BadGroupId> {
     if id.is_empty() {
-        return Err("empty group id".into());
+        return Err(BadGroupId::Empty);
     }
     if id.len() > GROUP_ID_MAX {
-        return Err(format!(
-            "group id of {} bytes exceeds the limit of {GROUP_ID_MAX}",
-            id.len()
-        ));
+        return Err(BadGroupId::TooLong { len: id.len() });
     }
     if let Some(b) = id
         .iter()
         .find(|&&b| !b.is_ascii_graphic() || b == b';' || b == b',' || b == b'=')
     {
-        return Err(format!(
-            "group id contains {:?} (allowed: printable ASCII except ';', ',', '=')",
-            *b as char
-        ));
+        return Err(BadGroupId::BadChar(*b as char));
     }
     Ok(())
 }
@@ -171,7 +200,7 @@ fn id_of(msg: &Message) -> Result<String, WireError> {
 }
 
 /// Parse a member list: comma-separated `R`, `A-B`, `JOB:R` or `JOB:A-B`.
-pub fn parse_members(text: &str) -> Result<Vec<MemberSpec>, String> {
+pub fn parse_members(text: &str) -> Result<Vec<MemberSpec>, BadMemberList> {
     let mut out = Vec::new();
     if text.is_empty() {
         return Ok(out);
@@ -179,12 +208,14 @@ pub fn parse_members(text: &str) -> Result<Vec<MemberSpec>, String> {
     for item in text.split(',') {
         let (job, ranks) = match item.rsplit_once(':') {
             Some((j, r)) if !j.is_empty() => (Some(j.to_string()), r),
-            Some(_) => return Err(format!("member {item:?}: empty job id")),
+            Some(_) => return Err(BadMemberList::EmptyJob(item.to_string())),
             None => (None, item),
         };
         let num = |s: &str| {
-            s.parse::<u32>()
-                .map_err(|_| format!("member {item:?}: {s:?} is not a rank"))
+            s.parse::<u32>().map_err(|_| BadMemberList::NotARank {
+                item: item.to_string(),
+                rank: s.to_string(),
+            })
         };
         let (a, b) = match ranks.split_once('-') {
             Some((a, b)) => (num(a)?, num(b)?),
@@ -194,10 +225,10 @@ pub fn parse_members(text: &str) -> Result<Vec<MemberSpec>, String> {
             }
         };
         if b < a {
-            return Err(format!("member range {item:?} is empty"));
+            return Err(BadMemberList::EmptyRange(item.to_string()));
         }
         if out.len() + (b - a) as usize + 1 > MEMBERS_MAX {
-            return Err(format!("more than {MEMBERS_MAX} members"));
+            return Err(BadMemberList::TooMany);
         }
         out.extend((a..=b).map(|rank| MemberSpec {
             job: job.clone(),
@@ -242,7 +273,7 @@ fn members_of(msg: &Message, key: &'static str) -> Result<Vec<MemberSpec>, WireE
         cmd: msg.cmd.clone(),
         key,
     })?;
-    parse_members(v).map_err(|why| bad(&msg.cmd, key, why))
+    parse_members(v).map_err(|why| bad(&msg.cmd, key, why.to_string()))
 }
 
 fn timeout_of(msg: &Message) -> Result<u64, WireError> {
@@ -374,11 +405,15 @@ pub fn encode_reply(m: &mut Message, r: &GroupReply) {
 }
 
 /// Client side: a successful reply's fields.
-pub fn decode_reply(m: &Message) -> Result<GroupReply, String> {
+pub fn decode_reply(m: &Message) -> Result<GroupReply, BadGroupReply> {
     if m.get_bool("joined") == Some(false) {
         return Ok(GroupReply::Declined);
     }
-    let int = |k: &str| m.get_int(k).ok_or_else(|| format!("{} lacks {k}", m.cmd));
+    let lacks = |key| BadGroupReply::Missing {
+        cmd: m.cmd.clone(),
+        key,
+    };
+    let int = |k: &'static str| m.get_int(k).ok_or_else(|| lacks(k));
     let list = |k: &str| parse_members(m.get_str(k).unwrap_or(""));
     let outcome = if m.get("members").is_some() {
         Some(InviteOutcome {
@@ -392,11 +427,11 @@ pub fn decode_reply(m: &Message) -> Result<GroupReply, String> {
     let ctxid = m
         .get_str("ctxid")
         .and_then(|c| c.parse::<u64>().ok())
-        .ok_or_else(|| format!("{} lacks ctxid", m.cmd))?;
+        .ok_or_else(|| lacks("ctxid"))?;
     let slot = int("slot")?;
     Ok(GroupReply::Built {
-        rank: u32::try_from(int("rank")?).map_err(|_| "bad rank".to_string())?,
-        size: u32::try_from(int("size")?).map_err(|_| "bad size".to_string())?,
+        rank: u32::try_from(int("rank")?).map_err(|_| BadGroupReply::OutOfRange("rank"))?,
+        size: u32::try_from(int("size")?).map_err(|_| BadGroupReply::OutOfRange("size"))?,
         ctxid,
         slot: u32::try_from(slot).ok(),
         outcome,

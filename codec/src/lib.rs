@@ -8,6 +8,7 @@
 //! [`command::Request`] and a [`command::Response`] back to wire pairs.
 
 pub mod auth;
+pub mod codes;
 pub mod command;
 pub mod frame;
 pub mod group;

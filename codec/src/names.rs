@@ -18,12 +18,18 @@ pub mod attr {
     /// Set once a put went to the launcher's overflow table (the segment
     /// was full): a get that misses in the segment must ask the launcher.
     pub const OVERFLOW: &str = "fastpmi-overflow";
-    /// Ranks of the caller's node (job attribute).
+    /// Ranks of the caller's node (node attribute, a comma list).
     pub const LOCAL_RANKS: &str = "localRanks";
+    /// How many ranks the caller's node has (node attribute).
+    pub const LOCAL_RANKS_COUNT: &str = "localRanksCount";
     /// The universe size (job attribute).
     pub const UNIVERSE_SIZE: &str = "universeSize";
     /// Node map of the job (job attribute), e.g. `(vector,(0,1,16))`.
     pub const PROCESS_MAPPING: &str = "PMI_process_mapping";
+    /// Whether publish, unpublish and lookup work (job attribute, `TRUE`).
+    pub const HAS_NAME_SERV: &str = "hasNameServ";
+    /// Ranks known dead (job attribute; fastpmi reports it missing).
+    pub const DEAD_PROCESSES: &str = "PMI_dead_processes";
     /// Path of the node's topology as hwloc XML (job attribute).
     pub const HWLOC_XMLFILE: &str = "PMI_hwloc_xmlfile";
     /// Job attribute naming all process sets (comma list).
@@ -32,6 +38,30 @@ pub mod attr {
     pub const PSET_PREFIX: &str = "pset:";
     /// Job attribute naming the calling rank's process sets.
     pub const MY_PSETS: &str = "mypsets";
+
+    /// The [`PROCESS_MAPPING`] of `ranks` ranks all on one node, in the
+    /// full form (never Hydra's wrap-around).
+    pub fn single_node_mapping(ranks: u32) -> String {
+        format!("(vector,(0,1,{ranks}))")
+    }
+}
+
+/// Values of [`attr::MEM_POOL_TYPE`], also the kinds of [`env::SEGMENT`]
+/// (`anonmmap:FD`, `sysv:ID`).
+pub mod pool {
+    /// An anonymous memfd ([`super::attr::MEM_ANON_MMAP_FD`]).
+    pub const ANON_MMAP: &str = "anonmmap";
+    /// A SysV segment ([`super::attr::MEM_SYSV_ID`]).
+    pub const SYSV: &str = "sysv";
+}
+
+/// Kinds of [`attr::PARENT_SEGMENT`] and [`env::PARENT_SEGMENT`]: `fd:N`
+/// or `sysv:ID`.
+pub mod parent_segment {
+    /// An inherited descriptor of the parent's memfd.
+    pub const FD: &str = "fd";
+    /// The parent's SysV segment.
+    pub const SYSV: &str = super::pool::SYSV;
 }
 
 /// Keys of fastpmi's own additions to a `fullinit-response`.

@@ -22,14 +22,12 @@ fn replies_are_well_formed(
 ) {
     let mut resps = vec![
         Response::Ok,
-        Response::Error {
-            rc: -1,
-            msg: req
-                .as_ref()
+        Response::error(
+            req.as_ref()
                 .err()
                 .cloned()
                 .unwrap_or_else(|| format!("{cmd} failed")),
-        },
+        ),
         Response::Lookup(None),
     ];
     if let Ok(req) = req {
@@ -54,16 +52,13 @@ fn replies_are_well_formed(
             }
             Request::Publish { service, port } => {
                 resps.push(Response::Lookup(Some(port.clone())));
-                resps.push(Response::Error {
-                    rc: 1,
-                    msg: format!("service {service} is already published"),
-                });
+                resps.push(Response::error_rc(
+                    1,
+                    format!("service {service} is already published"),
+                ));
             }
             Request::JobConnect { jobid } => {
-                resps.push(Response::Error {
-                    rc: -1,
-                    msg: format!("no job {jobid} in this launcher"),
-                });
+                resps.push(Response::error(format!("no job {jobid} in this launcher")));
             }
             _ => {}
         }
@@ -191,10 +186,7 @@ fn check(frame: Frame) {
                 want,
                 "error",
                 None,
-                &Response::Error {
-                    rc: -1,
-                    msg: e.to_string(),
-                },
+                &Response::error(e.to_string()),
             );
             check_reply(&bytes, echo);
         }

@@ -6,6 +6,8 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
+use fastpmi_codec::names::pool;
+
 /// Which kind of memory backs the segment (`memPoolType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemPool {
@@ -19,15 +21,17 @@ impl MemPool {
     /// The `memPoolType` node-attribute value.
     pub fn attr(self) -> &'static str {
         match self {
-            MemPool::AnonMmap => "anonmmap",
-            MemPool::Sysv => "sysv",
+            MemPool::AnonMmap => pool::ANON_MMAP,
+            MemPool::Sysv => pool::SYSV,
         }
     }
 
+    /// A `memPoolType` value, or `memfd` (the command line's other name
+    /// for an anonymous memfd).
     pub fn parse(s: &str) -> Option<MemPool> {
         match s {
-            "anonmmap" | "memfd" => Some(MemPool::AnonMmap),
-            "sysv" => Some(MemPool::Sysv),
+            pool::ANON_MMAP | "memfd" => Some(MemPool::AnonMmap),
+            pool::SYSV => Some(MemPool::Sysv),
             _ => None,
         }
     }

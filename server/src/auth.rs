@@ -88,8 +88,8 @@ impl Server {
                 },
                 Claim::FullInit => fullinit_response(self, job, r),
             },
-            Err(msg) => {
-                refuse(self, conn, Some(&to), msg, out);
+            Err(why) => {
+                refuse(self, conn, Some(&to), why.to_string(), out);
                 return;
             }
         };
@@ -121,10 +121,7 @@ pub(super) fn refuse(
         super::reply(
             out,
             to,
-            &Response::Error {
-                rc: -1,
-                msg: format!("refused: {reason}"),
-            },
+            &Response::error(format!("refused: {reason}")),
             None,
         );
     }
@@ -134,26 +131,36 @@ pub(super) fn refuse(
     out.push(Event::Close { conn });
 }
 
+/// Why a connection cannot be the rank it claims (the reason it is refused).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Unclaimable {
+    #[error("unknown connection")]
+    UnknownConnection,
+    #[error("connection belongs to no job")]
+    NoJob,
+    #[error("rank {rank} out of range for a job of {size} ranks")]
+    OutOfRange { rank: i64, size: u32 },
+    #[error("rank {0} is already connected")]
+    Taken(i64),
+}
+
 /// The rank `rank` of the connection's job, if it may still connect.
-fn free_rank(s: &Server, conn: ConnId, rank: i64) -> Result<JobIdx, String> {
-    let c = s.conns.get(&conn).ok_or("unknown connection")?;
-    let job = c.port_job.ok_or("connection belongs to no job")?;
+fn free_rank(s: &Server, conn: ConnId, rank: i64) -> Result<JobIdx, Unclaimable> {
+    let c = s.conns.get(&conn).ok_or(Unclaimable::UnknownConnection)?;
+    let job = c.port_job.ok_or(Unclaimable::NoJob)?;
     let j = &s.jobs[job];
     if rank < 0 || rank >= j.size as i64 {
-        return Err(format!(
-            "rank {rank} out of range for a job of {} ranks",
-            j.size
-        ));
+        return Err(Unclaimable::OutOfRange { rank, size: j.size });
     }
     let slot = &j.ranks[rank as usize];
     if slot.conn.is_some() || slot.phase != Phase::Idle {
-        return Err(format!("rank {rank} is already connected"));
+        return Err(Unclaimable::Taken(rank));
     }
     Ok(job)
 }
 
 /// Bind the connection to the rank it proved to be.
-fn bind(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), String> {
+fn bind(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), Unclaimable> {
     let job = free_rank(s, conn, rank)?;
     let b = (job, rank as u32);
     if let Some(c) = s.conns.get_mut(&conn) {
@@ -265,8 +272,8 @@ fn claim(
 ) -> Option<Response> {
     let job = match free_rank(s, conn, rank) {
         Ok(j) => j,
-        Err(msg) => {
-            refuse(s, conn, Some(to), msg, out);
+        Err(why) => {
+            refuse(s, conn, Some(to), why.to_string(), out);
             return None;
         }
     };
@@ -301,8 +308,8 @@ fn challenge(
 ) -> Option<Response> {
     let job = match free_rank(s, conn, rank) {
         Ok(j) => j,
-        Err(msg) => {
-            refuse(s, conn, Some(to), msg, out);
+        Err(why) => {
+            refuse(s, conn, Some(to), why.to_string(), out);
             return None;
         }
     };
@@ -383,7 +390,7 @@ pub(super) fn complete(
                 super::reply(out, &init, &resp, None);
             }
         }
-        Err(msg) => refuse(s, conn, Some(&init), msg, out),
+        Err(why) => refuse(s, conn, Some(&init), why.to_string(), out),
     }
     None
 }

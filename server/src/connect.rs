@@ -67,14 +67,10 @@ pub(super) fn target(s: &Server, job: JobIdx, jobid: Option<&str>) -> Result<Job
     }
     match s.job_index(id) {
         Some(t) if s.jobs[job].connected.contains(&t) => Ok(t),
-        Some(_) => Err(Response::Error {
-            rc: -1,
-            msg: format!("job {id} is not connected to this job (job-connect first)"),
-        }),
-        None => Err(Response::Error {
-            rc: -1,
-            msg: format!("no job {id} in this launcher"),
-        }),
+        Some(_) => Err(Response::error(format!(
+            "job {id} is not connected to this job (job-connect first)"
+        ))),
+        None => Err(Response::error(format!("no job {id} in this launcher"))),
     }
 }
 
@@ -85,10 +81,7 @@ pub(super) fn job_connect(s: &mut Server, job: JobIdx, jobid: &str) -> Response 
             s.connect_jobs(job, t);
             Response::Connected
         }
-        None => Response::Error {
-            rc: -1,
-            msg: format!("no job {jobid} in this launcher"),
-        },
+        None => Response::error(format!("no job {jobid} in this launcher")),
     }
 }
 
@@ -102,13 +95,7 @@ pub(super) fn job_disconnect(s: &mut Server, job: JobIdx, jobid: &str) -> Respon
             s.jobs[t].connected.remove(&job);
             Response::Ok
         }
-        Some(_) => Response::Error {
-            rc: -1,
-            msg: format!("job {jobid} is not connected to this job"),
-        },
-        None => Response::Error {
-            rc: -1,
-            msg: format!("no job {jobid} in this launcher"),
-        },
+        Some(_) => Response::error(format!("job {jobid} is not connected to this job")),
+        None => Response::error(format!("no job {jobid} in this launcher")),
     }
 }

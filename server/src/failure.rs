@@ -206,15 +206,7 @@ impl Server {
             slot.set_activity(Activity::Running);
         }
         for r in waiters {
-            reply(
-                out,
-                &r,
-                &Response::Error {
-                    rc: -1,
-                    msg: msg.clone(),
-                },
-                None,
-            );
+            reply(out, &r, &Response::error(msg.clone()), None);
         }
         self.groups_job_failed(job, &msg, out);
         self.fail_held(job, &msg, out);

@@ -5,6 +5,7 @@
 use super::nameserv::{self, NameOp};
 use super::{Activity, ConnId, Event, FailCause, JobIdx, Phase, ReplyTo, Server};
 use crate::store::StoreError;
+use fastpmi_codec::names::attr;
 use fastpmi_codec::{Request, Response, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
 
 /// Pending `info-getnodeattr wait=TRUE` requests one rank may hold (one per
@@ -26,13 +27,10 @@ pub(super) fn handle(
         } => Some(init(s, conn, version, subversion)),
         Request::InitAck { pmiid } => super::auth::initack(s, conn, to, pmiid, out),
         // Every session starts with `init` (port mode: `initack` first).
-        other if !s.conns.get(&conn).is_some_and(|c| c.inited) => Some(Response::Error {
-            rc: -1,
-            msg: format!(
-                "{} before init (send cmd=init pmi_version=... first)",
-                fastpmi_codec::command::request_name(&other)
-            ),
-        }),
+        other if !s.conns.get(&conn).is_some_and(|c| c.inited) => Some(Response::error(format!(
+            "{} before init (send cmd=init pmi_version=... first)",
+            fastpmi_codec::command::request_name(&other)
+        ))),
         Request::FullInit { rank, auth, .. } => super::auth::fullinit(s, conn, to, rank, auth, out),
         Request::AuthComplete { authinfo } => super::auth::complete(s, conn, to, &authinfo, out),
         Request::GetMaxes => Some(Response::Maxes {
@@ -54,14 +52,11 @@ pub(super) fn handle(
                     super::auth::refuse(s, conn, Some(to), msg, out);
                     return None;
                 }
-                return Some(Response::Error { rc: -1, msg });
+                return Some(Response::error(msg));
             };
             if let Some(why) = &s.jobs[job].failed {
                 if !matches!(other, Request::Finalize | Request::Abort { .. }) {
-                    return Some(Response::Error {
-                        rc: -1,
-                        msg: format!("job aborted: {why}"),
-                    });
+                    return Some(Response::error(format!("job aborted: {why}")));
                 }
             }
             bound(s, job, rank, to, other, out)
@@ -113,12 +108,9 @@ fn bound(
                     && j.attr_waiters.iter().filter(|w| w.0 == rank).count()
                         >= ATTR_WAITS_PER_RANK_MAX =>
                 {
-                    Some(Response::Error {
-                        rc: -1,
-                        msg: format!(
+                    Some(Response::error(format!(
                             "{ATTR_WAITS_PER_RANK_MAX} node-attribute waits already pending for this rank"
-                        ),
-                    })
+                        )))
                 }
                 None if wait => {
                     j.ranks[rank as usize].set_activity(Activity::WaitingAttr(key.clone()));
@@ -212,10 +204,9 @@ fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response
             version: 2,
             subversion: 0,
         },
-        v => Response::Error {
-            rc: -1,
-            msg: format!("PMI version {v}.{subversion} not supported (1.1 and 2.0 are)"),
-        },
+        v => Response::error(format!(
+            "PMI version {v}.{subversion} not supported (1.1 and 2.0 are)"
+        )),
     }
 }
 
@@ -230,10 +221,7 @@ pub(super) fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: Con
 fn store_result(r: Result<(), StoreError>) -> Response {
     match r {
         Ok(()) => Response::Ok,
-        Err(e) => Response::Error {
-            rc: -1,
-            msg: e.to_string(),
-        },
+        Err(e) => Response::error(e.to_string()),
     }
 }
 
@@ -245,7 +233,9 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
     let j = &s.jobs[target];
     // PMI-1 clients read job attributes with plain gets.
     let value = match to.proto {
-        fastpmi_codec::Protocol::Pmi1 if key.starts_with(b"PMI_") || key == b"universeSize" => {
+        fastpmi_codec::Protocol::Pmi1
+            if key.starts_with(b"PMI_") || key == attr::UNIVERSE_SIZE.as_bytes() =>
+        {
             job_attr(s.hwloc_xmlfile.as_deref(), j, &key)
         }
         _ => None,
@@ -255,17 +245,18 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
 }
 
 fn job_attr(hwloc_xmlfile: Option<&str>, j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {
-    match key {
-        // One node: every rank here. The full form, never Hydra's wrap-around.
-        b"PMI_process_mapping" => Some(format!("(vector,(0,1,{}))", j.size).into_bytes()),
-        b"universeSize" => Some(j.universe_size.to_string().into_bytes()),
+    // Every name is text: other keys are a miss.
+    match std::str::from_utf8(key).ok()? {
+        // One node: every rank here.
+        attr::PROCESS_MAPPING => Some(attr::single_node_mapping(j.size).into_bytes()),
+        attr::UNIVERSE_SIZE => Some(j.universe_size.to_string().into_bytes()),
         // Publish, unpublish and lookup work across every job.
-        b"hasNameServ" => Some(b"TRUE".to_vec()),
+        attr::HAS_NAME_SERV => Some(b"TRUE".to_vec()),
         // The node topology the launcher exported once (MPICH then need not
         // discover it in every rank).
-        b"PMI_hwloc_xmlfile" => hwloc_xmlfile.map(|p| p.as_bytes().to_vec()),
+        attr::HWLOC_XMLFILE => hwloc_xmlfile.map(|p| p.as_bytes().to_vec()),
         // A miss: an empty list would be an empty value, which clients mishandle.
-        b"PMI_dead_processes" => None,
+        attr::DEAD_PROCESSES => None,
         _ => None,
     }
 }
@@ -279,19 +270,13 @@ fn fence(
 ) -> Option<Response> {
     let j = &mut s.jobs[job];
     if j.fence_waiters.iter().any(|(r, _, _)| *r == rank) {
-        return Some(Response::Error {
-            rc: -1,
-            msg: format!("rank {rank} is already in a fence"),
-        });
+        return Some(Response::error(format!(
+            "rank {rank} is already in a fence"
+        )));
     }
     let ticket = match j.store.fence_arrive(rank) {
         Ok(t) => t,
-        Err(e) => {
-            return Some(Response::Error {
-                rc: -1,
-                msg: e.to_string(),
-            })
-        }
+        Err(e) => return Some(Response::error(e.to_string())),
     };
     let slot = &mut j.ranks[rank as usize];
     slot.fences += 1;

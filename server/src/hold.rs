@@ -97,15 +97,7 @@ impl Server {
     pub(super) fn fail_held(&mut self, job: JobIdx, msg: &str, out: &mut Vec<Event>) {
         self.held.holding.remove(&job);
         for h in self.held.replies.remove(&job).unwrap_or_default() {
-            reply(
-                out,
-                &h.to,
-                &Response::Error {
-                    rc: -1,
-                    msg: msg.to_string(),
-                },
-                None,
-            );
+            reply(out, &h.to, &Response::error(msg), None);
         }
     }
 }

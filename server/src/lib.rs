@@ -319,10 +319,7 @@ impl Server {
                         Protocol::Pmi1,
                         "error",
                         None,
-                        &Response::Error {
-                            rc: -1,
-                            msg: e.to_string(),
-                        },
+                        &Response::error(e.to_string()),
                     );
                     out.push(Event::Send { conn, bytes: reply });
                     if self
@@ -355,15 +352,8 @@ impl Server {
                         self.who(conn),
                         fastpmi_codec::show(frame_bytes(&frame))
                     );
-                    let reply = encode_response(
-                        proto,
-                        "error",
-                        None,
-                        &Response::Error {
-                            rc: -1,
-                            msg: e.to_string(),
-                        },
-                    );
+                    let reply =
+                        encode_response(proto, "error", None, &Response::error(e.to_string()));
                     out.push(Event::Send { conn, bytes: reply });
                 }
             }
@@ -391,15 +381,7 @@ impl Server {
             Err(e) => {
                 self.stats.errors += 1;
                 tracing::warn!("{who}: {e}");
-                reply(
-                    out,
-                    &to,
-                    &Response::Error {
-                        rc: -1,
-                        msg: e.to_string(),
-                    },
-                    Some(&who),
-                );
+                reply(out, &to, &Response::error(e.to_string()), Some(&who));
                 return;
             }
         };

@@ -98,7 +98,7 @@ fn response(lookup: bool, r: NameResult) -> Response {
     match (lookup, r) {
         (true, Ok(port)) => Response::Lookup(port),
         (false, Ok(_)) => Response::Ok,
-        (_, Err(msg)) => Response::Error { rc: 1, msg },
+        (_, Err(msg)) => Response::error_rc(1, msg),
     }
 }
 

@@ -49,7 +49,7 @@ impl Server {
                     errcodes
                 },
             },
-            SpawnOutcome::Failed(msg) => Response::Error { rc: -1, msg },
+            SpawnOutcome::Failed(msg) => Response::error(msg),
         };
         super::reply(out, &to, &resp, None);
     }
@@ -82,16 +82,12 @@ pub(super) fn request(
 ) -> Option<Response> {
     s.stats.other += 1;
     if let Err(e) = req.validate() {
-        return Some(Response::Error {
-            rc: -1,
-            msg: e.to_string(),
-        });
+        return Some(Response::error(e.to_string()));
     }
     if s.spawns.pending.len() >= SPAWNS_IN_FLIGHT_MAX {
-        return Some(Response::Error {
-            rc: -1,
-            msg: format!("{SPAWNS_IN_FLIGHT_MAX} spawns already in progress"),
-        });
+        return Some(Response::error(format!(
+            "{SPAWNS_IN_FLIGHT_MAX} spawns already in progress"
+        )));
     }
     let id = s.spawns.next;
     s.spawns.next += 1;

@@ -1,41 +1,32 @@
-//! PMI return codes (the values of `pmi2.h` and `pmi.h`, identical except
-//! that PMI-1 has no `ERR_OTHER`) and the one place client errors map to
-//! them.
+//! PMI return codes (the client's [`fastpmi_client::codes`], the values of
+//! `pmi2.h` and `pmi.h`, identical except that PMI-1 has no `ERR_OTHER`),
+//! the C libraries' size limits, and the one place client errors map to
+//! codes.
 
 use std::ffi::c_int;
 
+use fastpmi_client::codec;
+pub use fastpmi_client::codes::{
+    ERR_INIT, ERR_INVALID_ARG, ERR_INVALID_ARGS, ERR_INVALID_KEY, ERR_INVALID_KEYVALP,
+    ERR_INVALID_KEY_LENGTH, ERR_INVALID_LENGTH, ERR_INVALID_NUM_ARGS, ERR_INVALID_NUM_PARSED,
+    ERR_INVALID_SIZE, ERR_INVALID_VAL, ERR_INVALID_VAL_LENGTH, ERR_NOMEM, ERR_OTHER, FAIL, SUCCESS,
+};
 use fastpmi_client::PmiError;
 
-/// A PMI return code (PMI-2 numbering).
+/// A PMI return code (PMI-2 numbering), as the C functions return it: the
+/// client's codes are `i32`, which is `c_int` here.
 pub type Rc = c_int;
 
-pub const SUCCESS: Rc = 0;
-pub const FAIL: Rc = -1;
-pub const ERR_INIT: Rc = 1;
-pub const ERR_NOMEM: Rc = 2;
-pub const ERR_INVALID_ARG: Rc = 3;
-pub const ERR_INVALID_KEY: Rc = 4;
-pub const ERR_INVALID_KEY_LENGTH: Rc = 5;
-pub const ERR_INVALID_VAL: Rc = 6;
-pub const ERR_INVALID_VAL_LENGTH: Rc = 7;
-pub const ERR_INVALID_LENGTH: Rc = 8;
-pub const ERR_INVALID_NUM_ARGS: Rc = 9;
-pub const ERR_INVALID_ARGS: Rc = 10;
-pub const ERR_INVALID_NUM_PARSED: Rc = 11;
-pub const ERR_INVALID_KEYVALP: Rc = 12;
-pub const ERR_INVALID_SIZE: Rc = 13;
-/// PMI-2 only; PMI-1 reports it as [`FAIL`].
-pub const ERR_OTHER: Rc = 14;
-
 /// Longest key (bytes, without the NUL): `PMI2_MAX_KEYLEN`.
-pub const MAX_KEYLEN: usize = 64;
+pub const MAX_KEYLEN: usize = codec::KEYLEN_MAX;
 /// Longest value through the C ABI (bytes, without the NUL):
 /// `PMI2_MAX_VALLEN`. The Rust API allows more on shared memory; C callers
 /// size their buffers by this constant.
-pub const MAX_VALLEN: usize = 1024;
+pub const MAX_VALLEN: usize = codec::VALLEN_MAX;
 /// Longest job id / kvsname the libraries hand out (PMI-1
-/// `PMI_KVS_Get_name_length_max`, `PMI_Get_id_length_max`), NUL included.
-pub const MAX_NAMELEN: usize = 256;
+/// `PMI_KVS_Get_name_length_max`, `PMI_Get_id_length_max`), NUL included:
+/// the `kvsname_max` the server announces.
+pub const MAX_NAMELEN: usize = codec::KVSNAME_MAX;
 /// Size of the port buffer `PMI_Lookup_name` fills (`PMI_MAX_PORT_NAME`).
 pub const MAX_PORT_NAME: usize = 1024;
 

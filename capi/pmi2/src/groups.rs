@@ -12,6 +12,7 @@ use fastpmi_capi::cbuf;
 use fastpmi_capi::codes::*;
 use fastpmi_capi::guard;
 use fastpmi_capi::session::current;
+use fastpmi_client::codec::group;
 use fastpmi_client::PmiError;
 
 /// The server has no group extension.
@@ -19,9 +20,9 @@ pub const FPMI_ERR_NOT_SUPPORTED: c_int = 20;
 /// An invitation was declined or timed out by some invitee.
 pub const FPMI_ERR_PARTIAL: c_int = 21;
 /// Longest group id (bytes, without the NUL).
-const MAX_ID: usize = 256;
-/// Most ranks a list may have (`n`).
-const MAX_RANKS: c_int = 1 << 20;
+const MAX_ID: usize = group::GROUP_ID_MAX;
+/// Most ranks a list may have (`n`): the most members a list may name.
+const MAX_RANKS: c_int = group::MEMBERS_MAX as c_int;
 
 fn code(what: &str, e: &PmiError) -> c_int {
     match e {

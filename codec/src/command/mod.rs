@@ -145,6 +145,22 @@ pub enum Response {
     },
 }
 
+impl Response {
+    /// A failure reply: `rc` = [`codes::FAIL`](crate::codes::FAIL) and a
+    /// one-line message.
+    pub fn error(msg: impl Into<String>) -> Response {
+        Response::error_rc(crate::codes::FAIL, msg)
+    }
+
+    /// A failure reply with another `rc` than [`Response::error`]'s.
+    pub fn error_rc(rc: i32, msg: impl Into<String>) -> Response {
+        Response::Error {
+            rc,
+            msg: msg.into(),
+        }
+    }
+}
+
 /// The request as decoded plus what is needed to address the reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decoded {

@@ -230,10 +230,7 @@ fn replies_pmi2() {
         Protocol::Pmi2,
         "kvs-put",
         None,
-        &Response::Error {
-            rc: 1,
-            msg: "a;b".into(),
-        },
+        &Response::error_rc(1, "a;b"),
     );
     assert_eq!(&r[6..], b"cmd=kvs-put-response;rc=1;errmsg=a,b;");
 }

@@ -76,26 +76,61 @@ pub(super) fn construct(
     None
 }
 
+/// Why the caller of `what` (a group command) cannot act on group `id`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum NotMember {
+    #[error("{what}: no group {id}")]
+    NoGroup { what: &'static str, id: String },
+    #[error("{what}: group {id} is still being constructed")]
+    Constructing { what: &'static str, id: String },
+    #[error("{what}: {name} left group {id}")]
+    Left {
+        what: &'static str,
+        name: String,
+        id: String,
+    },
+    #[error("{what}: {name} is not a member of group {id}")]
+    Outsider {
+        what: &'static str,
+        name: String,
+        id: String,
+    },
+}
+
 /// The live, not-left member position of the caller in group `id`.
 fn member_of<'a>(
     s: &'a mut Server,
     me: Member,
     id: &str,
-    what: &str,
-) -> Result<(&'a mut Group, usize), String> {
+    what: &'static str,
+) -> Result<(&'a mut Group, usize), NotMember> {
     let name = s.member_name(me);
     let Some(g) = s.groups.groups.get_mut(id) else {
-        return Err(format!("{what}: no group {id}"));
+        return Err(NotMember::NoGroup {
+            what,
+            id: id.to_string(),
+        });
     };
     match g.pos(me) {
         Some(i) if !g.left[i] => {
             if !g.live && g.failed.is_none() {
-                return Err(format!("{what}: group {id} is still being constructed"));
+                return Err(NotMember::Constructing {
+                    what,
+                    id: id.to_string(),
+                });
             }
             Ok((g, i))
         }
-        Some(_) => Err(format!("{what}: {name} left group {id}")),
-        None => Err(format!("{what}: {name} is not a member of group {id}")),
+        Some(_) => Err(NotMember::Left {
+            what,
+            name,
+            id: id.to_string(),
+        }),
+        None => Err(NotMember::Outsider {
+            what,
+            name,
+            id: id.to_string(),
+        }),
     }
 }
 
@@ -109,7 +144,7 @@ pub(super) fn destruct(
     let lost = s.groups.lost.clone();
     let (g, i) = match member_of(s, me, id, "group-destruct") {
         Ok(x) => x,
-        Err(e) => return err(e),
+        Err(e) => return err(e.to_string()),
     };
     if g.failed.is_some() {
         // A failed group cannot hold a collective round: each surviving
@@ -167,7 +202,7 @@ pub(super) fn fence(
 ) -> Option<Response> {
     let (g, i) = match member_of(s, me, id, "group-fence") {
         Ok(x) => x,
-        Err(e) => return err(e),
+        Err(e) => return err(e.to_string()),
     };
     if let Some(f) = &g.failed {
         return err(format!("group-fence: group {id} failed: {f}"));
@@ -207,7 +242,7 @@ pub(super) fn leave(
 ) -> Option<Response> {
     let (g, i) = match member_of(s, me, id, "group-leave") {
         Ok(x) => x,
-        Err(e) => return err(e),
+        Err(e) => return err(e.to_string()),
     };
     if g.fencing[i].is_some() || g.destructing[i].is_some() {
         return err(format!(

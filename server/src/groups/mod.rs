@@ -122,23 +122,26 @@ struct EarlyJoin {
     timeout_ms: u64,
 }
 
+/// Why a member of a request's list is not acceptable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadMember {
+    /// Another job's rank, of a job not connected to the caller's.
+    #[error("member {0}: job {job} is not connected", job = .0.job.as_deref().unwrap_or_default())]
+    NotConnected(MemberSpec),
+    #[error("member {0}: no job {job}", job = .0.job.as_deref().unwrap_or_default())]
+    NoJob(MemberSpec),
+    #[error("member {spec}: rank {rank} is not below the job size {size}", rank = spec.rank)]
+    RankTooHigh { spec: MemberSpec, size: u32 },
+    #[error("member {0} is listed twice")]
+    Twice(MemberSpec),
+}
+
 fn err(msg: impl Into<String>) -> Option<Response> {
-    Some(Response::Error {
-        rc: -1,
-        msg: msg.into(),
-    })
+    Some(Response::error(msg))
 }
 
 fn send_err(out: &mut Vec<Event>, to: &ReplyTo, msg: &str) {
-    reply(
-        out,
-        to,
-        &Response::Error {
-            rc: -1,
-            msg: msg.to_string(),
-        },
-        None,
-    );
+    reply(out, to, &Response::error(msg), None);
 }
 
 impl Server {
@@ -154,33 +157,33 @@ impl Server {
 
     /// A member spec of `job`'s request as (job, rank): its own job, or a
     /// job it is connected to.
-    fn resolve(&self, job: JobIdx, spec: &MemberSpec) -> Result<Member, String> {
+    fn resolve(&self, job: JobIdx, spec: &MemberSpec) -> Result<Member, BadMember> {
         let target = match &spec.job {
             None => job,
             Some(id) if *id == self.jobs[job].id => job,
             Some(id) => match self.job_index(id) {
                 Some(t) if self.jobs[job].connected.contains(&t) => t,
-                Some(_) => return Err(format!("member {spec}: job {id} is not connected")),
-                None => return Err(format!("member {spec}: no job {id}")),
+                Some(_) => return Err(BadMember::NotConnected(spec.clone())),
+                None => return Err(BadMember::NoJob(spec.clone())),
             },
         };
         let size = self.jobs[target].size;
         if spec.rank >= size {
-            return Err(format!(
-                "member {spec}: rank {} is not below the job size {size}",
-                spec.rank
-            ));
+            return Err(BadMember::RankTooHigh {
+                spec: spec.clone(),
+                size,
+            });
         }
         Ok((target, spec.rank))
     }
 
-    fn resolve_all(&self, job: JobIdx, specs: &[MemberSpec]) -> Result<Vec<Member>, String> {
+    fn resolve_all(&self, job: JobIdx, specs: &[MemberSpec]) -> Result<Vec<Member>, BadMember> {
         let mut seen = HashSet::with_capacity(specs.len());
         let mut out = Vec::with_capacity(specs.len());
         for s in specs {
             let m = self.resolve(job, s)?;
             if !seen.insert(m) {
-                return Err(format!("member {s} is listed twice"));
+                return Err(BadMember::Twice(s.clone()));
             }
             out.push(m);
         }

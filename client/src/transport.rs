@@ -1,0 +1,142 @@
+//! Which transport a [`Pmi`](super::Pmi) uses, and what only that
+//! transport holds: one enum, so that a singleton with a segment or a
+//! socket-only process with a deferred socket cannot be built.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use fastpmi_segment::JobSegment;
+
+use super::conn::{lock, Mux};
+use super::init::{Deferred, ShmCfg};
+use super::{PmiError, TransportKind};
+
+/// A spawned job's parent's job id and segment.
+pub(super) type ParentSegment = (String, JobSegment);
+
+/// The transport chosen at init.
+pub(super) enum Transport {
+    /// Put, get and fence straight in the job segment; the socket carries
+    /// the rest (spawn, names, abort, job attributes, overflow).
+    Shm(Box<Shm>),
+    /// PMI-2 over the socket to the launcher (or another PMI server).
+    Socket {
+        mux: Mux,
+        /// Why the segment is not used (no segment advertised, unknown
+        /// layout stamp, `FASTPMI_TRANSPORT=socket`, ...).
+        fallback: String,
+    },
+    /// No launcher: rank 0 of 1 with a local store.
+    Singleton(Mutex<Local>),
+}
+
+/// What a rank on the job segment holds.
+pub(super) struct Shm {
+    pub(super) seg: JobSegment,
+    /// A spawned job's parent's segment, read for `get_from(parent)`.
+    pub(super) parent: Option<ParentSegment>,
+    /// How this rank fences and stamps on the segment.
+    pub(super) cfg: ShmCfg,
+    /// The socket beside the segment, opened when first needed under
+    /// fastpmi's launcher (so init needs no round trip).
+    pub(super) link: Mutex<Link>,
+}
+
+/// The socket of a rank on the segment.
+pub(super) enum Link {
+    /// fastpmi's launcher's socket, not opened yet ([`Shm::open`] opens it).
+    Deferred(Box<Deferred>),
+    Open(Arc<Mux>),
+    /// Opening the deferred socket failed: why.
+    Failed(String),
+    /// Finalized before the socket was ever opened: closed unopened.
+    Closed,
+}
+
+/// A singleton's own store.
+#[derive(Default)]
+pub(super) struct Local {
+    pub(super) kvs: HashMap<Vec<u8>, Vec<u8>>,
+    pub(super) node: HashMap<Vec<u8>, Vec<u8>>,
+}
+
+/// Where a request the segment does not serve goes.
+pub(super) enum Peer<'a> {
+    /// The PMI server, over the socket (shared by all threads: replies are
+    /// matched by `thrid`).
+    Wire(&'a Mux),
+    /// A singleton's store, locked for the call.
+    Local(&'a mut Local),
+}
+
+impl Peer<'_> {
+    /// The error for a request this peer cannot carry.
+    pub(super) fn unusable(&self) -> PmiError {
+        PmiError::Protocol("request not possible on this connection".into())
+    }
+}
+
+impl Shm {
+    /// The open socket, opening the deferred one first (`init` and
+    /// `fullinit` happen then, on the rank's first request to the launcher).
+    fn open(&self) -> Result<Arc<Mux>, PmiError> {
+        let mut link = lock(&self.link);
+        if matches!(&*link, Link::Deferred(_)) {
+            if let Link::Deferred(d) = std::mem::replace(&mut *link, Link::Closed) {
+                *link = match d.open() {
+                    Ok(m) => Link::Open(Arc::new(m)),
+                    Err(e) => Link::Failed(format!("opening the PMI socket: {e}")),
+                };
+            }
+        }
+        match &*link {
+            Link::Open(m) => Ok(m.clone()),
+            Link::Failed(why) => Err(PmiError::Protocol(why.clone())),
+            Link::Closed => Err(PmiError::Finalized),
+            Link::Deferred(_) => Err(PmiError::Protocol("the PMI socket is not open".into())),
+        }
+    }
+
+    /// Finalize: a socket never opened is closed unopened (the segment
+    /// says it all); `None` then, else the open socket.
+    pub(super) fn finalize_link(&self) -> Option<Arc<Mux>> {
+        let mut link = lock(&self.link);
+        match &*link {
+            Link::Open(m) => Some(m.clone()),
+            Link::Deferred(_) | Link::Failed(_) | Link::Closed => {
+                *link = Link::Closed;
+                None
+            }
+        }
+    }
+}
+
+impl Transport {
+    pub(super) fn kind(&self) -> TransportKind {
+        match self {
+            Transport::Shm(_) => TransportKind::Shm,
+            Transport::Socket { .. } => TransportKind::Socket,
+            Transport::Singleton(_) => TransportKind::Singleton,
+        }
+    }
+
+    pub(super) fn shm(&self) -> Option<&Shm> {
+        match self {
+            Transport::Shm(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Run `f` on the socket or the singleton's store. The socket is
+    /// shared, not locked, during the call.
+    pub(super) fn with<R>(
+        &self,
+        f: impl FnOnce(Peer<'_>) -> Result<R, PmiError>,
+    ) -> Result<R, PmiError> {
+        match self {
+            Transport::Shm(s) => f(Peer::Wire(&*s.open()?)),
+            Transport::Socket { mux, .. } => f(Peer::Wire(mux)),
+            Transport::Singleton(local) => f(Peer::Local(&mut lock(local))),
+        }
+    }
+}
