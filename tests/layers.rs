@@ -79,12 +79,7 @@ fn nothing_below_the_server_depends_on_it_or_the_launcher() {
         ),
         (
             "fastpmi-segment",
-            &[
-                "fastpmi-codec",
-                "fastpmi-client",
-                "fastpmi-server",
-                "fastpmi",
-            ],
+            &["fastpmi-client", "fastpmi-server", "fastpmi"],
         ),
         ("fastpmi-client", &["fastpmi-server", "fastpmi"]),
         ("fastpmi-server", &["fastpmi-client", "fastpmi"]),
