@@ -166,7 +166,7 @@ fn bind(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), Unclai
     if let Some(c) = s.conns.get_mut(&conn) {
         c.bound = Some(b);
     }
-    super::handlers::mark_initialized(s, job, b.1, conn);
+    s.mark_initialized(job, b.1, conn);
     Ok(b)
 }
 
@@ -236,7 +236,7 @@ pub(super) fn fullinit(
     out: &mut Vec<Event>,
 ) -> Option<Response> {
     if let Some((job, r)) = s.conns.get(&conn).and_then(|c| c.bound) {
-        super::handlers::mark_initialized(s, job, r, conn);
+        s.mark_initialized(job, r, conn);
         return Some(fullinit_response(s, job, r));
     }
     let Some(rank) = rank else {

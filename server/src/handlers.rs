@@ -192,7 +192,7 @@ fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response
         c.inited = true;
     }
     if let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) {
-        mark_initialized(s, job, rank, conn);
+        s.mark_initialized(job, rank, conn);
     }
     match version {
         // 1.2 turns on MPICH's group barriers: answer 1.1 until they exist.
@@ -208,14 +208,6 @@ fn init(s: &mut Server, conn: ConnId, version: u32, subversion: u32) -> Response
             "PMI version {v}.{subversion} not supported (1.1 and 2.0 are)"
         )),
     }
-}
-
-pub(super) fn mark_initialized(s: &mut Server, job: JobIdx, rank: u32, conn: ConnId) {
-    let slot = &mut s.jobs[job].ranks[rank as usize];
-    if slot.phase == Phase::Idle {
-        slot.set_phase(Phase::Initialized);
-    }
-    slot.conn = Some(conn);
 }
 
 fn store_result(r: Result<(), StoreError>) -> Response {

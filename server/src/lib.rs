@@ -205,6 +205,17 @@ impl Default for Server {
 }
 
 impl Server {
+    /// A rank's connection is bound and it said init: it leaves `Idle`.
+    /// Here, not in a handler module, because both the init handlers and
+    /// port-mode authentication bind ranks.
+    pub(crate) fn mark_initialized(&mut self, job: JobIdx, rank: u32, conn: ConnId) {
+        let slot = &mut self.jobs[job].ranks[rank as usize];
+        if slot.phase == Phase::Idle {
+            slot.set_phase(Phase::Initialized);
+        }
+        slot.conn = Some(conn);
+    }
+
     pub fn new() -> Self {
         Server {
             jobs: Vec::new(),
