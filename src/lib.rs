@@ -6,6 +6,7 @@
 //! `fastpmi-client`.
 
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod launcher;
 pub mod nameserver;

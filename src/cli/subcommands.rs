@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::launch::{global_option, parse_count};
+use super::options::{global_option, parse_count};
 use super::{CliError, Command, LaunchConfig};
 
 /// `ps [PID|JOBID] [--json] [--socket PATH]`, `release PID|JOBID [--socket PATH]`.

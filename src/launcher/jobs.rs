@@ -99,7 +99,8 @@ impl Launcher {
         self.forwarder = Some(Forwarder::start(cfg.label)?);
         let jobid = format!("fastpmi_{}_0", std::process::id());
         let job = self.create_job(jobid, plans, size, None)?;
-        self.server.set_psets(job, super::psets::of_config(&cfg));
+        self.server
+            .set_psets(job, crate::config::psets::of_config(&cfg));
         Ok(())
     }
 

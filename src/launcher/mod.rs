@@ -17,7 +17,6 @@ pub mod os;
 pub mod output;
 mod peer;
 pub mod placement;
-pub mod psets;
 mod spawn;
 mod supervise;
 pub use supervise::stats_row;
@@ -37,7 +36,7 @@ use rustix::process::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
-use crate::cli::LaunchConfig;
+use crate::config::LaunchConfig;
 use conn::ConnIo;
 use fastpmi_segment::JobSegment;
 use fastpmi_server::{ConnId, Event, FailCause, JobIdx, Server};

@@ -11,6 +11,8 @@
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use crate::config::placement::ObjKind;
+
 /// The topology as XML in a memfd; dropping it closes the memfd.
 pub struct TopologyXml {
     _fd: OwnedFd,
@@ -28,35 +30,14 @@ pub struct Node {
 
 /// Load the topology and export it. An error says why (no hwloc, ...).
 pub fn load() -> Result<Node, String> {
-    let (xml, objects) = super::os::hwloc::load()?;
+    let found = super::os::hwloc::load()?;
     Ok(Node {
-        xml: export(&xml)?,
-        objects,
+        xml: export(&found.xml)?,
+        objects: Objects {
+            sets: found.sets,
+            cache_sizes: found.cache_sizes,
+        },
     })
-}
-
-/// Binding targets, in hwloc's vocabulary (Hydra's names in the CLI).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjKind {
-    HwThread,
-    Core,
-    L1Cache,
-    L2Cache,
-    L3Cache,
-    Numa,
-    Socket,
-}
-
-impl ObjKind {
-    pub const ALL: [ObjKind; 7] = [
-        ObjKind::HwThread,
-        ObjKind::Core,
-        ObjKind::L1Cache,
-        ObjKind::L2Cache,
-        ObjKind::L3Cache,
-        ObjKind::Numa,
-        ObjKind::Socket,
-    ];
 }
 
 /// For every kind, its objects in hwloc's logical order, each as the

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
-use super::super::topology::{ObjKind, Objects};
+use crate::config::placement::ObjKind;
 
 /// `hwloc_topology_t`: an opaque pointer.
 type Topo = *mut c_void;
@@ -101,7 +101,18 @@ impl Drop for PluginBlacklist {
 const DEPTH_UNKNOWN: c_int = -1;
 const DEPTH_MULTIPLE: c_int = -2;
 
-pub fn load() -> Result<(Vec<u8>, Objects), String> {
+/// What one load finds: the topology as XML, and per kind its objects
+/// (each the sorted OS numbers of its processing units, in hwloc's logical
+/// order) and the size of a cache level's first object. Plain data, which
+/// `launcher::topology` wraps: this glue imports nothing of the launcher.
+pub struct Found {
+    pub xml: Vec<u8>,
+    pub sets: Vec<(ObjKind, Vec<Vec<u32>>)>,
+    pub cache_sizes: Vec<(ObjKind, u64)>,
+}
+
+/// Load the node's topology; an error says why it cannot be had.
+pub fn load() -> Result<Found, String> {
     // SAFETY: loading hwloc runs its initialisers, which only set up the
     // library's own state; no other code in this process uses hwloc.
     let lib = LIBS
@@ -179,7 +190,8 @@ pub fn load() -> Result<(Vec<u8>, Objects), String> {
             free_buf(topo, buf);
             Ok(v)
         };
-        let mut objects = Objects::default();
+        let mut all_sets = Vec::new();
+        let mut cache_sizes = Vec::new();
         for kind in ObjKind::ALL {
             let depth = type_depth(topo, hwloc_type(kind));
             if depth == DEPTH_UNKNOWN || depth == DEPTH_MULTIPLE {
@@ -212,13 +224,17 @@ pub fn load() -> Result<(Vec<u8>, Objects), String> {
                     // `struct hwloc_cache_attr_s` (hwloc_uint64_t).
                     let size = *o.attr.cast::<u64>();
                     if size > 0 {
-                        objects.cache_sizes.push((kind, size));
+                        cache_sizes.push((kind, size));
                     }
                 }
             }
-            objects.sets.push((kind, sets));
+            all_sets.push((kind, sets));
         }
         destroy(topo);
-        out.map(|xml| (xml, objects))
+        out.map(|xml| Found {
+            xml,
+            sets: all_sets,
+            cache_sizes,
+        })
     }
 }

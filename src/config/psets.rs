@@ -1,7 +1,7 @@
 //! `--pset NAME[,NAME...]` of each MPMD section: the process sets of the
 //! first job, handed to the server as job attributes.
 
-use crate::cli::LaunchConfig;
+use super::LaunchConfig;
 
 /// Longest set name: `pset:NAME` must fit a PMI-2 key (64 bytes).
 pub const PSET_NAME_MAX: usize =

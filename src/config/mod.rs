@@ -1,11 +1,18 @@
-//! What a parsed launch holds: its MPMD sections ([`App`]) and the
-//! launcher's settings ([`LaunchConfig`]).
+//! What a launch holds: its MPMD sections ([`App`]) and the launcher's
+//! settings ([`LaunchConfig`]), with the option types inside them.
+//!
+//! Below both the CLI (which fills a [`LaunchConfig`]) and the launcher
+//! (which runs one), so that neither imports the other; this module
+//! imports neither.
+
+pub mod placement;
+pub mod psets;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::launcher::placement::PlacementOpts;
 use fastpmi_segment::MemPool;
+use placement::PlacementOpts;
 
 /// One MPMD section.
 #[derive(Debug, Clone, PartialEq, Eq)]
