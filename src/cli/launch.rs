@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::options::{global_option, kv, parse_count, parse_secs};
 use super::subcommands::{parse_demo, parse_nameserver, parse_tool};
 use super::{App, CliError, Command, LaunchConfig, MAX_RANKS};
-use crate::config::psets;
+use crate::config::{psets, Knobs};
 
 /// Parse the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliError> {
@@ -99,6 +99,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             cfg.fence_timeout = Some(parse_secs("FASTPMI_FENCE_TIMEOUT", &v.to_string_lossy())?);
         }
     }
+    cfg.knobs = Knobs::from_env();
     let total: u64 = cfg.apps.iter().map(|a| a.nranks as u64).sum();
     if total > MAX_RANKS as u64 {
         return Err(CliError(format!(

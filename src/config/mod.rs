@@ -5,6 +5,7 @@
 //! (which runs one), so that neither imports the other; this module
 //! imports neither.
 
+pub mod knobs;
 pub mod placement;
 pub mod psets;
 
@@ -12,6 +13,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use fastpmi_segment::MemPool;
+pub use knobs::Knobs;
 use placement::PlacementOpts;
 
 /// One MPMD section.
@@ -68,6 +70,8 @@ pub struct LaunchConfig {
     pub verbose: bool,
     /// `-bind-to`, `-map-by`, `-ppn`, `--print-bindings`.
     pub placement: PlacementOpts,
+    /// Tuning knobs from the environment ([`Knobs::from_env`]).
+    pub knobs: Knobs,
 }
 
 impl Default for LaunchConfig {
@@ -87,6 +91,7 @@ impl Default for LaunchConfig {
             fence_timeout: None,
             verbose: false,
             placement: PlacementOpts::default(),
+            knobs: Knobs::default(),
         }
     }
 }

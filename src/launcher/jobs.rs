@@ -241,12 +241,11 @@ impl Launcher {
     }
 
     /// Ranks bound to the same CPUs wake each other from the fence
-    /// (`placement::fence_cohorts`); `FASTPMI_FENCE_COHORTS=0` turns that
-    /// off, for measurements.
+    /// (`placement::fence_cohorts`), unless `Knobs::fence_cohorts` is off.
     fn set_fence_cohorts(&self, job: JobIdx) {
         let rt = &self.jobs[job];
         let Some(seg) = &rt.segment else { return };
-        if std::env::var_os("FASTPMI_FENCE_COHORTS").is_some_and(|v| v == "0") {
+        if !self.cfg.knobs.fence_cohorts {
             return;
         }
         if let Some(of_rank) = super::placement::fence_cohorts(&rt.slots) {
@@ -286,12 +285,7 @@ impl Launcher {
                         clock.set_tsc(tsc, fastpmi_segment::monotonic_ns());
                     }
                 }
-                // Measurement knob: force the fence's release (0 central,
-                // k >= 2 a k-ary tree) instead of the rank-count default.
-                if let Some(k) = std::env::var("FASTPMI_FENCE_FANOUT")
-                    .ok()
-                    .and_then(|v| v.parse::<u32>().ok())
-                {
+                if let Some(k) = self.cfg.knobs.fence_fanout {
                     seg.seg().fence().set_fanout(k);
                 }
                 tracing::debug!(
@@ -315,10 +309,7 @@ impl Launcher {
         ];
         if let Some(seg) = &segment {
             let m = seg.mapping();
-            if self.foreign.is_none()
-                && std::env::var_os("FASTPMI_ADVERTISE_FOREIGN_SEGMENT").is_some_and(|v| v == "1")
-            {
-                // Testing aid: ranks get a segment stamped by "another version".
+            if self.foreign.is_none() && self.cfg.knobs.advertise_foreign_segment {
                 self.foreign = Some(fastpmi_segment::Mapping::foreign_stamp()?);
             }
             attrs.push((attr::MEM_POOL_TYPE, m.pool().attr().to_string()));

@@ -110,7 +110,7 @@ pub struct Launcher {
     forwarder: Option<Forwarder>,
     /// Threads that create ranks, several at a time.
     forkers: os::Forkers,
-    /// Ranks start sessions of their own (`FASTPMI_RANK_SESSIONS`).
+    /// Ranks start sessions of their own (`Knobs::rank_sessions`).
     rank_sessions: bool,
     pending: VecDeque<PendingRank>,
     /// Ranks handed to the forkers, by start id.
@@ -145,28 +145,6 @@ pub struct Launcher {
     tools: tools::ToolsRt,
 }
 
-/// Whether ranks start sessions of their own, `FASTPMI_RANK_SESSIONS=1`
-/// (off by default: measured trade-off in docs/launch.md).
-fn rank_sessions() -> bool {
-    std::env::var("FASTPMI_RANK_SESSIONS").is_ok_and(|v| v == "1")
-}
-
-/// How many threads create ranks at once: `FASTPMI_FORKERS` (1 to 64),
-/// else 16. A thread waits for each child it creates to be scheduled and
-/// exec; while a large job's early ranks are busy starting, that wait
-/// dominates, and several threads overlap it (as Hydra's proxies do). On
-/// 2 CPUs, 16 threads start a PMI job 7-10% faster than 4 (256 and 1024
-/// ranks) and a trivial one no slower. See docs/launch.md.
-fn forker_threads() -> usize {
-    std::env::var("FASTPMI_FORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n: &usize| (1..=64).contains(n))
-        .unwrap_or(DEFAULT_FORKERS)
-}
-
-const DEFAULT_FORKERS: usize = 16;
-
 /// Run a job to the end; returns the launcher's exit status.
 pub fn run(cfg: &LaunchConfig) -> i32 {
     let mut l = match Launcher::new(cfg) {
@@ -200,7 +178,7 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
 impl Launcher {
     fn new(cfg: &LaunchConfig) -> io::Result<Launcher> {
         let nofile = os::raise_nofile_limit();
-        let forkers = forker_threads();
+        let forkers = cfg.knobs.forkers;
         // Before any thread of the launcher exists (see the function).
         os::reserve_descriptors(cfg.world_size(), forkers, nofile);
         os::cloexec_inherited_fds();
@@ -272,7 +250,7 @@ impl Launcher {
             events: Vec::new(),
             forwarder: None,
             forkers: os::Forkers::new(forkers, waker.clone())?,
-            rank_sessions: rank_sessions(),
+            rank_sessions: cfg.knobs.rank_sessions,
             pending: VecDeque::new(),
             starting: HashMap::new(),
             next_start: 0,
