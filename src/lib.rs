@@ -10,6 +10,7 @@ pub mod config;
 pub mod demo;
 pub mod launcher;
 pub mod nameserver;
+pub mod ranges;
 pub mod tools;
 
 /// `println!` that ignores a closed stdout: `fastpmi ... | head` must not

@@ -216,7 +216,7 @@ impl Launcher {
                 match &binding {
                     Some((plan, _)) => crate::errln!(
                         "fastpmi: rank {r} bound to cpus {}",
-                        placement::cpu_list(plan.cpus(r))
+                        crate::ranges::ranges(plan.cpus(r))
                     ),
                     None => crate::errln!("fastpmi: rank {r} not bound"),
                 }

@@ -212,34 +212,11 @@ pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Pl
     Ok(Some(Plan { slots }))
 }
 
-/// `0-3,8` for a sorted CPU list.
-pub fn cpu_list(cpus: &[u32]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if start == end {
-            out.push_str(&start.to_string());
-        } else {
-            out.push_str(&format!("{start}-{end}"));
-        }
-        i += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::placement::{parse_bind, parse_map, ObjKind};
+    use crate::ranges::ranges;
 
     #[test]
     fn fence_cohorts_group_ranks_sharing_a_slot_and_only_then() {
@@ -322,7 +299,7 @@ mod tests {
     }
 
     fn lists(p: &Plan, n: u32) -> Vec<String> {
-        (0..n).map(|r| cpu_list(p.cpus(r))).collect()
+        (0..n).map(|r| ranges(p.cpus(r))).collect()
     }
 
     #[test]
@@ -365,11 +342,5 @@ mod tests {
         assert_eq!(lists(&p, 4), ["0-1", "2-3", "4-5", "6-7"]);
         assert_eq!(lists(&p, 6), ["0-1", "2-3", "4-5", "6-7", "0-1", "2-3"]);
         assert_eq!(plan(&d, None), Ok(None));
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
-        assert_eq!(cpu_list(&[3]), "3");
     }
 }

@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{mpir, os, Launcher};
+use crate::ranges::ranges;
+use crate::tools::instant_ns;
 use crate::tools::proto::{JobBrief, LauncherInfo, Op, Reply, Request};
 use crate::tools::rendezvous::{self, Rendezvous};
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
-use crate::tools::{instant_ns, ranges};
 use fastpmi_server::JobIdx;
 
 /// How long a connection thread waits for the event loop.
@@ -318,9 +319,7 @@ impl Launcher {
                             p.ended.map_or(0, instant_ns),
                         )
                     }),
-                    cpus: self
-                        .rank_cpus(job, p.rank)
-                        .map(|(c, _)| super::placement::cpu_list(c)),
+                    cpus: self.rank_cpus(job, p.rank).map(|(c, _)| ranges(c)),
                 };
             }
         }
