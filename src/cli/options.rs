@@ -64,15 +64,17 @@ pub(super) fn global_option(
             let v = it
                 .next()
                 .ok_or_else(|| CliError(format!("{s} needs an object (core, none, ...)")))?;
-            cfg.placement.bind_to =
-                Some(placement::parse_bind(&v.to_string_lossy()).map_err(CliError)?);
+            cfg.placement.bind_to = Some(
+                placement::parse_bind(&v.to_string_lossy()).map_err(|e| CliError(e.to_string()))?,
+            );
         }
         "-map-by" | "--map-by" => {
             let v = it
                 .next()
                 .ok_or_else(|| CliError(format!("{s} needs an object (core, socket, ...)")))?;
-            cfg.placement.map_by =
-                Some(placement::parse_map(&v.to_string_lossy()).map_err(CliError)?);
+            cfg.placement.map_by = Some(
+                placement::parse_map(&v.to_string_lossy()).map_err(|e| CliError(e.to_string()))?,
+            );
         }
         "-ppn" | "--ppn" | "-perhost" => {
             let v = it.next().map(|v| v.to_string_lossy().into_owned());

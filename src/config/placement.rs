@@ -2,6 +2,8 @@
 //! Open MPI's `--bind-to`/`--map-by`) and the object kinds they name. The
 //! launcher turns them into CPU lists (`launcher::placement`).
 
+use std::fmt;
+
 /// Binding targets, in hwloc's vocabulary (Hydra's names in the CLI).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ObjKind {
@@ -24,6 +26,24 @@ impl ObjKind {
         ObjKind::Numa,
         ObjKind::Socket,
     ];
+}
+
+/// Its name on the command line (the first of its spellings).
+impl fmt::Display for ObjKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(kind_name(*self))
+    }
+}
+
+/// A `-bind-to` or `-map-by` value that names no binding.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementOptionError {
+    #[error("-bind-to {0}: the count after ':' must be a number of objects per rank, 1 or more")]
+    BindCount(String),
+    #[error("-bind-to {0}: expected none or {OBJECTS} (optionally :N)")]
+    BindObject(String),
+    #[error("-map-by {0}: expected {OBJECTS}")]
+    MapObject(String),
 }
 
 /// `-bind-to` as given.
@@ -76,7 +96,7 @@ pub fn kind_name(k: ObjKind) -> &'static str {
 const OBJECTS: &str = "hwthread, core, l1cache, l2cache, l3cache, numa or socket";
 
 /// `none|hwthread|core|l1cache|l2cache|l3cache|numa|socket[:N]`.
-pub fn parse_bind(v: &str) -> Result<BindTo, String> {
+pub fn parse_bind(v: &str) -> Result<BindTo, PlacementOptionError> {
     if v == "none" {
         return Ok(BindTo::None);
     }
@@ -84,12 +104,7 @@ pub fn parse_bind(v: &str) -> Result<BindTo, String> {
         Some((n, c)) => {
             let c = match c.parse::<u32>() {
                 Ok(c) if (1..=65536).contains(&c) => c,
-                _ => {
-                    return Err(format!(
-                        "-bind-to {v}: the count after ':' must be a number of objects \
-                         per rank, 1 or more"
-                    ))
-                }
+                _ => return Err(PlacementOptionError::BindCount(v.to_string())),
             };
             (n, c)
         }
@@ -97,12 +112,12 @@ pub fn parse_bind(v: &str) -> Result<BindTo, String> {
     };
     kind(name)
         .map(|k| BindTo::Obj(k, count))
-        .ok_or_else(|| format!("-bind-to {v}: expected none or {OBJECTS} (optionally :N)"))
+        .ok_or_else(|| PlacementOptionError::BindObject(v.to_string()))
 }
 
 /// `hwthread|core|l1cache|l2cache|l3cache|numa|socket`.
-pub fn parse_map(v: &str) -> Result<ObjKind, String> {
-    kind(v).ok_or_else(|| format!("-map-by {v}: expected {OBJECTS}"))
+pub fn parse_map(v: &str) -> Result<ObjKind, PlacementOptionError> {
+    kind(v).ok_or_else(|| PlacementOptionError::MapObject(v.to_string()))
 }
 
 /// The policy when `-bind-to` is not given: one core per rank, wrapping

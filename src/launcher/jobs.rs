@@ -60,8 +60,10 @@ impl PendingRank {
 
 #[derive(Debug, thiserror::Error)]
 pub(super) enum LaunchError {
-    #[error("{0}")]
-    Program(String),
+    #[error("-wdir {}: not a directory", .0.display())]
+    Wdir(PathBuf),
+    #[error(transparent)]
+    Program(#[from] os::ProgramError),
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -76,14 +78,10 @@ impl Launcher {
         for app in &cfg.apps {
             if let Some(d) = &app.wdir {
                 if !d.is_dir() {
-                    return Err(LaunchError::Program(format!(
-                        "-wdir {}: not a directory",
-                        d.display()
-                    )));
+                    return Err(LaunchError::Wdir(d.clone()));
                 }
             }
-            let program = os::resolve_program(&app.program, app.wdir.as_deref())
-                .map_err(LaunchError::Program)?;
+            let program = os::resolve_program(&app.program, app.wdir.as_deref())?;
             let mut env = cfg.genv.clone();
             env.extend(app.env.iter().cloned());
             plans.push(AppPlan {

@@ -145,30 +145,32 @@ pub struct Launcher {
     tools: tools::ToolsRt,
 }
 
+/// Why the launcher could not set itself up.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    Placement(#[from] placement::PlacementError),
+    #[error("cannot start the event loop: {0}")]
+    Io(#[from] io::Error),
+}
+
 /// Run a job to the end; returns the launcher's exit status.
 pub fn run(cfg: &LaunchConfig) -> i32 {
     let mut l = match Launcher::new(cfg) {
         Ok(l) => l,
-        Err(e)
-            if e.get_ref()
-                .is_some_and(|i| i.is::<placement::PlacementError>()) =>
-        {
-            crate::errln!("fastpmi: {e}");
-            return 1;
-        }
         Err(e) => {
-            crate::errln!("fastpmi: cannot start the event loop: {e}");
+            crate::errln!("fastpmi: {e}");
             return 1;
         }
     };
     match l.launch() {
         Ok(()) => l.serve(),
         // Shell convention for a program that cannot be found or run.
-        Err(jobs::LaunchError::Program(msg)) => {
-            crate::errln!("fastpmi: {msg}");
+        Err(e @ (jobs::LaunchError::Wdir(_) | jobs::LaunchError::Program(_))) => {
+            crate::errln!("fastpmi: {e}");
             127
         }
-        Err(jobs::LaunchError::Io(e)) => {
+        Err(e @ jobs::LaunchError::Io(_)) => {
             crate::errln!("fastpmi: {e}");
             1
         }
@@ -176,7 +178,7 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
 }
 
 impl Launcher {
-    fn new(cfg: &LaunchConfig) -> io::Result<Launcher> {
+    fn new(cfg: &LaunchConfig) -> Result<Launcher, StartError> {
         let nofile = os::raise_nofile_limit();
         let forkers = cfg.knobs.forkers;
         // Before any thread of the launcher exists (see the function).
@@ -200,8 +202,7 @@ impl Launcher {
             }
         };
         let impi = objects.as_ref().and_then(impi::Hints::from_topology);
-        let binding = placement::plan(&cfg.placement, objects.as_ref())
-            .map_err(|m| io::Error::other(placement::PlacementError(m)))?
+        let binding = placement::plan(&cfg.placement, objects.as_ref())?
             .map(|plan| {
                 let sets = plan
                     .slots

@@ -8,12 +8,27 @@
 //! `r % slots`), as Hydra does when there are more ranks than objects.
 
 use super::topology::Objects;
-use crate::config::placement::{default_bind, kind_name, BindTo, PlacementOpts};
+use crate::config::placement::{default_bind, BindTo, ObjKind, PlacementOpts};
 
 /// A binding the node cannot give, or options that do not fit it.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct PlacementError(pub String);
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error(
+        "-bind-to {0}: the node's topology is unknown (hwloc, Debian package libhwloc15, \
+         is not installed)"
+    )]
+    NoTopology(ObjKind),
+    #[error("-bind-to {0}: this node's topology has no such object")]
+    NoBindObject(ObjKind),
+    #[error("-map-by {0}: this node's topology has no such object")]
+    NoMapObject(ObjKind),
+    #[error("-bind-to {kind}:{per_rank}: this node has only {have} {kind} object(s)")]
+    TooFewObjects {
+        kind: ObjKind,
+        per_rank: usize,
+        have: usize,
+    },
+}
 
 /// CPU lists per rank slot; rank `r` of the first job gets
 /// `slots[r % slots.len()]`, later jobs' ranks what [`SlotLoad`] gives them.
@@ -112,15 +127,14 @@ fn covers(outer: &[u32], inner: &[u32]) -> bool {
 /// Compute the slots. `Ok(None)`: no binding. An explicit binding the node
 /// cannot give (no such object, fewer objects than `:N`) is an error; the
 /// default policy never is.
-pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Plan>, String> {
+pub fn plan(
+    opts: &PlacementOpts,
+    objects: Option<&Objects>,
+) -> Result<Option<Plan>, PlacementError> {
     let explicit = opts.bind_to.is_some();
     let Some(objects) = objects else {
         return match opts.bind_to {
-            Some(BindTo::Obj(k, _)) => Err(format!(
-                "-bind-to {}: the node's topology is unknown (hwloc, Debian package \
-                 libhwloc15, is not installed)",
-                kind_name(k)
-            )),
+            Some(BindTo::Obj(k, _)) => Err(PlacementError::NoTopology(k)),
             _ => Ok(None),
         };
     };
@@ -134,10 +148,7 @@ pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Pl
     let bind_objs = objects.of(bk);
     if bind_objs.is_empty() {
         return if explicit {
-            Err(format!(
-                "-bind-to {}: this node's topology has no such object",
-                kind_name(bk)
-            ))
+            Err(PlacementError::NoBindObject(bk))
         } else {
             Ok(None)
         };
@@ -145,19 +156,15 @@ pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Pl
     let mk = opts.map_by.unwrap_or(bk);
     let map_objs = objects.of(mk);
     if map_objs.is_empty() {
-        return Err(format!(
-            "-map-by {}: this node's topology has no such object",
-            kind_name(mk)
-        ));
+        return Err(PlacementError::NoMapObject(mk));
     }
     let per_rank = per_rank as usize;
     if per_rank > bind_objs.len() {
-        return Err(format!(
-            "-bind-to {}:{per_rank}: this node has only {} {} object(s)",
-            kind_name(bk),
-            bind_objs.len(),
-            kind_name(bk)
-        ));
+        return Err(PlacementError::TooFewObjects {
+            kind: bk,
+            per_rank,
+            have: bind_objs.len(),
+        });
     }
     // Order the binding objects round-robin over the mapping objects: the
     // first one inside each mapping object, then the second, ... A binding
@@ -215,7 +222,7 @@ pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Pl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::placement::{parse_bind, parse_map, ObjKind};
+    use crate::config::placement::{parse_bind, parse_map};
     use crate::ranges::ranges;
 
     #[test]

@@ -18,6 +18,23 @@ use fastpmi_server::{JobIdx, SpawnOutcome};
 /// Most ranks alive at once over all jobs of a launcher.
 const LIVE_RANKS_MAX: usize = 65536;
 
+/// Why one command of a spawn cannot run.
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    #[error("wdir {0}: not a directory")]
+    Wdir(String),
+    #[error("hostfile {0}: {1}")]
+    Hostfile(String, std::io::Error),
+    #[error(
+        "host {host} is not this node ({node}); fastpmi starts processes on its own node only"
+    )]
+    NotThisNode { host: String, node: String },
+    #[error("env entry {0:?} is not NAME=value")]
+    EnvEntry(String),
+    #[error(transparent)]
+    Program(#[from] os::ProgramError),
+}
+
 impl Launcher {
     pub(super) fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
         let mut errors = Vec::new();
@@ -142,7 +159,7 @@ impl Launcher {
 
     /// Check one command and build its plan: program, arguments, working
     /// directory and environment from the info keys.
-    fn plan(&self, cmd: &SpawnCmd) -> Result<AppPlan, String> {
+    fn plan(&self, cmd: &SpawnCmd) -> Result<AppPlan, CommandError> {
         let mut wdir: Option<PathBuf> = None;
         let mut path: Option<String> = None;
         let mut env = self.cfg.genv.clone();
@@ -151,15 +168,15 @@ impl Launcher {
                 "wdir" => {
                     let d = PathBuf::from(v);
                     if !d.is_dir() {
-                        return Err(format!("wdir {v}: not a directory"));
+                        return Err(CommandError::Wdir(v.clone()));
                     }
                     wdir = Some(d);
                 }
                 "path" => path = Some(v.clone()),
                 "host" | "hosts" => check_hosts(v.split([',', ' ']))?,
                 "hostfile" => {
-                    let text =
-                        std::fs::read_to_string(v).map_err(|e| format!("hostfile {v}: {e}"))?;
+                    let text = std::fs::read_to_string(v)
+                        .map_err(|e| CommandError::Hostfile(v.clone(), e))?;
                     check_hosts(
                         text.lines()
                             .map(|l| l.split('#').next().unwrap_or("").trim())
@@ -185,7 +202,11 @@ impl Launcher {
 
 /// The program of a command: in the `path` info key's directories first,
 /// then as the launcher would find it.
-fn resolve(exe: &str, path: Option<&str>, wdir: Option<&Path>) -> Result<PathBuf, String> {
+fn resolve(
+    exe: &str,
+    path: Option<&str>,
+    wdir: Option<&Path>,
+) -> Result<PathBuf, os::ProgramError> {
     if let Some(dirs) = path.filter(|_| !exe.contains('/')) {
         for d in dirs.split(':').filter(|d| !d.is_empty()) {
             let cand = Path::new(d).join(exe);
@@ -198,7 +219,7 @@ fn resolve(exe: &str, path: Option<&str>, wdir: Option<&Path>) -> Result<PathBuf
 }
 
 /// `host`/`hosts`/`hostfile` may only name this node.
-fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), String> {
+fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), CommandError> {
     let me = rustix::system::uname();
     let full = me.nodename().to_string_lossy().into_owned();
     let short = full.split('.').next().unwrap_or("").to_string();
@@ -206,9 +227,10 @@ fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), String> {
         let h = h.split(':').next().unwrap_or(h);
         let local = matches!(h, "localhost" | "127.0.0.1" | "::1") || h == full || h == short;
         if !local {
-            return Err(format!(
-                "host {h} is not this node ({full}); fastpmi starts processes on its own node only"
-            ));
+            return Err(CommandError::NotThisNode {
+                host: h.to_string(),
+                node: full,
+            });
         }
     }
     Ok(())
@@ -216,7 +238,7 @@ fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), String> {
 
 /// The `env` info key: `NAME=value` entries, one per line (or separated by
 /// blanks when the value is one line).
-fn parse_env(v: &str) -> Result<Vec<(OsString, OsString)>, String> {
+fn parse_env(v: &str) -> Result<Vec<(OsString, OsString)>, CommandError> {
     let items: Vec<&str> = if v.contains('\n') {
         v.lines().collect()
     } else {
@@ -228,7 +250,7 @@ fn parse_env(v: &str) -> Result<Vec<(OsString, OsString)>, String> {
         .filter(|i| !i.is_empty())
         .map(|i| match i.split_once('=') {
             Some((k, val)) if !k.is_empty() => Ok((k.into(), val.into())),
-            _ => Err(format!("env entry {i:?} is not NAME=value")),
+            _ => Err(CommandError::EnvEntry(i.to_string())),
         })
         .collect()
 }
@@ -242,7 +264,7 @@ mod tests {
         let e = parse_env("A=1 B=x=y").unwrap();
         assert_eq!(e[1], ("B".into(), "x=y".into()));
         assert_eq!(
-            parse_env("=1\nC=3").unwrap_err(),
+            parse_env("=1\nC=3").unwrap_err().to_string(),
             "env entry \"=1\" is not NAME=value"
         );
         assert_eq!(parse_env("A=1\nC=3\n").unwrap().len(), 2);
@@ -251,7 +273,9 @@ mod tests {
     #[test]
     fn only_this_node() {
         assert!(check_hosts(["localhost", "127.0.0.1:4"].into_iter()).is_ok());
-        let e = check_hosts(["localhost", "node-that-is-elsewhere"].into_iter()).unwrap_err();
+        let e = check_hosts(["localhost", "node-that-is-elsewhere"].into_iter())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("node-that-is-elsewhere"), "{e}");
     }
 }

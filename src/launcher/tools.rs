@@ -36,7 +36,14 @@ type Published = Arc<Mutex<Option<Arc<Snapshot>>>>;
 pub(super) enum Query {
     Info(Sender<LauncherInfo>),
     Snapshot(Sender<Arc<Snapshot>>),
-    Release(Option<String>, Sender<Result<usize, String>>),
+    Release(Option<String>, Sender<Result<usize, ReleaseError>>),
+}
+
+/// Why `fastpmi release` released nothing.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReleaseError {
+    #[error("no job {0} in this launcher")]
+    NoJob(String),
 }
 
 pub(super) struct ToolsRt {
@@ -162,7 +169,7 @@ fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>, published: Published) -> r
                         released: Some(n),
                         ..Reply::ok()
                     },
-                    Ok(Err(e)) => Reply::error(e),
+                    Ok(Err(e)) => Reply::error(e.to_string()),
                     Err(_) => gone(),
                 }
             }
@@ -334,7 +341,7 @@ impl Launcher {
 
     /// Release held ranks: of `job` (an id), or of every job (then later
     /// jobs are not held either).
-    fn release(&mut self, job: Option<&str>) -> Result<usize, String> {
+    fn release(&mut self, job: Option<&str>) -> Result<usize, ReleaseError> {
         let targets: Vec<JobIdx> = match job {
             None => {
                 self.tools.hold_new_jobs = false;
@@ -343,7 +350,7 @@ impl Launcher {
             Some(id) => {
                 let j = (0..self.jobs.len())
                     .find(|&j| self.server.job_id(j) == id)
-                    .ok_or_else(|| format!("no job {id} in this launcher"))?;
+                    .ok_or_else(|| ReleaseError::NoJob(id.to_string()))?;
                 vec![j]
             }
         };

@@ -28,8 +28,19 @@ pub struct Node {
     pub objects: Objects,
 }
 
-/// Load the topology and export it. An error says why (no hwloc, ...).
-pub fn load() -> Result<Node, String> {
+/// Why the launcher has no topology (no hwloc, ...).
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error(transparent)]
+    Hwloc(#[from] super::os::hwloc::HwlocError),
+    #[error("memfd_create: {0}")]
+    Memfd(rustix::io::Errno),
+    #[error("writing the topology: {0}")]
+    Write(std::io::Error),
+}
+
+/// Load the topology and export it.
+pub fn load() -> Result<Node, TopologyError> {
     let found = super::os::hwloc::load()?;
     Ok(Node {
         xml: export(&found.xml)?,
@@ -67,12 +78,11 @@ impl Objects {
     }
 }
 
-fn export(xml: &[u8]) -> Result<TopologyXml, String> {
+fn export(xml: &[u8]) -> Result<TopologyXml, TopologyError> {
     let fd = rustix::fs::memfd_create("fastpmi-topology", rustix::fs::MemfdFlags::CLOEXEC)
-        .map_err(|e| format!("memfd_create: {e}"))?;
+        .map_err(TopologyError::Memfd)?;
     let mut f = std::fs::File::from(fd);
-    f.write_all(xml)
-        .map_err(|e| format!("writing the topology: {e}"))?;
+    f.write_all(xml).map_err(TopologyError::Write)?;
     let fd = OwnedFd::from(f);
     let path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
     Ok(TopologyXml {
