@@ -9,7 +9,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::jobs::{AppPlan, SpawnedBy};
+use super::jobs::SpawnedBy;
+use super::starting::AppPlan;
 use super::{os, Launcher};
 use fastpmi_codec::spawn::{SpawnCmd, SpawnRequest};
 use fastpmi_server::spawn::ERRCODE_SPAWN;
@@ -52,7 +53,7 @@ impl Launcher {
             }
         }
         match job {
-            Some(job) => self.spawns_starting.push((id, job, outcome)),
+            Some(job) => self.starter.answer_when_started(id, job, outcome),
             None => self.server.finish_spawn(id, outcome, &mut self.events),
         }
     }
@@ -64,11 +65,7 @@ impl Launcher {
     /// very children it waits for (8% of a 64-child spawn's wall time here,
     /// measured in docs/dynamic-jobs.md).
     pub(super) fn answer_started_spawns(&mut self) {
-        let (done, waiting) = std::mem::take(&mut self.spawns_starting)
-            .into_iter()
-            .partition(|&(_, job, _)| self.all_started(job));
-        self.spawns_starting = waiting;
-        for (id, _, outcome) in done {
+        for (id, outcome) in self.starter.started_spawns() {
             self.server.finish_spawn(id, outcome, &mut self.events);
         }
         self.apply_events();
@@ -82,10 +79,10 @@ impl Launcher {
         errors: &mut Vec<String>,
     ) -> (SpawnOutcome, Option<JobIdx>) {
         let failed = |msg: String| (SpawnOutcome::Failed(msg), None);
-        if self.interrupted.is_some() || self.jobs[parent].torn_down {
+        if self.procs.interrupted().is_some() || self.jobs.torn_down(parent) {
             return failed("the launcher is shutting down".into());
         }
-        let live = self.running() + self.pending.len();
+        let live = self.procs.running() + self.starter.queued();
         let total = req.total_procs() as usize;
         if live + total > LIVE_RANKS_MAX {
             return failed(format!(
@@ -95,7 +92,7 @@ impl Launcher {
         let mut plans = Vec::with_capacity(req.cmds.len());
         let mut errcodes = Vec::with_capacity(total);
         for (i, cmd) in req.cmds.iter().enumerate() {
-            match self.plan(cmd) {
+            match plan(cmd, &self.cfg.genv) {
                 Ok(p) => {
                     errcodes.extend(std::iter::repeat_n(0, cmd.maxprocs as usize));
                     plans.push(p);
@@ -146,58 +143,52 @@ impl Launcher {
     fn abandon_job(&mut self, job: JobIdx) {
         let msg = "spawn abandoned";
         self.server.fail_job(job, None, 1, msg, &mut self.events);
-        let mut dropped = 0;
-        self.pending.retain(|p| {
-            let keep = p.job != job;
-            dropped += usize::from(!keep);
-            keep
-        });
-        for _ in 0..dropped {
-            self.rank_gone(job);
+        for j in self.starter.drop_pending(|j| j == job) {
+            self.rank_gone(j);
         }
     }
+}
 
-    /// Check one command and build its plan: program, arguments, working
-    /// directory and environment from the info keys.
-    fn plan(&self, cmd: &SpawnCmd) -> Result<AppPlan, CommandError> {
-        let mut wdir: Option<PathBuf> = None;
-        let mut path: Option<String> = None;
-        let mut env = self.cfg.genv.clone();
-        for (k, v) in &cmd.info {
-            match k.as_str() {
-                "wdir" => {
-                    let d = PathBuf::from(v);
-                    if !d.is_dir() {
-                        return Err(CommandError::Wdir(v.clone()));
-                    }
-                    wdir = Some(d);
+/// Check one command and build its plan: program, arguments, working
+/// directory and environment (`genv`, then the info keys').
+fn plan(cmd: &SpawnCmd, genv: &[(OsString, OsString)]) -> Result<AppPlan, CommandError> {
+    let mut wdir: Option<PathBuf> = None;
+    let mut path: Option<String> = None;
+    let mut env = genv.to_vec();
+    for (k, v) in &cmd.info {
+        match k.as_str() {
+            "wdir" => {
+                let d = PathBuf::from(v);
+                if !d.is_dir() {
+                    return Err(CommandError::Wdir(v.clone()));
                 }
-                "path" => path = Some(v.clone()),
-                "host" | "hosts" => check_hosts(v.split([',', ' ']))?,
-                "hostfile" => {
-                    let text = std::fs::read_to_string(v)
-                        .map_err(|e| CommandError::Hostfile(v.clone(), e))?;
-                    check_hosts(
-                        text.lines()
-                            .map(|l| l.split('#').next().unwrap_or("").trim())
-                            .map(|l| l.split(':').next().unwrap_or("")),
-                    )?;
-                }
-                "env" => env.extend(parse_env(v)?),
-                other => tracing::debug!(key = other, value = %v, "spawn info key ignored"),
+                wdir = Some(d);
             }
+            "path" => path = Some(v.clone()),
+            "host" | "hosts" => check_hosts(v.split([',', ' ']))?,
+            "hostfile" => {
+                let text =
+                    std::fs::read_to_string(v).map_err(|e| CommandError::Hostfile(v.clone(), e))?;
+                check_hosts(
+                    text.lines()
+                        .map(|l| l.split('#').next().unwrap_or("").trim())
+                        .map(|l| l.split(':').next().unwrap_or("")),
+                )?;
+            }
+            "env" => env.extend(parse_env(v)?),
+            other => tracing::debug!(key = other, value = %v, "spawn info key ignored"),
         }
-        let program = resolve(&cmd.exe, path.as_deref(), wdir.as_deref())?;
-        Ok(AppPlan {
-            nranks: cmd.maxprocs,
-            program,
-            shown: cmd.exe.clone().into(),
-            args: cmd.args.iter().map(OsString::from).collect(),
-            env,
-            wdir,
-            image: Default::default(),
-        })
     }
+    let program = resolve(&cmd.exe, path.as_deref(), wdir.as_deref())?;
+    Ok(AppPlan {
+        nranks: cmd.maxprocs,
+        program,
+        shown: cmd.exe.clone().into(),
+        args: cmd.args.iter().map(OsString::from).collect(),
+        env,
+        wdir,
+        image: Default::default(),
+    })
 }
 
 /// The program of a command: in the `path` info key's directories first,

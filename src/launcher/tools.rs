@@ -264,13 +264,13 @@ impl Launcher {
             command: self.tools.command.clone(),
             age_seconds: self.tools.started.elapsed().as_secs_f64(),
             jobs: (0..self.jobs.len())
-                .filter(|&j| self.jobs[j].live > 0)
+                .filter(|&j| self.jobs.live(j) > 0)
                 .map(|j| {
                     let st = self.server.job_status(j);
                     JobBrief {
                         id: st.id,
                         size: st.size,
-                        live: self.jobs[j].live,
+                        live: self.jobs.live(j),
                         held: st.holding,
                     }
                 })
@@ -285,7 +285,7 @@ impl Launcher {
             command: self.tools.command.clone(),
             age_seconds: self.tools.started.elapsed().as_secs_f64(),
             jobs: (0..self.jobs.len())
-                .filter(|&j| self.jobs[j].live > 0)
+                .filter(|&j| self.jobs.live(j) > 0)
                 .map(|j| self.job_snap(j))
                 .collect(),
         }
@@ -303,17 +303,12 @@ impl Launcher {
                 cpus: None,
             })
             .collect();
-        for p in self
-            .pending
-            .iter()
-            .chain(self.starting.values())
-            .filter(|p| p.job == job)
-        {
+        for p in self.starter.not_running(job) {
             if let Some(slot) = procs.get_mut(p.rank as usize) {
                 slot.executable = p.program().display().to_string();
             }
         }
-        for p in self.procs.iter().filter(|p| p.job == job) {
+        for p in self.procs.of_job(job) {
             if let Some(slot) = procs.get_mut(p.rank as usize) {
                 *slot = ProcSnap {
                     pid: Some(p.pid),
@@ -326,13 +321,13 @@ impl Launcher {
                             p.ended.map_or(0, instant_ns),
                         )
                     }),
-                    cpus: self.rank_cpus(job, p.rank).map(|(c, _)| ranges(c)),
+                    cpus: self.binding.rank_cpus(job, p.rank).map(|(c, _)| ranges(c)),
                 };
             }
         }
         let sock_since_ns = status.ranks.iter().map(|r| instant_ns(r.since)).collect();
         JobSnap {
-            segment: self.jobs[job].segment.clone(),
+            segment: self.jobs.segment(job).cloned(),
             status,
             procs,
             sock_since_ns,
@@ -370,7 +365,7 @@ impl Launcher {
     pub(super) fn tools_all_started(&mut self) {
         while self.tools.mpir_jobs < self.jobs.len() {
             let job = self.tools.mpir_jobs;
-            if !self.all_started(job) {
+            if !self.starter.all_started(job) {
                 return;
             }
             self.tools.mpir_jobs += 1;
@@ -378,8 +373,7 @@ impl Launcher {
                 .nodename()
                 .to_string_lossy()
                 .into_owned();
-            let mut ranks: Vec<&super::supervise::RankProc> =
-                self.procs.iter().filter(|p| p.job == job).collect();
+            let mut ranks: Vec<&super::supervise::RankProc> = self.procs.of_job(job).collect();
             ranks.sort_by_key(|p| p.rank);
             // A spawned job none of whose ranks started adds nothing; the
             // first job is published even then (the debugger expects its
@@ -421,11 +415,11 @@ impl Launcher {
         self.tools.next_check =
             now + (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
         for job in 0..self.jobs.len() {
-            if self.jobs[job].live == 0 || self.jobs[job].torn_down || self.server.job_failed(job) {
+            if self.jobs.live(job) == 0 || self.jobs.torn_down(job) || self.server.job_failed(job) {
                 self.tools.waiting.remove(&job);
                 continue;
             }
-            let shm_waits = self.jobs[job].segment.as_ref().is_some_and(|s| {
+            let shm_waits = self.jobs.segment(job).is_some_and(|s| {
                 s.seg()
                     .ranks()
                     .iter()
