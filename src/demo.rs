@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::cli::{App, LaunchConfig};
+use crate::config::{App, LaunchConfig};
 use fastpmi_client::{Pmi, PmiError, TransportKind};
 
 /// Run the demo job; returns the launcher's exit status.

@@ -6,9 +6,11 @@
 //! `fastpmi-client`.
 
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod launcher;
 pub mod nameserver;
+pub mod ranges;
 pub mod tools;
 
 /// `println!` that ignores a closed stdout: `fastpmi ... | head` must not

@@ -73,9 +73,21 @@ pub fn decode_reply(line: &[u8]) -> NameResult {
     }
 }
 
-fn decode_request(line: &[u8]) -> Result<(String, String, NameOp), String> {
-    let m = pmi1::decode(line).map_err(|e| e.to_string())?;
-    let need = |k: &str| field(&m, k).ok_or_else(|| format!("missing or bad {k}"));
+/// Why a request line is refused (its text goes back in the reply).
+#[derive(Debug, thiserror::Error)]
+enum RequestError {
+    /// Not a PMI-1 line.
+    #[error(transparent)]
+    Decode(#[from] fastpmi_codec::WireError),
+    #[error("missing or bad {0}")]
+    Field(&'static str),
+    #[error("unknown command {0}")]
+    UnknownCommand(String),
+}
+
+fn decode_request(line: &[u8]) -> Result<(String, String, NameOp), RequestError> {
+    let m = pmi1::decode(line)?;
+    let need = |k: &'static str| field(&m, k).ok_or(RequestError::Field(k));
     let owner = need("owner")?;
     let op = match m.cmd.as_str() {
         "publish" => NameOp::Publish {
@@ -88,7 +100,7 @@ fn decode_request(line: &[u8]) -> Result<(String, String, NameOp), String> {
         "lookup" => NameOp::Lookup {
             service: need("service")?,
         },
-        other => return Err(format!("unknown command {other}")),
+        other => return Err(RequestError::UnknownCommand(other.to_string())),
     };
     Ok((m.cmd, owner, op))
 }
@@ -160,7 +172,7 @@ fn serve(stream: TcpStream, table: Arc<Mutex<NameTable>>) {
                 }
                 reply(&cmd, &r)
             }
-            Err(e) => reply("error", &Err(e)),
+            Err(e) => reply("error", &Err(e.to_string())),
         };
         if w.write_all(&out).is_err() {
             break;

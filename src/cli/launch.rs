@@ -1,43 +1,13 @@
 //! The launcher's own command line: MPMD sections with their per-section
-//! options, and the global options (shared with `demo`).
+//! options (the global ones are in [`super::options`]).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::options::{global_option, kv, parse_count, parse_secs};
 use super::subcommands::{parse_demo, parse_nameserver, parse_tool};
 use super::{App, CliError, Command, LaunchConfig, MAX_RANKS};
-use crate::launcher::placement;
-use fastpmi_segment::MemPool;
-
-pub(super) fn parse_count(flag: &str, v: Option<OsString>) -> Result<u32, CliError> {
-    let v = v.ok_or_else(|| CliError(format!("{flag} needs a number of ranks")))?;
-    let s = v.to_string_lossy();
-    match s.parse::<u32>() {
-        Ok(0) => Err(CliError(format!("{flag} {s}: need at least 1 rank"))),
-        Ok(n) if n > MAX_RANKS => Err(CliError(format!("{flag} {s}: at most {MAX_RANKS} ranks"))),
-        Ok(n) => Ok(n),
-        Err(_) => Err(CliError(format!("{flag} {s}: not a number of ranks"))),
-    }
-}
-
-fn kv(
-    flag: &str,
-    it: &mut impl Iterator<Item = OsString>,
-) -> Result<(OsString, OsString), CliError> {
-    let k = it
-        .next()
-        .ok_or_else(|| CliError(format!("{flag} needs a name and a value")))?;
-    let v = it
-        .next()
-        .ok_or_else(|| CliError(format!("{flag} {} needs a value", k.to_string_lossy())))?;
-    if k.is_empty() || k.to_string_lossy().contains('=') {
-        return Err(CliError(format!(
-            "{flag}: bad variable name {:?}",
-            k.to_string_lossy()
-        )));
-    }
-    Ok((k, v))
-}
+use crate::config::{psets, Knobs};
 
 /// Parse the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliError> {
@@ -83,8 +53,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                     .next()
                     .ok_or_else(|| CliError(format!("{s} needs a process set name")))?;
                 for name in v.to_string_lossy().split(',') {
-                    crate::launcher::psets::check_name(name)
-                        .map_err(|e| CliError(format!("{s}: {e}")))?;
+                    psets::check_name(name).map_err(|e| CliError(format!("{s}: {e}")))?;
                     if !app.psets.iter().any(|p| p == name) {
                         app.psets.push(name.to_string());
                     }
@@ -130,6 +99,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             cfg.fence_timeout = Some(parse_secs("FASTPMI_FENCE_TIMEOUT", &v.to_string_lossy())?);
         }
     }
+    cfg.knobs = Knobs::from_env();
     let total: u64 = cfg.apps.iter().map(|a| a.nranks as u64).sum();
     if total > MAX_RANKS as u64 {
         return Err(CliError(format!(
@@ -137,117 +107,4 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
         )));
     }
     Ok(Command::Run(cfg))
-}
-
-/// Options that apply to the whole launch (accepted by `demo` too).
-/// Returns false when `s` is not one of them.
-pub(super) fn global_option(
-    cfg: &mut LaunchConfig,
-    s: &str,
-    mut it: &mut impl Iterator<Item = OsString>,
-) -> Result<bool, CliError> {
-    match s {
-        "-genv" => cfg.genv.push(kv(s, &mut it)?),
-        "-l" | "--label" | "-prepend-rank" => cfg.label = true,
-        "--pmi-port" | "-pmi-port" => cfg.pmi_port = true,
-        "--pmi-port-bind" => {
-            let v = it
-                .next()
-                .ok_or_else(|| CliError("--pmi-port-bind needs an address".into()))?;
-            let v = v.to_string_lossy();
-            cfg.pmi_port_bind = Some(
-                v.parse()
-                    .map_err(|_| CliError(format!("--pmi-port-bind {v}: not an IP address")))?,
-            );
-            cfg.pmi_port = true;
-        }
-        "--stats" => cfg.stats = true,
-        "-bind-to" | "--bind-to" | "-binding" => {
-            let v = it
-                .next()
-                .ok_or_else(|| CliError(format!("{s} needs an object (core, none, ...)")))?;
-            cfg.placement.bind_to =
-                Some(placement::parse_bind(&v.to_string_lossy()).map_err(CliError)?);
-        }
-        "-map-by" | "--map-by" => {
-            let v = it
-                .next()
-                .ok_or_else(|| CliError(format!("{s} needs an object (core, socket, ...)")))?;
-            cfg.placement.map_by =
-                Some(placement::parse_map(&v.to_string_lossy()).map_err(CliError)?);
-        }
-        "-ppn" | "--ppn" | "-perhost" => {
-            let v = it.next().map(|v| v.to_string_lossy().into_owned());
-            match v.as_deref().map(str::parse::<u32>) {
-                Some(Ok(n)) if (1..=MAX_RANKS).contains(&n) => cfg.placement.ppn = Some(n),
-                _ => {
-                    return Err(CliError(format!(
-                        "{s} {}: expected a number of ranks per node",
-                        v.unwrap_or_default()
-                    )))
-                }
-            }
-        }
-        "--print-bindings" | "-print-bindings" | "--report-bindings" => cfg.placement.print = true,
-        "--tolerate-group-failures" => cfg.tolerate_group_failures = true,
-        "--stop-in-init" => cfg.stop_in_init = true,
-        "-v" | "--verbose" => cfg.verbose = true,
-        "--fence-timeout" => {
-            let v = it
-                .next()
-                .ok_or_else(|| CliError("--fence-timeout needs a number of seconds".into()))?;
-            cfg.fence_timeout = Some(parse_secs(s, &v.to_string_lossy())?);
-        }
-        "--nameserver" | "-nameserver" => {
-            let v = it
-                .next()
-                .ok_or_else(|| CliError(format!("{s} needs HOST:PORT")))?;
-            let v = v.to_string_lossy().into_owned();
-            match v.rsplit_once(':') {
-                Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0) => {}
-                _ => return Err(CliError(format!("{s} {v}: expected HOST:PORT"))),
-            }
-            cfg.nameserver = Some(v);
-        }
-        "--mem-pool" => {
-            let v = it
-                .next()
-                .ok_or_else(|| CliError("--mem-pool needs anonmmap, sysv or none".into()))?;
-            let v = v.to_string_lossy();
-            cfg.mem_pool = match v.as_ref() {
-                "none" => None,
-                other => Some(MemPool::parse(other).ok_or_else(|| {
-                    CliError(format!(
-                        "--mem-pool {other}: expected anonmmap, sysv or none"
-                    ))
-                })?),
-            };
-        }
-        "--kvs-mb" => {
-            let v = it
-                .next()
-                .ok_or_else(|| CliError("--kvs-mb needs a size in MiB".into()))?;
-            let v = v.to_string_lossy();
-            match v.parse::<u64>() {
-                Ok(mb) if (1..=1 << 20).contains(&mb) => cfg.kvs_mb = Some(mb),
-                _ => {
-                    return Err(CliError(format!(
-                        "--kvs-mb {v}: expected a size in MiB (1 to 1048576)"
-                    )))
-                }
-            }
-        }
-        _ => return Ok(false),
-    }
-    Ok(true)
-}
-
-/// A positive number of seconds (fractions allowed), at most a day.
-fn parse_secs(what: &str, v: &str) -> Result<std::time::Duration, CliError> {
-    match v.trim().parse::<f64>() {
-        Ok(s) if s > 0.0 && s <= 86400.0 => Ok(std::time::Duration::from_secs_f64(s)),
-        _ => Err(CliError(format!(
-            "{what} {v}: expected a number of seconds (more than 0, at most 86400)"
-        ))),
-    }
 }

@@ -4,18 +4,19 @@
 //! Parsed by hand: clap cannot express MPMD `:` sections with per-section
 //! options and two-value flags such as `-genv K V`.
 //!
-//! Modules: `usage` (the help text), `config` (what a launch holds),
-//! `launch` (the launcher's options and MPMD sections), `subcommands`
-//! (`ps`, `release`, `nameserver`, `demo`).
+//! Modules: `usage` (the help text), `launch` (MPMD sections and their
+//! options), `options` (the global options, shared with `demo`),
+//! `subcommands` (`ps`, `release`, `nameserver`, `demo`). What a launch
+//! holds is [`crate::config`].
 
-mod config;
 mod launch;
+mod options;
 mod subcommands;
 mod usage;
 
 use std::path::PathBuf;
 
-pub use config::{App, LaunchConfig};
+pub use crate::config::{App, LaunchConfig};
 pub use launch::parse;
 pub use subcommands::NAMESERVER_PORT;
 pub use usage::USAGE;

@@ -3,8 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::launch::{global_option, parse_count};
+use super::options::{global_option, parse_count};
 use super::{CliError, Command, LaunchConfig};
+use crate::config::Knobs;
 
 /// `ps [PID|JOBID] [--json] [--socket PATH]`, `release PID|JOBID [--socket PATH]`.
 pub(super) fn parse_tool(
@@ -97,5 +98,6 @@ pub(super) fn parse_demo(mut it: impl Iterator<Item = OsString>) -> Result<Comma
             }
         }
     }
+    cfg.knobs = Knobs::from_env();
     Ok(Command::Demo { nranks, cfg })
 }

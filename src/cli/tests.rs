@@ -99,7 +99,7 @@ fn psets() {
     assert!(c.tolerate_group_failures);
     assert_eq!(c.apps[0].psets, vec!["ocean", "all"]);
     assert_eq!(c.apps[1].psets, vec!["ice", "all"]);
-    let sets = crate::launcher::psets::of_config(&c);
+    let sets = crate::config::psets::of_config(&c);
     assert_eq!(
         sets,
         vec![

@@ -1,13 +1,21 @@
 //! PMI connections: registration with the event loop, accepting port-mode
 //! connections, non-blocking reads into the server and queued writes.
 
-use std::io::{self, Read, Write};
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read as _, Write as _};
+use std::net::{IpAddr, SocketAddr};
 
-use mio::net::{TcpStream, UnixStream};
-use mio::{Interest, Token};
+use mio::net::{TcpListener, TcpStream, UnixStream};
+use mio::{Interest, Registry, Token};
 
-use super::{peer, Launcher, READ_BUDGET};
+use super::{peer, Launcher};
 use fastpmi_server::auth::Trust;
+use fastpmi_server::{ConnId, JobIdx};
+
+/// Bytes read from one connection before others get their turn.
+const READ_BUDGET: usize = 256 * 1024;
+/// A client whose unread replies exceed this is treated as dead.
+const MAX_QUEUED: usize = 16 << 20;
 
 /// Most port-mode connections that have not identified themselves yet
 /// (a flood of connections must not grow the launcher without bound); past
@@ -17,7 +25,7 @@ const UNIDENTIFIED_MAX: usize = 4096;
 /// What the launcher vouches for a port-mode peer: loopback and the
 /// launcher's own uid ([`Trust::Local`], and the peer socket's inode for the
 /// check that it is the claimed rank's), or nothing.
-fn classify(s: &TcpStream, peer: std::net::SocketAddr) -> (Trust, Option<u32>) {
+fn classify(s: &TcpStream, peer: SocketAddr) -> (Trust, Option<u32>) {
     if !peer.ip().is_loopback() {
         return (Trust::Remote, None);
     }
@@ -38,7 +46,6 @@ fn classify(s: &TcpStream, peer: std::net::SocketAddr) -> (Trust, Option<u32>) {
         }
     }
 }
-use fastpmi_server::JobIdx;
 
 pub(super) enum Sock {
     Unix(UnixStream),
@@ -66,45 +73,85 @@ impl Sock {
     }
 }
 
-pub(super) struct ConnIo {
+/// One PMI connection's socket and what is queued for it.
+struct ConnIo {
     sock: Sock,
     /// Port mode: inode of the peer's socket when it is local and ours.
-    pub(super) peer_inode: Option<u32>,
+    peer_inode: Option<u32>,
     /// Port mode: the peer's address (for messages).
-    pub(super) peer: Option<std::net::SocketAddr>,
+    peer: Option<SocketAddr>,
     /// Port mode: not bound to a rank yet (counted in `unidentified`).
-    pub(super) unidentified: bool,
-    pub(super) out: Vec<u8>,
-    pub(super) sent: usize,
-    pub(super) close_when_flushed: bool,
+    unidentified: bool,
+    out: Vec<u8>,
+    sent: usize,
+    close_when_flushed: bool,
     want_write: bool,
 }
 
-impl Launcher {
-    /// The token the next `add_conn` will use.
-    fn next_conn_token(&self) -> Token {
-        Token(self.next_token)
+/// What one read of a connection gave.
+pub(super) enum Read {
+    /// This many bytes, in the buffer.
+    Data(usize),
+    /// End of stream or an error: the connection is to be closed.
+    Closed,
+    /// Nothing to read now (or no such connection).
+    Nothing,
+}
+
+/// What became of bytes queued for a connection.
+pub(super) enum Queued {
+    Yes,
+    /// Its unread replies passed [`MAX_QUEUED`]: treat it as dead.
+    TooMuch,
+    /// No such connection (closed meanwhile).
+    NoConn,
+}
+
+/// The PMI connections and, in port mode, the listeners they come from:
+/// their sockets, registration with the event loop, queued output and the
+/// count of port-mode connections that have not identified themselves.
+pub(super) struct Conns {
+    registry: Registry,
+    by_token: HashMap<Token, ConnIo>,
+    /// Connections that still had input after their read budget.
+    ready: VecDeque<Token>,
+    /// Port mode: one listener per job (the job its connections belong to).
+    listeners: HashMap<Token, (TcpListener, JobIdx)>,
+    /// Port-mode connections not identified yet.
+    unidentified: usize,
+    /// Their tokens, oldest first (may hold tokens of connections that have
+    /// identified themselves or closed since; skipped and pruned lazily).
+    unidentified_order: VecDeque<Token>,
+    next_token: usize,
+}
+
+impl Conns {
+    /// No connection yet; tokens from `first_token` on, registered with
+    /// `registry` (the event loop's).
+    pub(super) fn new(registry: Registry, first_token: usize) -> Conns {
+        Conns {
+            registry,
+            by_token: HashMap::new(),
+            ready: VecDeque::new(),
+            listeners: HashMap::new(),
+            unidentified: 0,
+            unidentified_order: VecDeque::new(),
+            next_token: first_token,
+        }
     }
 
-    pub(super) fn token(&mut self) -> Token {
+    fn token(&mut self) -> Token {
         let t = Token(self.next_token);
         self.next_token += 1;
         t
     }
 
-    pub(super) fn add_conn(
-        &mut self,
-        mut sock: Sock,
-        bound: Option<(JobIdx, u32)>,
-        port_job: Option<JobIdx>,
-    ) -> io::Result<()> {
+    /// Register `sock` with the event loop; returns its token.
+    pub(super) fn add(&mut self, mut sock: Sock) -> io::Result<Token> {
         let tok = self.token();
-        self.poll.registry().register(
-            sock.source(),
-            tok,
-            Interest::READABLE | Interest::WRITABLE,
-        )?;
-        self.conns.insert(
+        self.registry
+            .register(sock.source(), tok, Interest::READABLE | Interest::WRITABLE)?;
+        self.by_token.insert(
             tok,
             ConnIo {
                 sock,
@@ -117,138 +164,189 @@ impl Launcher {
                 want_write: false,
             },
         );
-        self.server.connect(tok.0, bound, port_job);
-        Ok(())
+        Ok(tok)
     }
 
-    pub(super) fn accept(&mut self, tok: Token) {
+    /// A port-mode connection from `peer` (`inode`: its socket's, when it
+    /// is local and ours), not identified yet.
+    pub(super) fn add_port(
+        &mut self,
+        s: TcpStream,
+        peer: SocketAddr,
+        inode: Option<u32>,
+    ) -> io::Result<Token> {
+        let tok = self.add(Sock::Tcp(s))?;
+        self.unidentified += 1;
+        self.unidentified_order.push_back(tok);
+        if self.unidentified_order.len() > 2 * UNIDENTIFIED_MAX {
+            let conns = &self.by_token;
+            self.unidentified_order
+                .retain(|t| conns.get(t).is_some_and(|c| c.unidentified));
+        }
+        if let Some(c) = self.by_token.get_mut(&tok) {
+            c.peer_inode = inode;
+            c.peer = Some(peer);
+            c.unidentified = true;
+        }
+        Ok(tok)
+    }
+
+    /// Port mode: listen for the ranks of `job` on `bind`, at a port the
+    /// kernel picks; returns the address the ranks connect to.
+    pub(super) fn listen(&mut self, bind: IpAddr, job: JobIdx) -> io::Result<SocketAddr> {
+        let mut l = TcpListener::bind(SocketAddr::new(bind, 0))?;
+        let tok = self.token();
+        self.registry.register(&mut l, tok, Interest::READABLE)?;
+        let mut addr = l.local_addr()?;
+        if addr.ip().is_unspecified() {
+            // Listening everywhere: local ranks still come by loopback.
+            addr.set_ip([127, 0, 0, 1].into());
+        }
+        self.listeners.insert(tok, (l, job));
+        Ok(addr)
+    }
+
+    pub(super) fn is_listener(&self, tok: Token) -> bool {
+        self.listeners.contains_key(&tok)
+    }
+
+    /// `job` has ended: no more connections for it.
+    pub(super) fn unlisten(&mut self, job: JobIdx) {
+        let listener = self
+            .listeners
+            .iter()
+            .find(|(_, (_, jb))| *jb == job)
+            .map(|(t, _)| *t);
+        if let Some(tok) = listener {
+            if let Some((mut l, _)) = self.listeners.remove(&tok) {
+                let _ = self.registry.deregister(&mut l);
+            }
+        }
+    }
+
+    /// The next connection waiting on listener `tok`, with its peer and the
+    /// job it belongs to; `None` when there is none now.
+    pub(super) fn accept(&mut self, tok: Token) -> Option<(TcpStream, SocketAddr, JobIdx)> {
+        let (l, job) = self.listeners.get(&tok)?;
         loop {
-            let Some((l, job)) = self.listeners.get(&tok) else {
-                return;
-            };
-            let job = *job;
             match l.accept() {
-                Ok((s, peer)) => {
-                    if self.unidentified >= UNIDENTIFIED_MAX {
-                        self.evict_oldest_unidentified();
-                    }
-                    let _ = s.set_nodelay(true);
-                    let (trust, inode) = classify(&s, peer);
-                    let ctok = self.next_conn_token();
-                    if let Err(e) = self.add_conn(Sock::Tcp(s), None, Some(job)) {
-                        tracing::warn!("cannot register PMI connection: {e}");
-                        continue;
-                    }
-                    self.unidentified += 1;
-                    self.unidentified_order.push_back(ctok);
-                    if self.unidentified_order.len() > 2 * UNIDENTIFIED_MAX {
-                        let conns = &self.conns;
-                        self.unidentified_order
-                            .retain(|t| conns.get(t).is_some_and(|c| c.unidentified));
-                    }
-                    if let Some(c) = self.conns.get_mut(&ctok) {
-                        c.peer_inode = inode;
-                        c.peer = Some(peer);
-                        c.unidentified = true;
-                    }
-                    self.server.set_peer(ctok.0, trust, peer.to_string());
-                    tracing::debug!("PMI connection {} from {peer} ({trust:?})", ctok.0);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Ok((s, peer)) => return Some((s, peer, *job)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return None,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
-                    return;
+                    return None;
                 }
             }
         }
     }
 
-    pub(super) fn read_conn(&mut self, tok: Token, buf: &mut [u8]) {
-        let mut budget = READ_BUDGET;
-        loop {
-            let Some(c) = self.conns.get_mut(&tok) else {
-                return;
-            };
-            match c.sock.read(buf) {
-                Ok(0) => {
-                    self.close(tok);
-                    return;
-                }
-                Ok(n) => {
-                    self.server.on_bytes(tok.0, &buf[..n], &mut self.events);
-                    self.note_identified(tok);
-                    budget = budget.saturating_sub(n);
-                    // A short read drained the socket; later data raises a new
-                    // edge, so the usual WouldBlock read can be skipped.
-                    if n < buf.len() {
-                        return;
-                    }
-                    if budget == 0 {
-                        // Fairness: come back after the others.
-                        self.ready.push_back(tok);
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::debug!("read error on connection {}: {e}", tok.0);
-                    self.close(tok);
-                    return;
-                }
-            }
+    /// When [`UNIDENTIFIED_MAX`] connections have not identified themselves:
+    /// the oldest of them and its peer, to close for a newcomer. Refusing
+    /// the newcomer instead would let a flood of idle connections keep the
+    /// real ranks out for good; a rank identifies itself with its first
+    /// messages, so the oldest idle connection is the least likely to be one.
+    pub(super) fn oldest_unidentified(&mut self) -> Option<(Token, String)> {
+        if self.unidentified < UNIDENTIFIED_MAX {
+            return None;
         }
-    }
-
-    /// Make room for a new port-mode connection: close the oldest one that
-    /// has not identified itself. Refusing the newcomer instead would let a
-    /// flood of idle connections keep the real ranks out for good; a rank
-    /// identifies itself with its first messages, so the oldest idle
-    /// connection is the least likely to be one.
-    fn evict_oldest_unidentified(&mut self) {
         while let Some(tok) = self.unidentified_order.pop_front() {
-            let Some(c) = self.conns.get(&tok).filter(|c| c.unidentified) else {
+            let Some(c) = self.by_token.get(&tok).filter(|c| c.unidentified) else {
                 continue;
             };
             let peer = c
                 .peer
                 .map(|p| p.to_string())
                 .unwrap_or_else(|| "an unknown peer".into());
-            crate::errln!(
-                "fastpmi: refused PMI connection {} from {peer}: closed unidentified to make \
-                 room ({UNIDENTIFIED_MAX} connections had not identified themselves)",
-                tok.0
-            );
-            self.close(tok);
-            return;
+            return Some((tok, peer));
+        }
+        None
+    }
+
+    pub(super) fn is_unidentified(&self, tok: Token) -> bool {
+        self.by_token.get(&tok).is_some_and(|c| c.unidentified)
+    }
+
+    /// Connection `tok` is bound to its rank now.
+    pub(super) fn identified(&mut self, tok: Token) {
+        if let Some(c) = self.by_token.get_mut(&tok).filter(|c| c.unidentified) {
+            c.unidentified = false;
+            self.unidentified -= 1;
         }
     }
 
-    /// A port-mode connection that identified itself no longer counts
-    /// against [`UNIDENTIFIED_MAX`].
-    pub(super) fn note_identified(&mut self, tok: Token) {
-        if let Some(c) = self.conns.get_mut(&tok) {
-            if c.unidentified && self.server.is_bound(tok.0) {
-                c.unidentified = false;
-                self.unidentified -= 1;
-            }
+    /// Port mode: the inode of the peer's socket, when it is local and ours.
+    pub(super) fn peer_inode(&self, tok: Token) -> Option<u32> {
+        self.by_token.get(&tok).and_then(|c| c.peer_inode)
+    }
+
+    /// Read what `tok` has into `buf`.
+    pub(super) fn read(&mut self, tok: Token, buf: &mut [u8]) -> Read {
+        let Some(c) = self.by_token.get_mut(&tok) else {
+            return Read::Nothing;
+        };
+        loop {
+            return match c.sock.read(buf) {
+                Ok(0) => Read::Closed,
+                Ok(n) => Read::Data(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Read::Nothing,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::debug!("read error on connection {}: {e}", tok.0);
+                    Read::Closed
+                }
+            };
         }
     }
 
-    pub(super) fn close(&mut self, tok: Token) {
-        if let Some(mut c) = self.conns.remove(&tok) {
-            if c.unidentified {
-                self.unidentified -= 1;
-            }
-            let _ = self.poll.registry().deregister(c.sock.source());
-        }
-        self.server.on_closed(tok.0, &mut self.events);
+    /// `tok` still has input: read it again after the others.
+    pub(super) fn read_later(&mut self, tok: Token) {
+        self.ready.push_back(tok);
     }
 
-    pub(super) fn flush(&mut self, tok: Token) {
-        let Some(c) = self.conns.get_mut(&tok) else {
-            return;
+    /// Whether a connection still has input from an earlier read.
+    pub(super) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// How many connections have input left (to read each once now, and
+    /// those that have more after that on the next round).
+    pub(super) fn ready_count(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// The connection whose input has waited longest.
+    pub(super) fn next_ready(&mut self) -> Option<Token> {
+        self.ready.pop_front()
+    }
+
+    /// Queue `bytes` for `tok` (then [`Conns::flush`] it).
+    pub(super) fn queue(&mut self, tok: Token, bytes: &[u8]) -> Queued {
+        let Some(c) = self.by_token.get_mut(&tok) else {
+            return Queued::NoConn;
+        };
+        c.out.extend_from_slice(bytes);
+        if c.out.len() - c.sent > MAX_QUEUED {
+            return Queued::TooMuch;
+        }
+        Queued::Yes
+    }
+
+    /// Close `tok` once its queue is written; false when there is no such
+    /// connection.
+    pub(super) fn close_when_flushed(&mut self, tok: Token) -> bool {
+        let Some(c) = self.by_token.get_mut(&tok) else {
+            return false;
+        };
+        c.close_when_flushed = true;
+        true
+    }
+
+    /// Write what is queued for `tok`, as far as the socket takes it;
+    /// true when it is all written and the connection is to be closed.
+    pub(super) fn flush(&mut self, tok: Token) -> bool {
+        let Some(c) = self.by_token.get_mut(&tok) else {
+            return false;
         };
         while c.sent < c.out.len() {
             match c.sock.write(&c.out[c.sent..]) {
@@ -272,20 +370,123 @@ impl Launcher {
             } else {
                 Interest::READABLE
             };
-            let _ = self
-                .poll
-                .registry()
-                .reregister(c.sock.source(), tok, interest);
+            let _ = self.registry.reregister(c.sock.source(), tok, interest);
         }
         if !pending {
             c.out.clear();
             c.sent = 0;
-            if c.close_when_flushed {
-                self.close(tok);
-            }
-        } else if c.sent > 1 << 20 {
+            return c.close_when_flushed;
+        }
+        if c.sent > 1 << 20 {
             c.out.drain(..c.sent);
             c.sent = 0;
+        }
+        false
+    }
+
+    /// Forget `tok`: deregister and close its socket.
+    pub(super) fn remove(&mut self, tok: Token) {
+        if let Some(mut c) = self.by_token.remove(&tok) {
+            if c.unidentified {
+                self.unidentified -= 1;
+            }
+            let _ = self.registry.deregister(c.sock.source());
+        }
+    }
+}
+
+impl Launcher {
+    /// A rank's socketpair end (`bound`: the job and rank it is).
+    pub(super) fn add_conn(&mut self, sock: Sock, bound: Option<(JobIdx, u32)>) -> io::Result<()> {
+        let tok = self.conns.add(sock)?;
+        self.server.connect(tok.0, bound, None);
+        Ok(())
+    }
+
+    /// Take the port-mode connections waiting on listener `tok`.
+    pub(super) fn accept(&mut self, tok: Token) {
+        while let Some((s, peer, job)) = self.conns.accept(tok) {
+            if let Some((old, old_peer)) = self.conns.oldest_unidentified() {
+                crate::errln!(
+                    "fastpmi: refused PMI connection {} from {old_peer}: closed unidentified to \
+                     make room ({UNIDENTIFIED_MAX} connections had not identified themselves)",
+                    old.0
+                );
+                self.close(old);
+            }
+            let _ = s.set_nodelay(true);
+            let (trust, inode) = classify(&s, peer);
+            let ctok = match self.conns.add_port(s, peer, inode) {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!("cannot register PMI connection: {e}");
+                    continue;
+                }
+            };
+            self.server.connect(ctok.0, None, Some(job));
+            self.server.set_peer(ctok.0, trust, peer.to_string());
+            tracing::debug!("PMI connection {} from {peer} ({trust:?})", ctok.0);
+        }
+    }
+
+    /// Hand what `tok` has to the server, up to [`READ_BUDGET`] bytes.
+    pub(super) fn read_conn(&mut self, tok: Token, buf: &mut [u8]) {
+        let mut budget = READ_BUDGET;
+        loop {
+            match self.conns.read(tok, buf) {
+                Read::Nothing => return,
+                Read::Closed => {
+                    self.close(tok);
+                    return;
+                }
+                Read::Data(n) => {
+                    self.server.on_bytes(tok.0, &buf[..n], &mut self.events);
+                    self.note_identified(tok);
+                    budget = budget.saturating_sub(n);
+                    // A short read drained the socket; later data raises a new
+                    // edge, so the usual WouldBlock read can be skipped.
+                    if n < buf.len() {
+                        return;
+                    }
+                    if budget == 0 {
+                        // Fairness: come back after the others.
+                        self.conns.read_later(tok);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A port-mode connection that identified itself no longer counts
+    /// against [`UNIDENTIFIED_MAX`].
+    pub(super) fn note_identified(&mut self, tok: Token) {
+        if self.conns.is_unidentified(tok) && self.server.is_bound(tok.0) {
+            self.conns.identified(tok);
+        }
+    }
+
+    /// Queue the server's reply `bytes` for `conn` and write what it takes.
+    pub(super) fn send(&mut self, conn: ConnId, bytes: &[u8]) {
+        let tok = Token(conn);
+        match self.conns.queue(tok, bytes) {
+            Queued::Yes => self.flush(tok),
+            Queued::TooMuch => {
+                tracing::warn!("connection {conn} does not read its replies; closing it");
+                self.close(tok);
+            }
+            Queued::NoConn => {}
+        }
+    }
+
+    pub(super) fn close(&mut self, tok: Token) {
+        self.conns.remove(tok);
+        self.server.on_closed(tok.0, &mut self.events);
+    }
+
+    pub(super) fn flush(&mut self, tok: Token) {
+        if self.conns.flush(tok) {
+            self.close(tok);
         }
     }
 }

@@ -15,7 +15,8 @@
 
 use std::ffi::OsString;
 
-use super::topology::{ObjKind, Objects};
+use super::topology::Objects;
+use crate::config::placement::ObjKind;
 
 /// Longest `I_MPI_PIN_MAPPING` handed out: one environment string may not
 /// pass 128 KiB (`MAX_ARG_STRLEN`), and exec fails beyond it.

@@ -1,22 +1,18 @@
 //! Creating a job (store, segment, watchers, port listener, server entry)
-//! and starting its ranks: handed to the forker threads a few at a time
-//! from the event loop, so early ranks are served while later ones are
-//! still being created.
+//! and queueing its ranks (started in [`super::starting`]). [`Jobs`] owns
+//! the launcher's side of each job.
 
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use mio::net::{TcpListener, UnixStream};
-use mio::Interest;
-
-use super::conn::{stream_nonblocking, Sock};
 use super::output::Forwarder;
-use super::supervise::RankProc;
-use super::{os, JobRt, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
+use super::starting::{AppPlan, PendingRank};
+use super::watch::{self, FenceWatcher};
+use super::{os, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
+use crate::config::LaunchConfig;
 use fastpmi_codec::names::{self, attr};
 use fastpmi_segment::{JobSegment, MemPool};
 use fastpmi_server::store::{MemStore, ShmStore, Store};
@@ -25,43 +21,248 @@ use fastpmi_server::{JobIdx, JobSpec};
 /// A new job's store and, when it has one, its segment.
 type JobStore = (Box<dyn Store>, Option<Arc<JobSegment>>);
 
-/// One application (MPMD section or spawn command) of a job to start.
-pub(super) struct AppPlan {
-    pub nranks: u32,
-    pub program: PathBuf,
-    /// The program as the user wrote it, for messages.
-    pub shown: OsString,
-    pub args: Vec<OsString>,
-    /// Environment of every rank of this application (before PMI's own).
-    pub env: Vec<(OsString, OsString)>,
-    pub wdir: Option<PathBuf>,
-    /// argv and environment of its ranks, built when the first one starts.
-    pub image: OnceLock<Arc<os::ExecImage>>,
+/// What the launcher keeps of each job besides the server's protocol state
+/// (same index as the server's job table).
+struct JobRt {
+    /// The job segment (None: socket-only job, or the job has ended).
+    segment: Option<Arc<JobSegment>>,
+    /// A spawned job's parent's segment, handed to its ranks.
+    parent_segment: Option<Arc<JobSegment>>,
+    /// The fence watcher (stopped with the job).
+    fence_watcher: Option<FenceWatcher>,
+    /// Tells this job's watcher threads to exit.
+    stop: Arc<AtomicBool>,
+    /// Ranks not reaped yet (started or pending).
+    live: u32,
+    /// Its ranks were sent SIGTERM because the job failed.
+    torn_down: bool,
 }
 
-/// A rank not started yet.
-pub(super) struct PendingRank {
-    pub job: JobIdx,
-    pub rank: u32,
-    app: Arc<AppPlan>,
-    /// PMI variables of this rank.
-    pmi_env: Vec<(OsString, OsString)>,
-    socketpair: bool,
-    /// Output label: `rank` in the first job, `job,rank` in spawned ones.
-    tag: String,
+/// The launcher's side of its jobs (first and spawned): their segments and
+/// watcher threads, how many of their ranks live, whether they were torn
+/// down, and the shared-memory counts of those that have ended.
+pub(super) struct Jobs {
+    jobs: Vec<JobRt>,
+    /// Shared-memory operation counts of jobs whose segment is gone.
+    shm_stats_done: shm_layout::RankStats,
+    /// Decoy segment with an unknown stamp (`Knobs::advertise_foreign_segment`).
+    foreign: Option<fastpmi_segment::Mapping>,
 }
 
-impl PendingRank {
-    /// The program it will run.
-    pub fn program(&self) -> &std::path::Path {
-        &self.app.program
+impl Jobs {
+    pub(super) fn new() -> Jobs {
+        Jobs {
+            jobs: Vec::new(),
+            shm_stats_done: Default::default(),
+            foreign: None,
+        }
+    }
+
+    /// Jobs created so far (job indexes are `0..len`).
+    pub(super) fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// A new job of `size` ranks with its segments, watched (see
+    /// [`watch::start`]) when it has a segment; returns its index.
+    fn add(
+        &mut self,
+        segment: Option<Arc<JobSegment>>,
+        parent_segment: Option<Arc<JobSegment>>,
+        size: u32,
+        waker: &Arc<mio::Waker>,
+    ) -> JobIdx {
+        let stop = Arc::new(AtomicBool::new(false));
+        let fence_watcher = segment.as_ref().and_then(|s| watch::start(s, &stop, waker));
+        self.jobs.push(JobRt {
+            segment,
+            parent_segment,
+            fence_watcher,
+            stop,
+            live: size,
+            torn_down: false,
+        });
+        self.jobs.len() - 1
+    }
+
+    pub(super) fn segment(&self, job: JobIdx) -> Option<&Arc<JobSegment>> {
+        self.jobs.get(job)?.segment.as_ref()
+    }
+
+    pub(super) fn parent_segment(&self, job: JobIdx) -> Option<&Arc<JobSegment>> {
+        self.jobs.get(job)?.parent_segment.as_ref()
+    }
+
+    /// The descriptor of the decoy segment handed to ranks instead of
+    /// their job's, when there is one.
+    pub(super) fn foreign_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.foreign.as_ref().and_then(|m| m.fd())
+    }
+
+    /// Ranks of `job` not reaped yet (0: the job has ended).
+    pub(super) fn live(&self, job: JobIdx) -> u32 {
+        self.jobs[job].live
+    }
+
+    pub(super) fn torn_down(&self, job: JobIdx) -> bool {
+        self.jobs[job].torn_down
+    }
+
+    pub(super) fn tear_down(&mut self, job: JobIdx) {
+        self.jobs[job].torn_down = true;
+    }
+
+    pub(super) fn tear_down_all(&mut self) {
+        for j in &mut self.jobs {
+            j.torn_down = true;
+        }
+    }
+
+    /// A rank of `job` was reaped or will never start; true when it was
+    /// the last: then the job's watchers stop and its segments go.
+    pub(super) fn rank_gone(&mut self, job: JobIdx) -> bool {
+        let j = &mut self.jobs[job];
+        j.live = j.live.saturating_sub(1);
+        if j.live > 0 {
+            return false;
+        }
+        j.stop.store(true, Ordering::Relaxed);
+        j.fence_watcher = None;
+        j.parent_segment = None;
+        if let Some(seg) = j.segment.take() {
+            add_stats(&mut self.shm_stats_done, &seg);
+        }
+        true
+    }
+
+    /// The launcher is exiting: every watcher thread stops.
+    pub(super) fn stop_all(&self) {
+        for j in &self.jobs {
+            j.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Shared-memory operation counts of every job, ended or not.
+    pub(super) fn shm_stats(&self) -> shm_layout::RankStats {
+        let mut shm = self.shm_stats_done;
+        for seg in self.jobs.iter().filter_map(|j| j.segment.as_ref()) {
+            add_stats(&mut shm, seg);
+        }
+        shm
+    }
+
+    /// The fence watcher of each job that has one.
+    pub(super) fn fence_watchers(&self) -> impl Iterator<Item = (JobIdx, &FenceWatcher)> {
+        self.jobs
+            .iter()
+            .enumerate()
+            .filter_map(|(job, j)| Some((job, j.fence_watcher.as_ref()?)))
+    }
+
+    /// The store of a new job: its segment when one is configured, with the
+    /// node attributes that tell clients how to map it.
+    fn new_store(
+        &mut self,
+        cfg: &LaunchConfig,
+        size: u32,
+        jobid: &str,
+        parent: Option<&JobSegment>,
+    ) -> io::Result<JobStore> {
+        let (mut store, segment): (Box<dyn Store>, _) = match cfg.mem_pool {
+            None => (
+                Box::new(MemStore::new(size, fastpmi_codec::VALLEN_MAX)),
+                None,
+            ),
+            Some(pool) => {
+                let mut params = shm_layout::SegmentParams::for_ranks(size);
+                if let Some(mb) = cfg.kvs_mb {
+                    params = params.with_kvs_mb(mb);
+                }
+                let seg = Arc::new(JobSegment::create(pool, &params, jobid).map_err(|e| {
+                    io::Error::other(format!(
+                        "cannot create the {} job segment: {e}",
+                        pool.attr()
+                    ))
+                })?);
+                if fastpmi_segment::tsc_stamps_usable() {
+                    if let Some(tsc) = fastpmi_segment::read_tsc() {
+                        let clock = seg.seg().job().stamp_clock();
+                        clock.set_tsc(tsc, fastpmi_segment::monotonic_ns());
+                    }
+                }
+                if let Some(k) = cfg.knobs.fence_fanout {
+                    seg.seg().fence().set_fanout(k);
+                }
+                tracing::debug!(
+                    fence_fanout = seg.seg().fence().fanout(),
+                    bytes = seg.mapping().len(),
+                    pool = pool.attr(),
+                    "job segment created"
+                );
+                (Box::new(ShmStore::new(seg.clone())), Some(seg))
+            }
+        };
+        let mut attrs: Vec<(&str, String)> = vec![
+            ("localRanksCount", size.to_string()),
+            (
+                attr::LOCAL_RANKS,
+                (0..size)
+                    .map(|r| r.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ];
+        if let Some(seg) = &segment {
+            let m = seg.mapping();
+            if self.foreign.is_none() && cfg.knobs.advertise_foreign_segment {
+                self.foreign = Some(fastpmi_segment::Mapping::foreign_stamp()?);
+            }
+            attrs.push((attr::MEM_POOL_TYPE, m.pool().attr().to_string()));
+            match m.pool() {
+                MemPool::AnonMmap => {
+                    attrs.push((attr::MEM_ANON_MMAP_FD, SEGMENT_FD_IN_RANK.to_string()))
+                }
+                MemPool::Sysv => {
+                    attrs.push((attr::MEM_SYSV_ID, m.sysv_id().unwrap_or(-1).to_string()))
+                }
+            }
+            if let Some(p) = parent.map(JobSegment::mapping) {
+                let v = match (p.fd(), p.sysv_id()) {
+                    (Some(_), _) => Some(format!("fd:{PARENT_SEGMENT_FD_IN_RANK}")),
+                    (None, Some(id)) => Some(format!("sysv:{id}")),
+                    _ => None,
+                };
+                if let Some(v) = v {
+                    attrs.push((fastpmi_codec::names::attr::PARENT_SEGMENT, v));
+                }
+            }
+        }
+        for (k, v) in attrs {
+            store
+                .put_launcher_attr(k.as_bytes(), v.as_bytes())
+                .map_err(|e| io::Error::other(format!("node attribute {k}: {e}")))?;
+        }
+        Ok((store, segment))
     }
 }
 
+fn add_stats(sum: &mut shm_layout::RankStats, seg: &JobSegment) {
+    for r in seg.seg().ranks() {
+        let st = r.stats();
+        sum.puts += st.puts;
+        sum.gets += st.gets;
+        sum.fences += st.fences;
+        sum.node_attr_ops += st.node_attr_ops;
+    }
+}
+
+/// Why the first job cannot be launched.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum LaunchError {
-    #[error("{0}")]
-    Program(String),
+    #[error("-wdir {}: not a directory", .0.display())]
+    Wdir(PathBuf),
+    #[error(transparent)]
+    Program(#[from] os::ProgramError),
     #[error(transparent)]
     Io(#[from] io::Error),
 }
@@ -76,14 +277,10 @@ impl Launcher {
         for app in &cfg.apps {
             if let Some(d) = &app.wdir {
                 if !d.is_dir() {
-                    return Err(LaunchError::Program(format!(
-                        "-wdir {}: not a directory",
-                        d.display()
-                    )));
+                    return Err(LaunchError::Wdir(d.clone()));
                 }
             }
-            let program = os::resolve_program(&app.program, app.wdir.as_deref())
-                .map_err(LaunchError::Program)?;
+            let program = os::resolve_program(&app.program, app.wdir.as_deref())?;
             let mut env = cfg.genv.clone();
             env.extend(app.env.iter().cloned());
             plans.push(AppPlan {
@@ -99,7 +296,8 @@ impl Launcher {
         self.forwarder = Some(Forwarder::start(cfg.label)?);
         let jobid = format!("fastpmi_{}_0", std::process::id());
         let job = self.create_job(jobid, plans, size, None)?;
-        self.server.set_psets(job, super::psets::of_config(&cfg));
+        self.server
+            .set_psets(job, crate::config::psets::of_config(&cfg));
         Ok(())
     }
 
@@ -115,10 +313,10 @@ impl Launcher {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let spawned = spawned_by.is_some();
         let spawner = spawned_by.map(|s| self.server.job_id(s.job).to_string());
-        let spawner_slot =
-            spawned_by.and_then(|s| self.jobs[s.job].slots.get(s.rank as usize).copied());
-        let parent_segment = spawned_by.and_then(|s| self.jobs[s.job].segment.clone());
-        let (store, segment) = self.job_store(size, &id, parent_segment.as_deref())?;
+        let parent_segment = spawned_by.and_then(|s| self.jobs.segment(s.job).cloned());
+        let (store, segment) =
+            self.jobs
+                .new_store(&self.cfg, size, &id, parent_segment.as_deref())?;
         // Ranks held in init (`--stop-in-init`) are held at the socket
         // handshake, so they must not attach without one.
         let direct = if self.tools_holding_new_jobs() {
@@ -133,34 +331,15 @@ impl Launcher {
             spawner,
             store,
         });
-        debug_assert_eq!(job, self.jobs.len());
         self.tools_job_created(job);
-        let stop = Arc::new(AtomicBool::new(false));
-        let fence_watcher = segment.as_ref().and_then(|s| self.watch(s, &stop));
-        self.jobs.push(JobRt {
-            segment,
-            parent_segment,
-            fence_watcher,
-            stop,
-            live: size,
-            torn_down: false,
-            slots: self.slot_load.assign(size, spawner_slot),
-        });
+        let added = self.jobs.add(segment, parent_segment, size, &self.waker);
+        debug_assert_eq!(job, added);
+        self.binding
+            .assign(job, size, spawned_by.map(|s| (s.job, s.rank)));
         self.set_fence_cohorts(job);
         let port = if self.cfg.pmi_port {
             let bind = self.cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());
-            let mut l = TcpListener::bind(std::net::SocketAddr::new(bind, 0))?;
-            let tok = self.token();
-            self.poll
-                .registry()
-                .register(&mut l, tok, Interest::READABLE)?;
-            let mut addr = l.local_addr()?;
-            if addr.ip().is_unspecified() {
-                // Listening everywhere: local ranks still come by loopback.
-                addr.set_ip([127, 0, 0, 1].into());
-            }
-            self.listeners.insert(tok, (l, job));
-            Some(addr)
+            Some(self.conns.listen(bind, job)?)
         } else {
             None
         };
@@ -179,9 +358,9 @@ impl Launcher {
         };
         let mut rank = 0u32;
         let impi = self
-            .impi
-            .as_ref()
-            .map(|h| h.for_job(size, |r| self.rank_cpus(job, r).map(|(c, _)| c)));
+            .binding
+            .impi()
+            .map(|h| h.for_job(size, |r| self.binding.rank_cpus(job, r).map(|(c, _)| c)));
         for (appnum, mut app) in apps.into_iter().enumerate() {
             if let Some(h) = &impi {
                 let add = h.app_env(&app.env);
@@ -220,18 +399,13 @@ impl Launcher {
                     let (k, v) = h.rank_env(rank);
                     set(k, v);
                 }
-                self.pending.push_back(PendingRank {
+                self.starter.queue(PendingRank::new(
                     job,
                     rank,
-                    app: app.clone(),
-                    pmi_env: env,
-                    socketpair: port.is_none(),
-                    tag: if job == 0 {
-                        rank.to_string()
-                    } else {
-                        format!("{job},{rank}")
-                    },
-                });
+                    app.clone(),
+                    env,
+                    port.is_none(),
+                ));
                 rank += 1;
             }
         }
@@ -240,298 +414,18 @@ impl Launcher {
     }
 
     /// Ranks bound to the same CPUs wake each other from the fence
-    /// (`placement::fence_cohorts`); `FASTPMI_FENCE_COHORTS=0` turns that
-    /// off, for measurements.
+    /// (`placement::fence_cohorts`), unless `Knobs::fence_cohorts` is off.
     fn set_fence_cohorts(&self, job: JobIdx) {
-        let rt = &self.jobs[job];
-        let Some(seg) = &rt.segment else { return };
-        if std::env::var_os("FASTPMI_FENCE_COHORTS").is_some_and(|v| v == "0") {
+        let Some(seg) = self.jobs.segment(job) else {
+            return;
+        };
+        if !self.cfg.knobs.fence_cohorts {
             return;
         }
-        if let Some(of_rank) = super::placement::fence_cohorts(&rt.slots) {
+        if let Some(of_rank) = self.binding.fence_cohorts(job) {
             let fence = seg.seg().fence();
             fence.set_cohorts(&of_rank);
             tracing::debug!(cohorts = fence.cohort_count(), "fence released by cohorts");
-        }
-    }
-
-    /// The store of a new job: its segment when one is configured, with the
-    /// node attributes that tell clients how to map it.
-    fn job_store(
-        &mut self,
-        size: u32,
-        jobid: &str,
-        parent: Option<&JobSegment>,
-    ) -> io::Result<JobStore> {
-        let (mut store, segment): (Box<dyn Store>, _) = match self.cfg.mem_pool {
-            None => (
-                Box::new(MemStore::new(size, fastpmi_codec::VALLEN_MAX)),
-                None,
-            ),
-            Some(pool) => {
-                let mut params = shm_layout::SegmentParams::for_ranks(size);
-                if let Some(mb) = self.cfg.kvs_mb {
-                    params = params.with_kvs_mb(mb);
-                }
-                let seg = Arc::new(JobSegment::create(pool, &params, jobid).map_err(|e| {
-                    io::Error::other(format!(
-                        "cannot create the {} job segment: {e}",
-                        pool.attr()
-                    ))
-                })?);
-                if fastpmi_segment::tsc_stamps_usable() {
-                    if let Some(tsc) = fastpmi_segment::read_tsc() {
-                        let clock = seg.seg().job().stamp_clock();
-                        clock.set_tsc(tsc, fastpmi_segment::monotonic_ns());
-                    }
-                }
-                // Measurement knob: force the fence's release (0 central,
-                // k >= 2 a k-ary tree) instead of the rank-count default.
-                if let Some(k) = std::env::var("FASTPMI_FENCE_FANOUT")
-                    .ok()
-                    .and_then(|v| v.parse::<u32>().ok())
-                {
-                    seg.seg().fence().set_fanout(k);
-                }
-                tracing::debug!(
-                    fence_fanout = seg.seg().fence().fanout(),
-                    bytes = seg.mapping().len(),
-                    pool = pool.attr(),
-                    "job segment created"
-                );
-                (Box::new(ShmStore::new(seg.clone())), Some(seg))
-            }
-        };
-        let mut attrs: Vec<(&str, String)> = vec![
-            ("localRanksCount", size.to_string()),
-            (
-                attr::LOCAL_RANKS,
-                (0..size)
-                    .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-        ];
-        if let Some(seg) = &segment {
-            let m = seg.mapping();
-            if self.foreign.is_none()
-                && std::env::var_os("FASTPMI_ADVERTISE_FOREIGN_SEGMENT").is_some_and(|v| v == "1")
-            {
-                // Testing aid: ranks get a segment stamped by "another version".
-                self.foreign = Some(fastpmi_segment::Mapping::foreign_stamp()?);
-            }
-            attrs.push((attr::MEM_POOL_TYPE, m.pool().attr().to_string()));
-            match m.pool() {
-                MemPool::AnonMmap => {
-                    attrs.push((attr::MEM_ANON_MMAP_FD, SEGMENT_FD_IN_RANK.to_string()))
-                }
-                MemPool::Sysv => {
-                    attrs.push((attr::MEM_SYSV_ID, m.sysv_id().unwrap_or(-1).to_string()))
-                }
-            }
-            if let Some(p) = parent.map(JobSegment::mapping) {
-                let v = match (p.fd(), p.sysv_id()) {
-                    (Some(_), _) => Some(format!("fd:{PARENT_SEGMENT_FD_IN_RANK}")),
-                    (None, Some(id)) => Some(format!("sysv:{id}")),
-                    _ => None,
-                };
-                if let Some(v) = v {
-                    attrs.push((fastpmi_codec::names::attr::PARENT_SEGMENT, v));
-                }
-            }
-        }
-        for (k, v) in attrs {
-            store
-                .put_launcher_attr(k.as_bytes(), v.as_bytes())
-                .map_err(|e| io::Error::other(format!("node attribute {k}: {e}")))?;
-        }
-        Ok((store, segment))
-    }
-
-    /// Whether every rank of `job` has been started (or dropped). Pending
-    /// ranks are handed out in order, job by job: none of `job` is left
-    /// once the queue is empty or at a later job and no rank of it is still
-    /// being started.
-    pub(super) fn all_started(&self, job: JobIdx) -> bool {
-        self.pending.front().is_none_or(|p| p.job > job)
-            && !self.starting.values().any(|p| p.job == job)
-    }
-
-    /// Hand pending ranks to the forkers while one is free. The event loop
-    /// calls this between polls, so early ranks are served while later ones
-    /// are still being created.
-    pub(super) fn spawn_next(&mut self) {
-        while self.forkers.has_room() {
-            let Some(p) = self.pending.pop_front() else {
-                return;
-            };
-            self.tools_touched();
-            if self.jobs[p.job].torn_down || self.interrupted.is_some() {
-                self.rank_gone(p.job);
-                continue;
-            }
-            let id = self.next_start;
-            self.next_start += 1;
-            match self.start_rank(id, &p) {
-                Ok(()) => {
-                    self.starting.insert(id, p);
-                }
-                Err(e) => self.not_started(p, e),
-            }
-        }
-    }
-
-    /// Take in what the forkers report: started ranks are supervised,
-    /// failed ones fail their job.
-    pub(super) fn forks_done(&mut self) {
-        let mut any = false;
-        while let Some(d) = self.forkers.try_done() {
-            any = true;
-            let Some(p) = self.starting.remove(&d.id) else {
-                continue;
-            };
-            match d.result {
-                Ok(s) => self.started(p, s),
-                Err(e) => self.not_started(p, e),
-            }
-        }
-        if any {
-            if self.pending.is_empty() && self.starting.is_empty() {
-                tracing::debug!("all ranks started");
-            }
-            self.tools_all_started();
-            self.apply_events();
-        }
-    }
-
-    /// Port-mode identity checks that waited for rank `rank` of `job` to be
-    /// known (it started, or failed to: then no socket is its).
-    fn run_waiting_checks(&mut self, job: JobIdx, rank: u32) {
-        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.checks_waiting)
-            .into_iter()
-            .partition(|&(_, j, r)| j == job && r == rank);
-        self.checks_waiting = later;
-        for (conn, job, rank) in now {
-            let tok = mio::Token(conn);
-            let ok = self.peer_is_rank(tok, job, rank);
-            self.server.peer_checked(conn, ok, &mut self.events);
-            self.note_identified(tok);
-        }
-    }
-
-    fn not_started(&mut self, p: PendingRank, e: io::Error) {
-        self.run_waiting_checks(p.job, p.rank);
-        let message = format!(
-            "cannot start {} ({}): {e}",
-            self.server.rank_name(p.job, p.rank),
-            p.app.shown.to_string_lossy()
-        );
-        self.rank_gone(p.job);
-        self.record_failure(p.job, p.rank, message.clone(), 127, String::new(), false);
-        self.server
-            .fail_job(p.job, Some(p.rank), 127, &message, &mut self.events);
-        self.fail_group(p.job, 127, &message);
-    }
-
-    /// Prepare rank `p` (its PMI socket, its descriptors) and hand it to a
-    /// forker as start `id`.
-    fn start_rank(&mut self, id: u64, p: &PendingRank) -> io::Result<()> {
-        let mut pass = Vec::new();
-        let mut owned = Vec::new();
-        let mut keep: Vec<Arc<dyn Send + Sync>> = Vec::new();
-        if p.socketpair {
-            let (ours, theirs) = os::socketpair()?;
-            pass.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
-            owned.push(theirs);
-            let segment = self.jobs[p.job].segment.clone();
-            let foreign = self.foreign.as_ref().and_then(|m| m.fd());
-            if let Some(fd) = foreign.or_else(|| segment.as_ref().and_then(|s| s.mapping().fd())) {
-                pass.push((fd, SEGMENT_FD_IN_RANK));
-            }
-            if let Some(seg) = segment {
-                keep.push(seg);
-            }
-            if let Some(seg) = self.jobs[p.job].parent_segment.clone() {
-                if let Some(fd) = seg.mapping().fd() {
-                    pass.push((fd, PARENT_SEGMENT_FD_IN_RANK));
-                }
-                keep.push(seg);
-            }
-            let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
-            stream_nonblocking(&stream)?;
-            self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)), None)?;
-        }
-        let image = match p.app.image.get() {
-            Some(i) => i.clone(),
-            None => {
-                // Every rank of an application sets the same PMI names.
-                let per_rank: Vec<&std::ffi::OsStr> =
-                    p.pmi_env.iter().map(|(k, _)| k.as_os_str()).collect();
-                let i = os::ExecImage::new(
-                    &p.app.program,
-                    &p.app.args,
-                    std::env::vars_os(),
-                    ENV_REMOVE,
-                    &p.app.env,
-                    &per_rank,
-                    p.app.wdir.as_deref(),
-                )?;
-                p.app.image.get_or_init(|| Arc::new(i)).clone()
-            }
-        };
-        // Rank 0 of the first job reads the terminal's stdin.
-        let on_terminal = p.rank == 0 && p.job == 0;
-        self.forkers.submit(os::ForkJob {
-            id,
-            image,
-            env: p.pmi_env.clone(),
-            pass_fds: pass,
-            owned,
-            keep,
-            stdin_inherit: on_terminal,
-            // On request, as Hydra does: with the kernel's autogroups (one
-            // scheduling group per session), ranks in the launcher's session
-            // share one group's CPU against every other busy session's. The
-            // rank on the terminal's stdin keeps the launcher's session and
-            // process group (job control). docs/launch.md.
-            new_session: self.rank_sessions && !on_terminal,
-            cpus: self.rank_cpus(p.job, p.rank).map(|(_, set)| set.clone()),
-        })
-    }
-
-    /// Rank `p` runs as `s`: supervise it.
-    fn started(&mut self, p: PendingRank, s: os::Spawned) {
-        if let Some(f) = &self.forwarder {
-            f.add_rank(&p.tag, s.stdout, s.stderr);
-        }
-        if let Some(state) = self.jobs[p.job]
-            .segment
-            .as_ref()
-            .and_then(|seg| seg.seg().rank(p.rank))
-        {
-            state.set_pid(s.pid);
-        }
-        let i = self.procs.len();
-        self.by_pid.insert(s.pid, i);
-        self.procs.push(RankProc {
-            pid: s.pid,
-            job: p.job,
-            rank: p.rank,
-            status: None,
-            signaled: None,
-            exe: p.app.program.clone(),
-            started: std::time::Instant::now(),
-            ended: None,
-        });
-        // Its job was torn down while it was being created.
-        if self.jobs[p.job].torn_down || self.interrupted.is_some() {
-            self.procs[i].signaled = Some(libc::SIGKILL);
-            os::signal(s.pid, rustix::process::Signal::KILL);
-        }
-        self.run_waiting_checks(p.job, p.rank);
-        // It may already have ended, reaped before it was known here.
-        if let Some(status) = self.unclaimed_exits.remove(&s.pid) {
-            self.rank_ended(i, status);
         }
     }
 }
@@ -572,33 +466,3 @@ fn direct_env(store: &dyn Store, spawner: Option<&str>) -> Vec<(&'static str, St
     }
     env
 }
-
-/// Variables a rank must not inherit from the launcher's own environment:
-/// another launcher's PMI wiring, and PMIx markers that make MPICH 4.1+
-/// refuse to start.
-const ENV_REMOVE: &[&str] = &[
-    names::env::PMI_FD,
-    names::env::PMI_PORT,
-    names::env::PMI_ID,
-    names::env::PMI_RANK,
-    names::env::PMI_SIZE,
-    names::env::PMI_JOBID,
-    names::env::PMI_SPAWNED,
-    names::env::PMI_TOTALVIEW,
-    "PMIX_RANK",
-    "PMIX_VERSION",
-    "PMIX_NAMESPACE",
-    "PMIX_SERVER_URI",
-    "PRTE_LAUNCHED",
-    "OMPI_COMM_WORLD_SIZE",
-    "MPI_LOCALNRANKS",
-    "MPI_LOCALRANKID",
-    "FASTPMI_AUTH_SECRET",
-    fastpmi_codec::names::env::SEGMENT,
-    fastpmi_codec::names::env::APPNUM,
-    fastpmi_codec::names::env::SPAWNER,
-    fastpmi_codec::names::env::PARENT_SEGMENT,
-    // srun --mpi=pmi2's marker: fastpmi's libraries would take the ranks
-    // for Slurm's.
-    "SLURM_MPI_TYPE",
-];

@@ -2,12 +2,17 @@
 //! ranks spawn), serves PMI on one non-blocking event loop, supervises the
 //! processes and tears jobs down on failure.
 //!
-//! One room per concern: [`conn`] (PMI connections and their I/O), [`jobs`]
-//! (creating a job and starting its ranks), [`spawn`] (turning a spawn
-//! request into a job), [`watch`] (threads that sleep on a job's segment),
-//! [`supervise`] (reaping, failures, signals, exit status), [`names`] (the
-//! shared name server's client).
+//! One room per concern, each owning its state in one part that
+//! [`Launcher`] holds and orchestrates: [`conn`] (PMI connections and their
+//! I/O: `Conns`), [`jobs`] (creating a job: `Jobs`), [`starting`] (starting
+//! its ranks: `Starter`), [`supervise`] (reaping, failures, signals, exit
+//! status: `Procs`), [`binding`] (topology and CPU binding: `Binding`),
+//! [`tools`] (rendezvous, MPIR, fence timeout: `ToolsRt`). Besides: [`spawn`]
+//! (turning a spawn request into a job), [`watch`] (threads that sleep on a
+//! job's segment), [`names`] (the shared name server's client), and the
+//! computations [`placement`], [`topology`], [`impi`]; [`os`] is the OS glue.
 
+mod binding;
 mod conn;
 mod impi;
 mod jobs;
@@ -17,38 +22,34 @@ pub mod os;
 pub mod output;
 mod peer;
 pub mod placement;
-pub mod psets;
 mod spawn;
+mod starting;
 mod supervise;
 pub use supervise::stats_row;
 mod tools;
 pub mod topology;
 mod watch;
 
-use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token};
 use rustix::process::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
-use crate::cli::LaunchConfig;
-use conn::ConnIo;
-use fastpmi_segment::JobSegment;
-use fastpmi_server::{ConnId, Event, FailCause, JobIdx, Server};
-use jobs::PendingRank;
+use crate::config::LaunchConfig;
+use binding::Binding;
+use conn::Conns;
+use fastpmi_server::{Event, FailCause, JobIdx, Server};
+use jobs::Jobs;
 use output::Forwarder;
-use supervise::{Failure, RankProc};
+use starting::Starter;
+use supervise::Procs;
 
 const SIGNALS: Token = Token(0);
 const WAKER: Token = Token(2);
-/// Fence watcher target meaning "no socket rank waits".
-const NO_TARGET: u64 = u64::MAX;
 /// How often to look for fences that a finalized or exited rank blocks.
 const STUCK_CHECK: Duration = Duration::from_millis(100);
 /// Descriptor number of the PMI socket inside every rank.
@@ -60,138 +61,63 @@ const SEGMENT_FD_IN_RANK: i32 = 4;
 /// (node attribute `fastpmi-parentSegment` = `fd:5`): fastpmi's clients
 /// read the parent's KVS from it.
 const PARENT_SEGMENT_FD_IN_RANK: i32 = 5;
+/// The first token of a PMI connection (those below are the loop's own).
 const FIRST_CONN: usize = 16;
-/// Time between SIGTERM and SIGKILL when a job is torn down.
-const KILL_GRACE: Duration = Duration::from_millis(1000);
-/// Bytes read from one connection before others get their turn.
-const READ_BUDGET: usize = 256 * 1024;
-/// A client whose unread replies exceed this is treated as dead.
-const MAX_QUEUED: usize = 16 << 20;
 
-/// What the launcher keeps of each job besides the server's protocol state
-/// (same index as the server's job table).
-struct JobRt {
-    /// The job segment (None: socket-only job, or the job has ended).
-    segment: Option<Arc<JobSegment>>,
-    /// A spawned job's parent's segment, handed to its ranks.
-    parent_segment: Option<Arc<JobSegment>>,
-    /// The fence watcher's target generation and its thread (to unpark it).
-    fence_watcher: Option<(Arc<AtomicU64>, std::thread::Thread)>,
-    /// Tells this job's watcher threads to exit.
-    stop: Arc<AtomicBool>,
-    /// Ranks not reaped yet (started or pending).
-    live: u32,
-    /// Its ranks were sent SIGTERM because the job failed.
-    torn_down: bool,
-    /// The binding slot of each rank (empty: not bound).
-    slots: Vec<u32>,
-}
-
+/// The launcher: the event loop's own state, and the parts it orchestrates,
+/// each the only way to its state.
 pub struct Launcher {
     cfg: LaunchConfig,
     poll: Poll,
-    server: Server,
-    conns: HashMap<Token, ConnIo>,
-    ready: VecDeque<Token>,
-    procs: Vec<RankProc>,
-    by_pid: HashMap<u32, usize>,
-    failure: Option<Failure>,
-    kill_at: Option<Instant>,
-    interrupted: Option<i32>,
     signals: Signals,
-    /// Port mode: one listener per job (the job its connections belong to).
-    listeners: HashMap<Token, (TcpListener, JobIdx)>,
-    /// Port-mode connections not identified yet.
-    unidentified: usize,
-    /// Their tokens, oldest first (may hold tokens of connections that have
-    /// identified themselves or closed since; skipped and pruned lazily).
-    unidentified_order: VecDeque<Token>,
-    next_token: usize,
-    events: Vec<Event>,
-    forwarder: Option<Forwarder>,
-    /// Threads that create ranks, several at a time.
-    forkers: os::Forkers,
-    /// Ranks start sessions of their own (`FASTPMI_RANK_SESSIONS`).
-    rank_sessions: bool,
-    pending: VecDeque<PendingRank>,
-    /// Ranks handed to the forkers, by start id.
-    starting: HashMap<u64, PendingRank>,
-    next_start: u64,
-    /// Port-mode identity checks of ranks still being created.
-    checks_waiting: Vec<(ConnId, JobIdx, u32)>,
-    /// Exits reaped before the forker that created the process reported
-    /// its pid.
-    unclaimed_exits: HashMap<u32, std::process::ExitStatus>,
-    /// Spawns answered once their job has no pending rank left.
-    spawns_starting: Vec<(u64, JobIdx, fastpmi_server::SpawnOutcome)>,
-    jobs: Vec<JobRt>,
     waker: Arc<mio::Waker>,
-    /// Shared-memory operation counts of jobs whose segment is gone.
-    shm_stats_done: shm_layout::RankStats,
+    server: Server,
+    /// What the server asked for, carried out by `apply_events`.
+    events: Vec<Event>,
+    /// The ranks' output, labelled.
+    forwarder: Option<Forwarder>,
     /// Client of a shared `fastpmi nameserver` (`--nameserver`).
     names: Option<names::NameClient>,
-    /// Decoy segment with an unknown stamp (FASTPMI_ADVERTISE_FOREIGN_SEGMENT).
-    foreign: Option<fastpmi_segment::Mapping>,
-    /// The node's topology as XML, for `PMI_hwloc_xmlfile`.
-    _topology: Option<topology::TopologyXml>,
-    /// Rank binding: CPU lists per slot and their masks (a job's ranks get
-    /// the slots `slot_load` assigns, see `rank_cpus`); `None`: ranks are
-    /// not bound.
-    binding: Option<(placement::Plan, Vec<os::CpuSet>)>,
-    /// Ranks of live jobs per binding slot.
-    slot_load: placement::SlotLoad,
-    /// Intel MPI's launcher hints, from the topology.
-    impi: Option<impi::Hints>,
+    /// Segments, watchers and liveness of each job.
+    jobs: Jobs,
+    /// PMI connections and port-mode listeners.
+    conns: Conns,
+    /// Ranks on their way: queued, being created, waited for.
+    starter: Starter,
+    /// Rank processes, and the failure or signal the launcher exits with.
+    procs: Procs,
+    /// Topology, CPU binding and Intel MPI's hints.
+    binding: Binding,
     /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
     tools: tools::ToolsRt,
 }
 
-/// Whether ranks start sessions of their own, `FASTPMI_RANK_SESSIONS=1`
-/// (off by default: measured trade-off in docs/launch.md).
-fn rank_sessions() -> bool {
-    std::env::var("FASTPMI_RANK_SESSIONS").is_ok_and(|v| v == "1")
+/// Why the launcher could not set itself up.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    Placement(#[from] placement::PlacementError),
+    #[error("cannot start the event loop: {0}")]
+    Io(#[from] io::Error),
 }
-
-/// How many threads create ranks at once: `FASTPMI_FORKERS` (1 to 64),
-/// else 16. A thread waits for each child it creates to be scheduled and
-/// exec; while a large job's early ranks are busy starting, that wait
-/// dominates, and several threads overlap it (as Hydra's proxies do). On
-/// 2 CPUs, 16 threads start a PMI job 7-10% faster than 4 (256 and 1024
-/// ranks) and a trivial one no slower. See docs/launch.md.
-fn forker_threads() -> usize {
-    std::env::var("FASTPMI_FORKERS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|n: &usize| (1..=64).contains(n))
-        .unwrap_or(DEFAULT_FORKERS)
-}
-
-const DEFAULT_FORKERS: usize = 16;
 
 /// Run a job to the end; returns the launcher's exit status.
 pub fn run(cfg: &LaunchConfig) -> i32 {
     let mut l = match Launcher::new(cfg) {
         Ok(l) => l,
-        Err(e)
-            if e.get_ref()
-                .is_some_and(|i| i.is::<placement::PlacementError>()) =>
-        {
-            crate::errln!("fastpmi: {e}");
-            return 1;
-        }
         Err(e) => {
-            crate::errln!("fastpmi: cannot start the event loop: {e}");
+            crate::errln!("fastpmi: {e}");
             return 1;
         }
     };
     match l.launch() {
         Ok(()) => l.serve(),
         // Shell convention for a program that cannot be found or run.
-        Err(jobs::LaunchError::Program(msg)) => {
-            crate::errln!("fastpmi: {msg}");
+        Err(e @ (jobs::LaunchError::Wdir(_) | jobs::LaunchError::Program(_))) => {
+            crate::errln!("fastpmi: {e}");
             127
         }
-        Err(jobs::LaunchError::Io(e)) => {
+        Err(e @ jobs::LaunchError::Io(_)) => {
             crate::errln!("fastpmi: {e}");
             1
         }
@@ -199,9 +125,9 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
 }
 
 impl Launcher {
-    fn new(cfg: &LaunchConfig) -> io::Result<Launcher> {
+    fn new(cfg: &LaunchConfig) -> Result<Launcher, StartError> {
         let nofile = os::raise_nofile_limit();
-        let forkers = forker_threads();
+        let forkers = cfg.knobs.forkers;
         // Before any thread of the launcher exists (see the function).
         os::reserve_descriptors(cfg.world_size(), forkers, nofile);
         os::cloexec_inherited_fds();
@@ -211,39 +137,12 @@ impl Launcher {
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut server = Server::new();
-        let (topology, objects) = match topology::load() {
-            Ok(t) => {
-                tracing::debug!(path = %t.xml.path, bytes = t.xml.bytes, "node topology exported");
-                server.set_hwloc_xmlfile(t.xml.path.clone());
-                (Some(t.xml), Some(t.objects))
-            }
-            Err(why) => {
-                tracing::debug!("no PMI_hwloc_xmlfile, no binding: {why}");
-                (None, None)
-            }
-        };
-        let impi = objects.as_ref().and_then(impi::Hints::from_topology);
-        let binding = placement::plan(&cfg.placement, objects.as_ref())
-            .map_err(|m| io::Error::other(placement::PlacementError(m)))?
-            .map(|plan| {
-                let sets = plan
-                    .slots
-                    .iter()
-                    .map(|c| os::CpuSet::new(c))
-                    .collect::<io::Result<Vec<_>>>()?;
-                io::Result::Ok((plan, sets))
-            })
-            .transpose()?;
+        let binding = Binding::new(&cfg.placement)?;
+        if let Some(path) = binding.xml_path() {
+            server.set_hwloc_xmlfile(path.to_string());
+        }
         if cfg.placement.print {
-            for r in 0..cfg.world_size() {
-                match &binding {
-                    Some((plan, _)) => crate::errln!(
-                        "fastpmi: rank {r} bound to cpus {}",
-                        placement::cpu_list(plan.cpus(r))
-                    ),
-                    None => crate::errln!("fastpmi: rank {r} not bound"),
-                }
-            }
+            binding.print(cfg.world_size());
         }
         server.set_tolerate_group_failures(cfg.tolerate_group_failures);
         let names = match &cfg.nameserver {
@@ -254,54 +153,29 @@ impl Launcher {
             None => None,
         };
         let tools = tools::ToolsRt::start(waker.clone(), cfg.stop_in_init);
+        let starter = Starter::new(
+            os::Forkers::new(forkers, waker.clone())?,
+            cfg.knobs.rank_sessions,
+        );
+        // After the forkers' descriptor slots, which must have the lowest
+        // numbers (see `os::Spawner`).
+        let conns = Conns::new(poll.registry().try_clone()?, FIRST_CONN);
         Ok(Launcher {
             cfg: cfg.clone(),
             poll,
-            server,
-            conns: HashMap::new(),
-            ready: VecDeque::new(),
-            procs: Vec::new(),
-            by_pid: HashMap::new(),
-            failure: None,
-            kill_at: None,
-            interrupted: None,
             signals,
-            listeners: HashMap::new(),
-            unidentified: 0,
-            unidentified_order: VecDeque::new(),
-            next_token: FIRST_CONN,
+            server,
             events: Vec::new(),
             forwarder: None,
-            forkers: os::Forkers::new(forkers, waker.clone())?,
-            rank_sessions: rank_sessions(),
-            pending: VecDeque::new(),
-            starting: HashMap::new(),
-            next_start: 0,
-            checks_waiting: Vec::new(),
-            unclaimed_exits: HashMap::new(),
-            spawns_starting: Vec::new(),
-            jobs: Vec::new(),
-            waker,
-            shm_stats_done: Default::default(),
             names,
-            foreign: None,
-            _topology: topology,
-            slot_load: placement::SlotLoad::new(binding.as_ref().map_or(0, |(p, _)| p.slots.len())),
+            jobs: Jobs::new(),
+            conns,
+            starter,
+            procs: Procs::new(),
             binding,
-            impi,
             tools,
+            waker,
         })
-    }
-
-    /// The CPUs `rank` of `job` is bound to, if it is.
-    fn rank_cpus(&self, job: JobIdx, rank: u32) -> Option<(&[u32], &os::CpuSet)> {
-        let (plan, sets) = self.binding.as_ref()?;
-        let i = *self.jobs.get(job)?.slots.get(rank as usize)? as usize;
-        Some((plan.slots.get(i)?, sets.get(i)?))
-    }
-
-    fn running(&self) -> usize {
-        self.procs.iter().filter(|p| p.status.is_none()).count()
     }
 
     /// The event loop: until every rank of every job has been reaped.
@@ -309,19 +183,15 @@ impl Launcher {
         let mut events = Events::with_capacity(1024);
         let mut buf = vec![0u8; 64 * 1024];
         self.apply_events();
-        while self.running() > 0 || !self.pending.is_empty() || !self.starting.is_empty() {
+        while self.procs.running() > 0 || !self.starter.is_idle() {
             self.spawn_next();
-            if !self.spawns_starting.is_empty() {
+            if self.starter.spawns_waiting() {
                 self.answer_started_spawns();
             }
-            let timeout = if !self.ready.is_empty()
-                || (!self.pending.is_empty() && self.forkers.has_room())
-            {
+            let timeout = if self.conns.has_ready() || self.starter.can_start() {
                 Some(Duration::ZERO)
             } else {
-                let kill = self
-                    .kill_at
-                    .map(|t| t.saturating_duration_since(Instant::now()));
+                let kill = self.procs.kill_wait();
                 // Shared-memory ranks stuck in a fence send nothing: look.
                 let stuck = self.server.needs_stuck_check().then_some(STUCK_CHECK);
                 // Group invitations and joins that time out.
@@ -341,7 +211,7 @@ impl Launcher {
                     self.begin_teardown(Signal::KILL);
                 }
             }
-            if !events.is_empty() || !self.ready.is_empty() {
+            if !events.is_empty() || self.conns.has_ready() {
                 self.tools_touched();
             }
             for ev in events.iter() {
@@ -353,7 +223,7 @@ impl Launcher {
                         self.name_replies();
                         self.serve_tool_queries();
                     }
-                    tok if self.listeners.contains_key(&tok) => self.accept(tok),
+                    tok if self.conns.is_listener(tok) => self.accept(tok),
                     tok => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                             self.read_conn(tok, &mut buf);
@@ -366,8 +236,8 @@ impl Launcher {
                 self.apply_events();
             }
             // Connections that still had input after their read budget.
-            for _ in 0..self.ready.len() {
-                if let Some(tok) = self.ready.pop_front() {
+            for _ in 0..self.conns.ready_count() {
+                if let Some(tok) = self.conns.next_ready() {
                     self.read_conn(tok, &mut buf);
                     self.apply_events();
                 }
@@ -380,43 +250,36 @@ impl Launcher {
                 self.server.check_stuck_all(&mut self.events);
                 self.apply_events();
             }
-            if self.kill_at.is_some_and(|t| Instant::now() >= t) {
-                self.kill_at = None;
-                for p in self
-                    .procs
-                    .iter_mut()
-                    .filter(|p| p.status.is_none() && p.signaled.is_some())
-                {
-                    tracing::debug!(rank = p.rank, "SIGKILL after grace period");
-                    p.signaled = Some(libc::SIGKILL);
-                    os::signal(p.pid, Signal::KILL);
-                }
-            }
+            self.procs.kill_overdue();
             self.tools_republish();
         }
-        for j in &self.jobs {
-            j.stop.store(true, Ordering::Relaxed);
-        }
+        self.jobs.stop_all();
         if let Some(f) = self.forwarder.take() {
             f.finish(Duration::from_millis(500));
         }
         if self.cfg.stats {
             eprint!("{}", self.stats_report());
         }
-        let failed = self.failure_message();
+        let failed = self.procs.failure_message();
         self.tools_exit(failed.as_deref());
-        self.exit_code()
+        self.procs.exit_code()
+    }
+
+    /// Point each job's fence watcher at the fence its socket ranks wait in.
+    fn update_fence_watchers(&self) {
+        for (job, w) in self.jobs.fence_watchers() {
+            w.point_at(self.server.fence_wait_generation(job));
+        }
     }
 
     /// Whether the socket of port-mode connection `tok` belongs to the
     /// process started as `rank` of `job` (or one of its descendants).
     fn peer_is_rank(&self, tok: Token, job: JobIdx, rank: u32) -> bool {
-        let Some(inode) = self.conns.get(&tok).and_then(|c| c.peer_inode) else {
+        let Some(inode) = self.conns.peer_inode(tok) else {
             return false;
         };
         self.procs
-            .iter()
-            .find(|p| p.job == job && p.rank == rank && p.status.is_none())
+            .running_rank(job, rank)
             .is_some_and(|p| peer::tree_holds_socket(p.pid, inode))
     }
 
@@ -434,25 +297,10 @@ impl Launcher {
             let batch = std::mem::take(&mut self.events);
             for ev in batch {
                 match ev {
-                    Event::Send { conn, bytes } => {
-                        let tok = Token(conn as ConnId);
-                        if let Some(c) = self.conns.get_mut(&tok) {
-                            c.out.extend_from_slice(&bytes);
-                            if c.out.len() - c.sent > MAX_QUEUED {
-                                tracing::warn!(
-                                    "connection {conn} does not read its replies; closing it"
-                                );
-                                self.close(tok);
-                                continue;
-                            }
-                            self.flush(tok);
-                        }
-                    }
+                    Event::Send { conn, bytes } => self.send(conn, &bytes),
                     Event::Close { conn } => {
-                        let tok = Token(conn);
-                        if let Some(c) = self.conns.get_mut(&tok) {
-                            c.close_when_flushed = true;
-                            self.flush(tok);
+                        if self.conns.close_when_flushed(Token(conn)) {
+                            self.flush(Token(conn));
                         }
                     }
                     Event::JobFailed {
@@ -461,7 +309,7 @@ impl Launcher {
                         cause,
                         message,
                     } => {
-                        if self.interrupted.is_some() {
+                        if self.procs.interrupted().is_some() {
                             continue;
                         }
                         let activity = self.server.rank_activity(job, rank);
@@ -477,12 +325,8 @@ impl Launcher {
                     Event::CheckPeer { conn, job, rank } => {
                         // Its forker has not reported the pid yet: check
                         // once it has (`started`, `not_started`).
-                        if self
-                            .starting
-                            .values()
-                            .any(|p| p.job == job && p.rank == rank)
-                        {
-                            self.checks_waiting.push((conn, job, rank));
+                        if self.starter.is_starting(job, rank) {
+                            self.starter.check_when_started(conn, job, rank);
                             continue;
                         }
                         let ok = self.peer_is_rank(Token(conn), job, rank);

@@ -1,103 +1,33 @@
 //! Process placement: which CPUs each rank is bound to, from Hydra's
 //! `-bind-to`/`-map-by` (and Open MPI's `--bind-to`/`--map-by`) over the
-//! objects hwloc found on the node ([`topology::Objects`]).
+//! objects hwloc found on the node ([`Objects`]).
 //!
 //! The launcher computes one CPU list per rank slot here; the OS glue
 //! applies it in the rank's child before exec (`sched_setaffinity`).
 //! Ranks past the last slot wrap around (rank `r` gets slot
 //! `r % slots`), as Hydra does when there are more ranks than objects.
 
-use super::topology::{ObjKind, Objects};
+use super::topology::Objects;
+use crate::config::placement::{default_bind, BindTo, ObjKind, PlacementOpts};
 
 /// A binding the node cannot give, or options that do not fit it.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct PlacementError(pub String);
-
-/// `-bind-to` as given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BindTo {
-    /// No binding (`none`).
-    None,
-    /// `N` consecutive objects of a kind per rank (`core`, `socket:2`).
-    Obj(ObjKind, u32),
-}
-
-/// Placement options of the command line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PlacementOpts {
-    /// `-bind-to`; `None`: the default policy ([`default_bind`]).
-    pub bind_to: Option<BindTo>,
-    /// `-map-by`; `None`: like the binding object.
-    pub map_by: Option<ObjKind>,
-    /// `-ppn` (one node: every rank is on it; accepted, checked, no effect).
-    pub ppn: Option<u32>,
-    /// `--print-bindings`: print rank -> CPU list at start.
-    pub print: bool,
-}
-
-fn kind(name: &str) -> Option<ObjKind> {
-    Some(match name {
-        "hwthread" | "pu" => ObjKind::HwThread,
-        "core" => ObjKind::Core,
-        "l1cache" => ObjKind::L1Cache,
-        "l2cache" => ObjKind::L2Cache,
-        "l3cache" => ObjKind::L3Cache,
-        "numa" => ObjKind::Numa,
-        "socket" | "package" => ObjKind::Socket,
-        _ => return None,
-    })
-}
-
-pub fn kind_name(k: ObjKind) -> &'static str {
-    match k {
-        ObjKind::HwThread => "hwthread",
-        ObjKind::Core => "core",
-        ObjKind::L1Cache => "l1cache",
-        ObjKind::L2Cache => "l2cache",
-        ObjKind::L3Cache => "l3cache",
-        ObjKind::Numa => "numa",
-        ObjKind::Socket => "socket",
-    }
-}
-
-const OBJECTS: &str = "hwthread, core, l1cache, l2cache, l3cache, numa or socket";
-
-/// `none|hwthread|core|l1cache|l2cache|l3cache|numa|socket[:N]`.
-pub fn parse_bind(v: &str) -> Result<BindTo, String> {
-    if v == "none" {
-        return Ok(BindTo::None);
-    }
-    let (name, count) = match v.split_once(':') {
-        Some((n, c)) => {
-            let c = match c.parse::<u32>() {
-                Ok(c) if (1..=65536).contains(&c) => c,
-                _ => {
-                    return Err(format!(
-                        "-bind-to {v}: the count after ':' must be a number of objects \
-                         per rank, 1 or more"
-                    ))
-                }
-            };
-            (n, c)
-        }
-        None => (v, 1),
-    };
-    kind(name)
-        .map(|k| BindTo::Obj(k, count))
-        .ok_or_else(|| format!("-bind-to {v}: expected none or {OBJECTS} (optionally :N)"))
-}
-
-/// `hwthread|core|l1cache|l2cache|l3cache|numa|socket`.
-pub fn parse_map(v: &str) -> Result<ObjKind, String> {
-    kind(v).ok_or_else(|| format!("-map-by {v}: expected {OBJECTS}"))
-}
-
-/// The policy when `-bind-to` is not given: one core per rank, wrapping
-/// around when the ranks outnumber the cores, whatever the job's size. See
-/// docs/placement.md for the figures behind it.
-pub const fn default_bind() -> BindTo {
-    BindTo::Obj(ObjKind::Core, 1)
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    #[error(
+        "-bind-to {0}: the node's topology is unknown (hwloc, Debian package libhwloc15, \
+         is not installed)"
+    )]
+    NoTopology(ObjKind),
+    #[error("-bind-to {0}: this node's topology has no such object")]
+    NoBindObject(ObjKind),
+    #[error("-map-by {0}: this node's topology has no such object")]
+    NoMapObject(ObjKind),
+    #[error("-bind-to {kind}:{per_rank}: this node has only {have} {kind} object(s)")]
+    TooFewObjects {
+        kind: ObjKind,
+        per_rank: usize,
+        have: usize,
+    },
 }
 
 /// CPU lists per rank slot; rank `r` of the first job gets
@@ -197,15 +127,14 @@ fn covers(outer: &[u32], inner: &[u32]) -> bool {
 /// Compute the slots. `Ok(None)`: no binding. An explicit binding the node
 /// cannot give (no such object, fewer objects than `:N`) is an error; the
 /// default policy never is.
-pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Plan>, String> {
+pub fn plan(
+    opts: &PlacementOpts,
+    objects: Option<&Objects>,
+) -> Result<Option<Plan>, PlacementError> {
     let explicit = opts.bind_to.is_some();
     let Some(objects) = objects else {
         return match opts.bind_to {
-            Some(BindTo::Obj(k, _)) => Err(format!(
-                "-bind-to {}: the node's topology is unknown (hwloc, Debian package \
-                 libhwloc15, is not installed)",
-                kind_name(k)
-            )),
+            Some(BindTo::Obj(k, _)) => Err(PlacementError::NoTopology(k)),
             _ => Ok(None),
         };
     };
@@ -219,10 +148,7 @@ pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Pl
     let bind_objs = objects.of(bk);
     if bind_objs.is_empty() {
         return if explicit {
-            Err(format!(
-                "-bind-to {}: this node's topology has no such object",
-                kind_name(bk)
-            ))
+            Err(PlacementError::NoBindObject(bk))
         } else {
             Ok(None)
         };
@@ -230,19 +156,15 @@ pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Pl
     let mk = opts.map_by.unwrap_or(bk);
     let map_objs = objects.of(mk);
     if map_objs.is_empty() {
-        return Err(format!(
-            "-map-by {}: this node's topology has no such object",
-            kind_name(mk)
-        ));
+        return Err(PlacementError::NoMapObject(mk));
     }
     let per_rank = per_rank as usize;
     if per_rank > bind_objs.len() {
-        return Err(format!(
-            "-bind-to {}:{per_rank}: this node has only {} {} object(s)",
-            kind_name(bk),
-            bind_objs.len(),
-            kind_name(bk)
-        ));
+        return Err(PlacementError::TooFewObjects {
+            kind: bk,
+            per_rank,
+            have: bind_objs.len(),
+        });
     }
     // Order the binding objects round-robin over the mapping objects: the
     // first one inside each mapping object, then the second, ... A binding
@@ -297,33 +219,11 @@ pub fn plan(opts: &PlacementOpts, objects: Option<&Objects>) -> Result<Option<Pl
     Ok(Some(Plan { slots }))
 }
 
-/// `0-3,8` for a sorted CPU list.
-pub fn cpu_list(cpus: &[u32]) -> String {
-    let mut out = String::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        if !out.is_empty() {
-            out.push(',');
-        }
-        if start == end {
-            out.push_str(&start.to_string());
-        } else {
-            out.push_str(&format!("{start}-{end}"));
-        }
-        i += 1;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::placement::{parse_bind, parse_map};
+    use crate::ranges::ranges;
 
     #[test]
     fn fence_cohorts_group_ranks_sharing_a_slot_and_only_then() {
@@ -406,7 +306,7 @@ mod tests {
     }
 
     fn lists(p: &Plan, n: u32) -> Vec<String> {
-        (0..n).map(|r| cpu_list(p.cpus(r))).collect()
+        (0..n).map(|r| ranges(p.cpus(r))).collect()
     }
 
     #[test]
@@ -449,11 +349,5 @@ mod tests {
         assert_eq!(lists(&p, 4), ["0-1", "2-3", "4-5", "6-7"]);
         assert_eq!(lists(&p, 6), ["0-1", "2-3", "4-5", "6-7", "0-1", "2-3"]);
         assert_eq!(plan(&d, None), Ok(None));
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
-        assert_eq!(cpu_list(&[3]), "3");
     }
 }

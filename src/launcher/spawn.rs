@@ -9,7 +9,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::jobs::{AppPlan, SpawnedBy};
+use super::jobs::SpawnedBy;
+use super::starting::AppPlan;
 use super::{os, Launcher};
 use fastpmi_codec::spawn::{SpawnCmd, SpawnRequest};
 use fastpmi_server::spawn::ERRCODE_SPAWN;
@@ -17,6 +18,23 @@ use fastpmi_server::{JobIdx, SpawnOutcome};
 
 /// Most ranks alive at once over all jobs of a launcher.
 const LIVE_RANKS_MAX: usize = 65536;
+
+/// Why one command of a spawn cannot run.
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    #[error("wdir {0}: not a directory")]
+    Wdir(String),
+    #[error("hostfile {0}: {1}")]
+    Hostfile(String, std::io::Error),
+    #[error(
+        "host {host} is not this node ({node}); fastpmi starts processes on its own node only"
+    )]
+    NotThisNode { host: String, node: String },
+    #[error("env entry {0:?} is not NAME=value")]
+    EnvEntry(String),
+    #[error(transparent)]
+    Program(#[from] os::ProgramError),
+}
 
 impl Launcher {
     pub(super) fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
@@ -35,7 +53,7 @@ impl Launcher {
             }
         }
         match job {
-            Some(job) => self.spawns_starting.push((id, job, outcome)),
+            Some(job) => self.starter.answer_when_started(id, job, outcome),
             None => self.server.finish_spawn(id, outcome, &mut self.events),
         }
     }
@@ -47,11 +65,7 @@ impl Launcher {
     /// very children it waits for (8% of a 64-child spawn's wall time here,
     /// measured in docs/dynamic-jobs.md).
     pub(super) fn answer_started_spawns(&mut self) {
-        let (done, waiting) = std::mem::take(&mut self.spawns_starting)
-            .into_iter()
-            .partition(|&(_, job, _)| self.all_started(job));
-        self.spawns_starting = waiting;
-        for (id, _, outcome) in done {
+        for (id, outcome) in self.starter.started_spawns() {
             self.server.finish_spawn(id, outcome, &mut self.events);
         }
         self.apply_events();
@@ -65,10 +79,10 @@ impl Launcher {
         errors: &mut Vec<String>,
     ) -> (SpawnOutcome, Option<JobIdx>) {
         let failed = |msg: String| (SpawnOutcome::Failed(msg), None);
-        if self.interrupted.is_some() || self.jobs[parent].torn_down {
+        if self.procs.interrupted().is_some() || self.jobs.torn_down(parent) {
             return failed("the launcher is shutting down".into());
         }
-        let live = self.running() + self.pending.len();
+        let live = self.procs.running() + self.starter.queued();
         let total = req.total_procs() as usize;
         if live + total > LIVE_RANKS_MAX {
             return failed(format!(
@@ -78,7 +92,7 @@ impl Launcher {
         let mut plans = Vec::with_capacity(req.cmds.len());
         let mut errcodes = Vec::with_capacity(total);
         for (i, cmd) in req.cmds.iter().enumerate() {
-            match self.plan(cmd) {
+            match plan(cmd, &self.cfg.genv) {
                 Ok(p) => {
                     errcodes.extend(std::iter::repeat_n(0, cmd.maxprocs as usize));
                     plans.push(p);
@@ -129,63 +143,61 @@ impl Launcher {
     fn abandon_job(&mut self, job: JobIdx) {
         let msg = "spawn abandoned";
         self.server.fail_job(job, None, 1, msg, &mut self.events);
-        let mut dropped = 0;
-        self.pending.retain(|p| {
-            let keep = p.job != job;
-            dropped += usize::from(!keep);
-            keep
-        });
-        for _ in 0..dropped {
-            self.rank_gone(job);
+        for j in self.starter.drop_pending(|j| j == job) {
+            self.rank_gone(j);
         }
     }
+}
 
-    /// Check one command and build its plan: program, arguments, working
-    /// directory and environment from the info keys.
-    fn plan(&self, cmd: &SpawnCmd) -> Result<AppPlan, String> {
-        let mut wdir: Option<PathBuf> = None;
-        let mut path: Option<String> = None;
-        let mut env = self.cfg.genv.clone();
-        for (k, v) in &cmd.info {
-            match k.as_str() {
-                "wdir" => {
-                    let d = PathBuf::from(v);
-                    if !d.is_dir() {
-                        return Err(format!("wdir {v}: not a directory"));
-                    }
-                    wdir = Some(d);
+/// Check one command and build its plan: program, arguments, working
+/// directory and environment (`genv`, then the info keys').
+fn plan(cmd: &SpawnCmd, genv: &[(OsString, OsString)]) -> Result<AppPlan, CommandError> {
+    let mut wdir: Option<PathBuf> = None;
+    let mut path: Option<String> = None;
+    let mut env = genv.to_vec();
+    for (k, v) in &cmd.info {
+        match k.as_str() {
+            "wdir" => {
+                let d = PathBuf::from(v);
+                if !d.is_dir() {
+                    return Err(CommandError::Wdir(v.clone()));
                 }
-                "path" => path = Some(v.clone()),
-                "host" | "hosts" => check_hosts(v.split([',', ' ']))?,
-                "hostfile" => {
-                    let text =
-                        std::fs::read_to_string(v).map_err(|e| format!("hostfile {v}: {e}"))?;
-                    check_hosts(
-                        text.lines()
-                            .map(|l| l.split('#').next().unwrap_or("").trim())
-                            .map(|l| l.split(':').next().unwrap_or("")),
-                    )?;
-                }
-                "env" => env.extend(parse_env(v)?),
-                other => tracing::debug!(key = other, value = %v, "spawn info key ignored"),
+                wdir = Some(d);
             }
+            "path" => path = Some(v.clone()),
+            "host" | "hosts" => check_hosts(v.split([',', ' ']))?,
+            "hostfile" => {
+                let text =
+                    std::fs::read_to_string(v).map_err(|e| CommandError::Hostfile(v.clone(), e))?;
+                check_hosts(
+                    text.lines()
+                        .map(|l| l.split('#').next().unwrap_or("").trim())
+                        .map(|l| l.split(':').next().unwrap_or("")),
+                )?;
+            }
+            "env" => env.extend(parse_env(v)?),
+            other => tracing::debug!(key = other, value = %v, "spawn info key ignored"),
         }
-        let program = resolve(&cmd.exe, path.as_deref(), wdir.as_deref())?;
-        Ok(AppPlan {
-            nranks: cmd.maxprocs,
-            program,
-            shown: cmd.exe.clone().into(),
-            args: cmd.args.iter().map(OsString::from).collect(),
-            env,
-            wdir,
-            image: Default::default(),
-        })
     }
+    let program = resolve(&cmd.exe, path.as_deref(), wdir.as_deref())?;
+    Ok(AppPlan {
+        nranks: cmd.maxprocs,
+        program,
+        shown: cmd.exe.clone().into(),
+        args: cmd.args.iter().map(OsString::from).collect(),
+        env,
+        wdir,
+        image: Default::default(),
+    })
 }
 
 /// The program of a command: in the `path` info key's directories first,
 /// then as the launcher would find it.
-fn resolve(exe: &str, path: Option<&str>, wdir: Option<&Path>) -> Result<PathBuf, String> {
+fn resolve(
+    exe: &str,
+    path: Option<&str>,
+    wdir: Option<&Path>,
+) -> Result<PathBuf, os::ProgramError> {
     if let Some(dirs) = path.filter(|_| !exe.contains('/')) {
         for d in dirs.split(':').filter(|d| !d.is_empty()) {
             let cand = Path::new(d).join(exe);
@@ -198,7 +210,7 @@ fn resolve(exe: &str, path: Option<&str>, wdir: Option<&Path>) -> Result<PathBuf
 }
 
 /// `host`/`hosts`/`hostfile` may only name this node.
-fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), String> {
+fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), CommandError> {
     let me = rustix::system::uname();
     let full = me.nodename().to_string_lossy().into_owned();
     let short = full.split('.').next().unwrap_or("").to_string();
@@ -206,9 +218,10 @@ fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), String> {
         let h = h.split(':').next().unwrap_or(h);
         let local = matches!(h, "localhost" | "127.0.0.1" | "::1") || h == full || h == short;
         if !local {
-            return Err(format!(
-                "host {h} is not this node ({full}); fastpmi starts processes on its own node only"
-            ));
+            return Err(CommandError::NotThisNode {
+                host: h.to_string(),
+                node: full,
+            });
         }
     }
     Ok(())
@@ -216,7 +229,7 @@ fn check_hosts<'a>(hosts: impl Iterator<Item = &'a str>) -> Result<(), String> {
 
 /// The `env` info key: `NAME=value` entries, one per line (or separated by
 /// blanks when the value is one line).
-fn parse_env(v: &str) -> Result<Vec<(OsString, OsString)>, String> {
+fn parse_env(v: &str) -> Result<Vec<(OsString, OsString)>, CommandError> {
     let items: Vec<&str> = if v.contains('\n') {
         v.lines().collect()
     } else {
@@ -228,7 +241,7 @@ fn parse_env(v: &str) -> Result<Vec<(OsString, OsString)>, String> {
         .filter(|i| !i.is_empty())
         .map(|i| match i.split_once('=') {
             Some((k, val)) if !k.is_empty() => Ok((k.into(), val.into())),
-            _ => Err(format!("env entry {i:?} is not NAME=value")),
+            _ => Err(CommandError::EnvEntry(i.to_string())),
         })
         .collect()
 }
@@ -242,7 +255,7 @@ mod tests {
         let e = parse_env("A=1 B=x=y").unwrap();
         assert_eq!(e[1], ("B".into(), "x=y".into()));
         assert_eq!(
-            parse_env("=1\nC=3").unwrap_err(),
+            parse_env("=1\nC=3").unwrap_err().to_string(),
             "env entry \"=1\" is not NAME=value"
         );
         assert_eq!(parse_env("A=1\nC=3\n").unwrap().len(), 2);
@@ -251,7 +264,9 @@ mod tests {
     #[test]
     fn only_this_node() {
         assert!(check_hosts(["localhost", "127.0.0.1:4"].into_iter()).is_ok());
-        let e = check_hosts(["localhost", "node-that-is-elsewhere"].into_iter()).unwrap_err();
+        let e = check_hosts(["localhost", "node-that-is-elsewhere"].into_iter())
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("node-that-is-elsewhere"), "{e}");
     }
 }

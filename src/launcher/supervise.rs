@@ -1,18 +1,22 @@
 //! Supervision: reaping ranks, failures (a failing rank ends its job and
 //! every job connected to it), signals to the launcher, teardown and the
-//! exit status.
+//! exit status. [`Procs`] owns the rank processes and the verdict.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
-use super::{os, Launcher, KILL_GRACE};
+use super::{os, Launcher};
 use fastpmi_server::JobIdx;
 
+/// Time between SIGTERM and SIGKILL when a job is torn down.
+const KILL_GRACE: Duration = Duration::from_millis(1000);
+
+/// A rank process the launcher started.
 pub(super) struct RankProc {
     pub pid: u32,
     pub job: JobIdx,
@@ -24,6 +28,22 @@ pub(super) struct RankProc {
     pub exe: PathBuf,
     pub started: Instant,
     pub ended: Option<Instant>,
+}
+
+impl RankProc {
+    /// Rank `rank` of `job`, running `exe` as `pid` from now on.
+    pub(super) fn new(pid: u32, job: JobIdx, rank: u32, exe: PathBuf) -> RankProc {
+        RankProc {
+            pid,
+            job,
+            rank,
+            status: None,
+            signaled: None,
+            exe,
+            started: Instant::now(),
+            ended: None,
+        }
+    }
 }
 
 /// Why the job ended badly, first cause wins.
@@ -39,6 +59,197 @@ pub(super) struct Failure {
     prefer_status: bool,
     /// `--verbose`: every rank of the job at the moment it failed.
     detail: Option<String>,
+}
+
+/// The rank processes (each once started, in start order) and what the
+/// launcher will exit with: the first failure, or the signal that
+/// interrupted it. Handed out read-only: only these methods signal a
+/// process or record how it ended.
+pub(super) struct Procs {
+    procs: Vec<RankProc>,
+    by_pid: HashMap<u32, usize>,
+    failure: Option<Failure>,
+    /// When ranks sent SIGTERM get SIGKILL.
+    kill_at: Option<Instant>,
+    /// The signal (SIGINT, SIGTERM, SIGHUP) that interrupted the launcher.
+    interrupted: Option<i32>,
+}
+
+impl Procs {
+    pub(super) fn new() -> Procs {
+        Procs {
+            procs: Vec::new(),
+            by_pid: HashMap::new(),
+            failure: None,
+            kill_at: None,
+            interrupted: None,
+        }
+    }
+
+    /// A rank that has started; returns its index.
+    pub(super) fn add(&mut self, p: RankProc) -> usize {
+        let i = self.procs.len();
+        self.by_pid.insert(p.pid, i);
+        self.procs.push(p);
+        i
+    }
+
+    /// The index of the rank process `pid`, if it is one.
+    pub(super) fn index_of(&self, pid: u32) -> Option<usize> {
+        self.by_pid.get(&pid).copied()
+    }
+
+    /// Rank processes not reaped yet.
+    pub(super) fn running(&self) -> usize {
+        self.procs.iter().filter(|p| p.status.is_none()).count()
+    }
+
+    /// Rank processes ever started.
+    pub(super) fn count(&self) -> usize {
+        self.procs.len()
+    }
+
+    pub(super) fn of_job(&self, job: JobIdx) -> impl Iterator<Item = &RankProc> {
+        self.procs.iter().filter(move |p| p.job == job)
+    }
+
+    /// The running process started as `rank` of `job`.
+    pub(super) fn running_rank(&self, job: JobIdx, rank: u32) -> Option<&RankProc> {
+        self.procs
+            .iter()
+            .find(|p| p.job == job && p.rank == rank && p.status.is_none())
+    }
+
+    /// SIGKILL to process `i` at once (its job was torn down while it was
+    /// being created).
+    pub(super) fn kill(&mut self, i: usize) {
+        let p = &mut self.procs[i];
+        p.signaled = Some(libc::SIGKILL);
+        os::signal(p.pid, Signal::KILL);
+    }
+
+    /// Process `i` was reaped with `status`: its job, its rank and the
+    /// signal the launcher had sent it; `None` when it had been before.
+    pub(super) fn ended(
+        &mut self,
+        i: usize,
+        status: ExitStatus,
+    ) -> Option<(JobIdx, u32, Option<i32>)> {
+        let p = &mut self.procs[i];
+        if p.status.is_some() {
+            return None;
+        }
+        p.status = Some(status);
+        p.ended = Some(Instant::now());
+        Some((p.job, p.rank, p.signaled))
+    }
+
+    /// Send `sig` to the running ranks of the jobs `of` accepts (again
+    /// only when `sig` is SIGKILL), and arm the SIGKILL deadline.
+    pub(super) fn signal(&mut self, of: impl Fn(JobIdx) -> bool, sig: Signal) {
+        for p in self
+            .procs
+            .iter_mut()
+            .filter(|p| p.status.is_none() && of(p.job))
+        {
+            if p.signaled.is_none() || sig == Signal::KILL {
+                p.signaled = Some(sig.as_raw());
+                os::signal(p.pid, sig);
+            }
+        }
+        if sig != Signal::KILL && self.kill_at.is_none() {
+            self.kill_at = Some(Instant::now() + KILL_GRACE);
+        }
+    }
+
+    /// How long until the SIGKILL deadline, when one is armed.
+    pub(super) fn kill_wait(&self) -> Option<Duration> {
+        self.kill_at
+            .map(|t| t.saturating_duration_since(Instant::now()))
+    }
+
+    /// Past the deadline: SIGKILL to the signalled ranks still running.
+    pub(super) fn kill_overdue(&mut self) {
+        if self.kill_at.is_none_or(|t| Instant::now() < t) {
+            return;
+        }
+        self.kill_at = None;
+        for p in self
+            .procs
+            .iter_mut()
+            .filter(|p| p.status.is_none() && p.signaled.is_some())
+        {
+            tracing::debug!(rank = p.rank, "SIGKILL after grace period");
+            p.signaled = Some(libc::SIGKILL);
+            os::signal(p.pid, Signal::KILL);
+        }
+    }
+
+    /// The signal that interrupted the launcher, if one did.
+    pub(super) fn interrupted(&self) -> Option<i32> {
+        self.interrupted
+    }
+
+    /// `sig` interrupts the launcher (the first one counts); returns
+    /// whether it had been interrupted before.
+    pub(super) fn interrupt(&mut self, sig: i32) -> bool {
+        let again = self.interrupted.is_some();
+        self.interrupted.get_or_insert(sig);
+        again
+    }
+
+    pub(super) fn has_failure(&self) -> bool {
+        self.failure.is_some()
+    }
+
+    /// The launcher fails with `f`, unless it already fails.
+    fn record(&mut self, f: Failure) {
+        if self.failure.is_none() {
+            self.failure = Some(f);
+        }
+    }
+
+    /// Rank `rank` of `job` (named `name`) ended by itself with `status`:
+    /// when its failure waited for that, its own status replaces code and
+    /// message (it says more than "lost connection"). Returns whether it did.
+    fn refine_failure(&mut self, job: JobIdx, rank: u32, name: &str, status: ExitStatus) -> bool {
+        match &mut self.failure {
+            Some(f) if f.prefer_status && f.job == job && f.rank == rank => {
+                f.message = format!("{name} {} {}", os::describe_status(status), f.activity)
+                    .trim_end()
+                    .to_string();
+                f.code = os::status_code(status);
+                f.prefer_status = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The failure message, if the launcher will exit with one.
+    pub(super) fn failure_message(&self) -> Option<String> {
+        self.failure.as_ref().map(|f| f.message.clone())
+    }
+
+    /// The launcher's exit status, with its line (and `--verbose` report)
+    /// on stderr.
+    pub(super) fn exit_code(&self) -> i32 {
+        if let Some(f) = &self.failure {
+            crate::errln!("fastpmi: {}", f.message);
+            if let Some(d) = &f.detail {
+                eprint!("{d}");
+            }
+            return f.code;
+        }
+        if let Some(sig) = self.interrupted {
+            crate::errln!(
+                "fastpmi: interrupted by {}; ranks stopped",
+                os::signal_name(sig)
+            );
+            return 128 + sig;
+        }
+        0
+    }
 }
 
 /// One row of the `--stats` report (as [`Launcher::stats_report`] writes
@@ -61,11 +272,8 @@ impl Launcher {
     /// ones by the ranks themselves in their state words in the segment.
     pub fn stats_report(&self) -> String {
         let sock = self.server.stats;
-        let mut shm = self.shm_stats_done;
-        for seg in self.jobs.iter().filter_map(|j| j.segment.as_ref()) {
-            add_stats(&mut shm, seg);
-        }
-        let ranks = self.procs.len();
+        let shm = self.jobs.shm_stats();
+        let ranks = self.procs.count();
         let mut out = format!("fastpmi stats: {ranks} ranks\n");
         out += &format!(
             "  {:<14} {:>10} {:>10} {:>10} {:>10}\n",
@@ -82,29 +290,6 @@ impl Launcher {
         out
     }
 
-    /// The failure message, if the launcher will exit with one.
-    pub(super) fn failure_message(&self) -> Option<String> {
-        self.failure.as_ref().map(|f| f.message.clone())
-    }
-
-    pub(super) fn exit_code(&self) -> i32 {
-        if let Some(f) = &self.failure {
-            crate::errln!("fastpmi: {}", f.message);
-            if let Some(d) = &f.detail {
-                eprint!("{d}");
-            }
-            return f.code;
-        }
-        if let Some(sig) = self.interrupted {
-            crate::errln!(
-                "fastpmi: interrupted by {}; ranks stopped",
-                os::signal_name(sig)
-            );
-            return 128 + sig;
-        }
-        0
-    }
-
     pub(super) fn on_signals(&mut self) {
         let pending: Vec<i32> = self.signals.pending().collect();
         for sig in pending {
@@ -112,8 +297,7 @@ impl Launcher {
                 SIGCHLD => self.reap(),
                 SIGUSR1 => self.print_report(),
                 SIGINT | SIGTERM | SIGHUP => {
-                    let again = self.interrupted.is_some();
-                    self.interrupted.get_or_insert(sig);
+                    let again = self.procs.interrupt(sig);
                     let s = if again {
                         Signal::KILL
                     } else {
@@ -136,40 +320,34 @@ impl Launcher {
 
     pub(super) fn reap(&mut self) {
         for (pid, status) in os::reap() {
-            match self.by_pid.get(&pid) {
-                Some(&i) => self.rank_ended(i, status),
+            match self.procs.index_of(pid) {
+                Some(i) => self.rank_ended(i, status),
                 // A rank whose forker has not reported it yet (or no rank).
-                None => {
-                    self.unclaimed_exits.insert(pid, status);
-                }
+                None => self.starter.exited_early(pid, status),
             }
         }
         self.apply_events();
     }
 
     /// Rank process `i` ended with `status`.
-    pub(super) fn rank_ended(&mut self, i: usize, status: std::process::ExitStatus) {
-        let p = &mut self.procs[i];
-        if p.status.is_some() {
+    pub(super) fn rank_ended(&mut self, i: usize, status: ExitStatus) {
+        let Some((job, rank, ours)) = self.procs.ended(i, status) else {
             return;
-        }
-        p.status = Some(status);
-        p.ended = Some(Instant::now());
-        let (job, rank, ours) = (p.job, p.rank, p.signaled);
+        };
         let clean = status.success();
         tracing::debug!(job, rank, "rank {}", os::describe_status(status));
         // After SIGINT/SIGTERM/SIGHUP to the launcher, however a rank
         // ends (killed, or exiting on its own when its fence fails) it
         // was stopped by us: the exit status says "interrupted".
-        let by_us =
-            self.interrupted.is_some() || ours.is_some_and(|s| os::status_code(status) == 128 + s);
+        let by_us = self.procs.interrupted().is_some()
+            || ours.is_some_and(|s| os::status_code(status) == 128 + s);
         if !clean && !by_us {
             let name = self.server.rank_name(job, rank);
             let activity = self.server.rank_activity(job, rank);
             let message = format!("{name} {} {activity}", os::describe_status(status))
                 .trim_end()
                 .to_string();
-            if self.failure.is_none()
+            if !self.procs.has_failure()
                 && self
                     .server
                     .group_member_lost(job, rank, &message, &mut self.events)
@@ -182,22 +360,12 @@ impl Launcher {
                 return;
             }
             let code = os::status_code(status);
-            match &mut self.failure {
-                // The failing rank's own status says more than "lost connection".
-                Some(f) if f.prefer_status && f.job == job && f.rank == rank => {
-                    f.message = format!("{name} {} {}", os::describe_status(status), f.activity)
-                        .trim_end()
-                        .to_string();
-                    f.code = code;
-                    f.prefer_status = false;
-                }
-                _ => {
-                    self.record_failure(job, rank, message.clone(), code, activity, false);
-                    if !self.jobs[job].torn_down {
-                        self.server
-                            .fail_job(job, Some(rank), code, &message, &mut self.events);
-                        self.fail_group(job, code, &message);
-                    }
+            if !self.procs.refine_failure(job, rank, &name, status) {
+                self.record_failure(job, rank, message.clone(), code, activity, false);
+                if !self.jobs.torn_down(job) {
+                    self.server
+                        .fail_job(job, Some(rank), code, &message, &mut self.events);
+                    self.fail_group(job, code, &message);
                 }
             }
         }
@@ -214,9 +382,9 @@ impl Launcher {
         activity: String,
         prefer_status: bool,
     ) {
-        if self.failure.is_none() {
+        if !self.procs.has_failure() {
             let detail = self.failure_detail(job);
-            self.failure = Some(Failure {
+            self.procs.record(Failure {
                 job,
                 rank,
                 message,
@@ -249,89 +417,32 @@ impl Launcher {
     /// started yet, and arm the SIGKILL deadline.
     fn teardown_jobs(&mut self, jobs: &[JobIdx], sig: Signal) {
         for &j in jobs {
-            self.jobs[j].torn_down = true;
+            self.jobs.tear_down(j);
         }
-        let mut dropped = Vec::new();
-        self.pending.retain(|p| {
-            let keep = !jobs.contains(&p.job);
-            if !keep {
-                dropped.push(p.job);
-            }
-            keep
-        });
-        for j in dropped {
+        for j in self.starter.drop_pending(|j| jobs.contains(&j)) {
             self.rank_gone(j);
         }
-        for p in self
-            .procs
-            .iter_mut()
-            .filter(|p| p.status.is_none() && jobs.contains(&p.job))
-        {
-            if p.signaled.is_none() || sig == Signal::KILL {
-                p.signaled = Some(sig.as_raw());
-                os::signal(p.pid, sig);
-            }
-        }
-        if sig != Signal::KILL && self.kill_at.is_none() {
-            self.kill_at = Some(Instant::now() + KILL_GRACE);
-        }
+        self.procs.signal(|j| jobs.contains(&j), sig);
     }
 
     /// A rank of `job` was reaped or will never start. When it was the
-    /// last, the job has ended: its watchers stop and its segment goes.
+    /// last, the job has ended: its watchers stop, its segment goes, its
+    /// binding slots and its port are given back.
     pub(super) fn rank_gone(&mut self, job: JobIdx) {
-        let j = &mut self.jobs[job];
-        j.live = j.live.saturating_sub(1);
-        if j.live > 0 {
+        if !self.jobs.rank_gone(job) {
             return;
         }
-        j.stop.store(true, Ordering::Relaxed);
-        self.slot_load.release(&std::mem::take(&mut j.slots));
-        j.fence_watcher = None;
-        j.parent_segment = None;
-        if let Some(seg) = j.segment.take() {
-            add_stats(&mut self.shm_stats_done, &seg);
-        }
-        let listener = self
-            .listeners
-            .iter()
-            .find(|(_, (_, jb))| *jb == job)
-            .map(|(t, _)| *t);
-        if let Some(tok) = listener {
-            if let Some((mut l, _)) = self.listeners.remove(&tok) {
-                let _ = self.poll.registry().deregister(&mut l);
-            }
-        }
+        self.binding.release(job);
+        self.conns.unlisten(job);
         tracing::debug!(job = %self.server.job_id(job), "job ended");
     }
 
     /// Send `sig` to every running rank and arm the SIGKILL deadline.
     pub(super) fn begin_teardown(&mut self, sig: Signal) {
-        for j in &mut self.jobs {
-            j.torn_down = true;
-        }
-        let dropped: Vec<JobIdx> = self.pending.drain(..).map(|p| p.job).collect();
-        for j in dropped {
+        self.jobs.tear_down_all();
+        for j in self.starter.drop_pending(|_| true) {
             self.rank_gone(j);
         }
-        for p in self.procs.iter_mut().filter(|p| p.status.is_none()) {
-            if p.signaled.is_none() || sig == Signal::KILL {
-                p.signaled = Some(sig.as_raw());
-                os::signal(p.pid, sig);
-            }
-        }
-        if sig != Signal::KILL && self.kill_at.is_none() {
-            self.kill_at = Some(Instant::now() + KILL_GRACE);
-        }
-    }
-}
-
-fn add_stats(sum: &mut shm_layout::RankStats, seg: &fastpmi_segment::JobSegment) {
-    for r in seg.seg().ranks() {
-        let st = r.stats();
-        sum.puts += st.puts;
-        sum.gets += st.gets;
-        sum.fences += st.fences;
-        sum.node_attr_ops += st.node_attr_ops;
+        self.procs.signal(|_| true, sig);
     }
 }

@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{mpir, os, Launcher};
+use crate::ranges::ranges;
+use crate::tools::instant_ns;
 use crate::tools::proto::{JobBrief, LauncherInfo, Op, Reply, Request};
 use crate::tools::rendezvous::{self, Rendezvous};
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
-use crate::tools::{instant_ns, ranges};
 use fastpmi_server::JobIdx;
 
 /// How long a connection thread waits for the event loop.
@@ -35,7 +36,14 @@ type Published = Arc<Mutex<Option<Arc<Snapshot>>>>;
 pub(super) enum Query {
     Info(Sender<LauncherInfo>),
     Snapshot(Sender<Arc<Snapshot>>),
-    Release(Option<String>, Sender<Result<usize, String>>),
+    Release(Option<String>, Sender<Result<usize, ReleaseError>>),
+}
+
+/// Why `fastpmi release` released nothing.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ReleaseError {
+    #[error("no job {0} in this launcher")]
+    NoJob(String),
 }
 
 pub(super) struct ToolsRt {
@@ -161,7 +169,7 @@ fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>, published: Published) -> r
                         released: Some(n),
                         ..Reply::ok()
                     },
-                    Ok(Err(e)) => Reply::error(e),
+                    Ok(Err(e)) => Reply::error(e.to_string()),
                     Err(_) => gone(),
                 }
             }
@@ -256,13 +264,13 @@ impl Launcher {
             command: self.tools.command.clone(),
             age_seconds: self.tools.started.elapsed().as_secs_f64(),
             jobs: (0..self.jobs.len())
-                .filter(|&j| self.jobs[j].live > 0)
+                .filter(|&j| self.jobs.live(j) > 0)
                 .map(|j| {
                     let st = self.server.job_status(j);
                     JobBrief {
                         id: st.id,
                         size: st.size,
-                        live: self.jobs[j].live,
+                        live: self.jobs.live(j),
                         held: st.holding,
                     }
                 })
@@ -277,7 +285,7 @@ impl Launcher {
             command: self.tools.command.clone(),
             age_seconds: self.tools.started.elapsed().as_secs_f64(),
             jobs: (0..self.jobs.len())
-                .filter(|&j| self.jobs[j].live > 0)
+                .filter(|&j| self.jobs.live(j) > 0)
                 .map(|j| self.job_snap(j))
                 .collect(),
         }
@@ -295,17 +303,12 @@ impl Launcher {
                 cpus: None,
             })
             .collect();
-        for p in self
-            .pending
-            .iter()
-            .chain(self.starting.values())
-            .filter(|p| p.job == job)
-        {
+        for p in self.starter.not_running(job) {
             if let Some(slot) = procs.get_mut(p.rank as usize) {
                 slot.executable = p.program().display().to_string();
             }
         }
-        for p in self.procs.iter().filter(|p| p.job == job) {
+        for p in self.procs.of_job(job) {
             if let Some(slot) = procs.get_mut(p.rank as usize) {
                 *slot = ProcSnap {
                     pid: Some(p.pid),
@@ -318,15 +321,13 @@ impl Launcher {
                             p.ended.map_or(0, instant_ns),
                         )
                     }),
-                    cpus: self
-                        .rank_cpus(job, p.rank)
-                        .map(|(c, _)| super::placement::cpu_list(c)),
+                    cpus: self.binding.rank_cpus(job, p.rank).map(|(c, _)| ranges(c)),
                 };
             }
         }
         let sock_since_ns = status.ranks.iter().map(|r| instant_ns(r.since)).collect();
         JobSnap {
-            segment: self.jobs[job].segment.clone(),
+            segment: self.jobs.segment(job).cloned(),
             status,
             procs,
             sock_since_ns,
@@ -335,7 +336,7 @@ impl Launcher {
 
     /// Release held ranks: of `job` (an id), or of every job (then later
     /// jobs are not held either).
-    fn release(&mut self, job: Option<&str>) -> Result<usize, String> {
+    fn release(&mut self, job: Option<&str>) -> Result<usize, ReleaseError> {
         let targets: Vec<JobIdx> = match job {
             None => {
                 self.tools.hold_new_jobs = false;
@@ -344,7 +345,7 @@ impl Launcher {
             Some(id) => {
                 let j = (0..self.jobs.len())
                     .find(|&j| self.server.job_id(j) == id)
-                    .ok_or_else(|| format!("no job {id} in this launcher"))?;
+                    .ok_or_else(|| ReleaseError::NoJob(id.to_string()))?;
                 vec![j]
             }
         };
@@ -364,7 +365,7 @@ impl Launcher {
     pub(super) fn tools_all_started(&mut self) {
         while self.tools.mpir_jobs < self.jobs.len() {
             let job = self.tools.mpir_jobs;
-            if !self.all_started(job) {
+            if !self.starter.all_started(job) {
                 return;
             }
             self.tools.mpir_jobs += 1;
@@ -372,8 +373,7 @@ impl Launcher {
                 .nodename()
                 .to_string_lossy()
                 .into_owned();
-            let mut ranks: Vec<&super::supervise::RankProc> =
-                self.procs.iter().filter(|p| p.job == job).collect();
+            let mut ranks: Vec<&super::supervise::RankProc> = self.procs.of_job(job).collect();
             ranks.sort_by_key(|p| p.rank);
             // A spawned job none of whose ranks started adds nothing; the
             // first job is published even then (the debugger expects its
@@ -415,11 +415,11 @@ impl Launcher {
         self.tools.next_check =
             now + (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
         for job in 0..self.jobs.len() {
-            if self.jobs[job].live == 0 || self.jobs[job].torn_down || self.server.job_failed(job) {
+            if self.jobs.live(job) == 0 || self.jobs.torn_down(job) || self.server.job_failed(job) {
                 self.tools.waiting.remove(&job);
                 continue;
             }
-            let shm_waits = self.jobs[job].segment.as_ref().is_some_and(|s| {
+            let shm_waits = self.jobs.segment(job).is_some_and(|s| {
                 s.seg()
                     .ranks()
                     .iter()

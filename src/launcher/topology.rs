@@ -11,6 +11,8 @@
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 
+use crate::config::placement::ObjKind;
+
 /// The topology as XML in a memfd; dropping it closes the memfd.
 pub struct TopologyXml {
     _fd: OwnedFd,
@@ -26,37 +28,27 @@ pub struct Node {
     pub objects: Objects,
 }
 
-/// Load the topology and export it. An error says why (no hwloc, ...).
-pub fn load() -> Result<Node, String> {
-    let (xml, objects) = super::os::hwloc::load()?;
+/// Why the launcher has no topology (no hwloc, ...).
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    #[error(transparent)]
+    Hwloc(#[from] super::os::hwloc::HwlocError),
+    #[error("memfd_create: {0}")]
+    Memfd(rustix::io::Errno),
+    #[error("writing the topology: {0}")]
+    Write(std::io::Error),
+}
+
+/// Load the topology and export it.
+pub fn load() -> Result<Node, TopologyError> {
+    let found = super::os::hwloc::load()?;
     Ok(Node {
-        xml: export(&xml)?,
-        objects,
+        xml: export(&found.xml)?,
+        objects: Objects {
+            sets: found.sets,
+            cache_sizes: found.cache_sizes,
+        },
     })
-}
-
-/// Binding targets, in hwloc's vocabulary (Hydra's names in the CLI).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ObjKind {
-    HwThread,
-    Core,
-    L1Cache,
-    L2Cache,
-    L3Cache,
-    Numa,
-    Socket,
-}
-
-impl ObjKind {
-    pub const ALL: [ObjKind; 7] = [
-        ObjKind::HwThread,
-        ObjKind::Core,
-        ObjKind::L1Cache,
-        ObjKind::L2Cache,
-        ObjKind::L3Cache,
-        ObjKind::Numa,
-        ObjKind::Socket,
-    ];
 }
 
 /// For every kind, its objects in hwloc's logical order, each as the
@@ -86,12 +78,11 @@ impl Objects {
     }
 }
 
-fn export(xml: &[u8]) -> Result<TopologyXml, String> {
+fn export(xml: &[u8]) -> Result<TopologyXml, TopologyError> {
     let fd = rustix::fs::memfd_create("fastpmi-topology", rustix::fs::MemfdFlags::CLOEXEC)
-        .map_err(|e| format!("memfd_create: {e}"))?;
+        .map_err(TopologyError::Memfd)?;
     let mut f = std::fs::File::from(fd);
-    f.write_all(xml)
-        .map_err(|e| format!("writing the topology: {e}"))?;
+    f.write_all(xml).map_err(TopologyError::Write)?;
     let fd = OwnedFd::from(f);
     let path = format!("/proc/{}/fd/{}", std::process::id(), fd.as_raw_fd());
     Ok(TopologyXml {

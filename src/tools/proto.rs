@@ -144,25 +144,29 @@ impl Reply {
     }
 }
 
-/// Parse a request line; the error is the message to send back.
-pub fn parse_request(line: &[u8]) -> Result<Request, String> {
+/// Why a request line is refused; its text is the message sent back.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("not a JSON request: {0}")]
+    NotJson(serde_json::Error),
+    #[error("protocol version {0} not supported (this launcher speaks {VERSION})")]
+    Version(u64),
+    #[error("request without \"version\" (this launcher speaks {VERSION})")]
+    NoVersion,
+    #[error("bad request: {0}")]
+    Bad(serde_json::Error),
+}
+
+/// Parse a request line.
+pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
     // Look at the version first, so a newer client hears which one is spoken.
-    let v: serde_json::Value =
-        serde_json::from_slice(line).map_err(|e| format!("not a JSON request: {e}"))?;
+    let v: serde_json::Value = serde_json::from_slice(line).map_err(RequestError::NotJson)?;
     match v.get("version").and_then(|v| v.as_u64()) {
         Some(n) if n == VERSION as u64 => {}
-        Some(n) => {
-            return Err(format!(
-                "protocol version {n} not supported (this launcher speaks {VERSION})"
-            ))
-        }
-        None => {
-            return Err(format!(
-                "request without \"version\" (this launcher speaks {VERSION})"
-            ))
-        }
+        Some(n) => return Err(RequestError::Version(n)),
+        None => return Err(RequestError::NoVersion),
     }
-    serde_json::from_value(v).map_err(|e| format!("bad request: {e}"))
+    serde_json::from_value(v).map_err(RequestError::Bad)
 }
 
 #[cfg(test)]
@@ -176,12 +180,15 @@ mod tests {
         assert_eq!(r.job.as_deref(), Some("j"));
         assert!(parse_request(b"garbage")
             .unwrap_err()
+            .to_string()
             .contains("not a JSON"));
         assert!(parse_request(br#"{"version":2,"op":"ps"}"#)
             .unwrap_err()
+            .to_string()
             .contains("version 2 not supported"));
         assert!(parse_request(br#"{"op":"ps"}"#)
             .unwrap_err()
+            .to_string()
             .contains("version"));
         assert!(parse_request(br#"{"version":1,"op":"frob"}"#).is_err());
         assert!(parse_request(br#"{"version":1,"op":"ps","x":1}"#).is_err());

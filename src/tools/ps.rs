@@ -9,6 +9,38 @@ use super::rendezvous::{self, socket_path};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Why `ps` or `release` has no answer (printed after `fastpmi: `).
+#[derive(Debug, thiserror::Error)]
+enum PsError {
+    /// The rendezvous directory cannot be read.
+    #[error("{}: {source}", dir.display())]
+    Dir { dir: PathBuf, source: io::Error },
+    /// No answer on a launcher's socket.
+    #[error("{}: {source}", path.display())]
+    Query { path: PathBuf, source: io::Error },
+    /// The launcher answered with an error.
+    #[error("{}: {message}", path.display())]
+    Refused { path: PathBuf, message: String },
+    #[error("unreadable reply from {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("no fastpmi launcher with pid {pid} (no {})", path.display())]
+    NoLauncher { pid: u32, path: PathBuf },
+    #[error("no running fastpmi job {0}")]
+    NoJob(String),
+}
+
+impl PsError {
+    fn refused(path: &Path, error: Option<String>) -> PsError {
+        PsError::Refused {
+            path: path.to_path_buf(),
+            message: error.unwrap_or_else(|| "error".into()),
+        }
+    }
+}
+
 /// A launcher found in the rendezvous directory.
 struct Found {
     pid: u32,
@@ -73,6 +105,14 @@ fn launchers(dir: &Path) -> io::Result<Vec<Found>> {
     Ok(out)
 }
 
+/// [`launchers`], its error naming the directory.
+fn launchers_in(dir: &Path) -> Result<Vec<Found>, PsError> {
+    launchers(dir).map_err(|source| PsError::Dir {
+        dir: dir.to_path_buf(),
+        source,
+    })
+}
+
 /// Nobody listens on the socket and its launcher is gone. A live launcher
 /// listens from the moment the file exists, so a refused connection with
 /// the pid still alive means the pid was reused: also stale.
@@ -92,32 +132,27 @@ fn is_stale(path: &Path, pid: u32) -> bool {
     }
 }
 
-fn ask(path: &Path, req: &Request) -> Result<Reply, String> {
-    let r =
-        rendezvous::query(path, req, TIMEOUT).map_err(|e| format!("{}: {e}", path.display()))?;
+fn ask(path: &Path, req: &Request) -> Result<Reply, PsError> {
+    let r = rendezvous::query(path, req, TIMEOUT).map_err(|source| PsError::Query {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if !r.ok {
-        return Err(format!(
-            "{}: {}",
-            path.display(),
-            r.error.unwrap_or_else(|| "error".into())
-        ));
+        return Err(PsError::refused(path, r.error));
     }
     Ok(r)
 }
 
 /// Which launcher (and job) `target` names: a launcher pid or a job id.
-fn resolve(dir: &Path, target: &str) -> Result<(PathBuf, Option<String>), String> {
+fn resolve(dir: &Path, target: &str) -> Result<(PathBuf, Option<String>), PsError> {
     if let Ok(pid) = target.parse::<u32>() {
         let path = socket_path(dir, pid);
         if !path.exists() {
-            return Err(format!(
-                "no fastpmi launcher with pid {pid} (no {})",
-                path.display()
-            ));
+            return Err(PsError::NoLauncher { pid, path });
         }
         return Ok((path, None));
     }
-    let found = launchers(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let found = launchers_in(dir)?;
     for f in found {
         if let Ok(r) = ask(&f.path, &request(Op::Info, None)) {
             if r.launcher
@@ -127,7 +162,7 @@ fn resolve(dir: &Path, target: &str) -> Result<(PathBuf, Option<String>), String
             }
         }
     }
-    Err(format!("no running fastpmi job {target}"))
+    Err(PsError::NoJob(target.to_string()))
 }
 
 /// `fastpmi ps [PID|JOBID] [--json]`; returns the exit status.
@@ -153,8 +188,8 @@ pub fn ps(target: Option<&str>, json: bool, socket: Option<&Path>) -> i32 {
     }
 }
 
-fn list(dir: &Path, json: bool) -> Result<(), String> {
-    let found = launchers(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn list(dir: &Path, json: bool) -> Result<(), PsError> {
+    let found = launchers_in(dir)?;
     let mut infos: Vec<LauncherInfo> = Vec::new();
     for f in &found {
         match ask(&f.path, &request(Op::Info, None)) {
@@ -211,20 +246,24 @@ struct RawPs<'a> {
     jobs: Option<&'a serde_json::value::RawValue>,
 }
 
-fn table(path: &Path, job: Option<String>, json: bool) -> Result<(), String> {
+fn table(path: &Path, job: Option<String>, json: bool) -> Result<(), PsError> {
     if json {
         // Printed as the launcher sent it: no parse into rows and no
         // re-encoding (most of the command's CPU time for 1024 ranks).
-        let buf = rendezvous::query_raw(path, &request(Op::Ps, job), TIMEOUT)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let r: RawPs = serde_json::from_slice(buf.trim_ascii())
-            .map_err(|e| format!("unreadable reply from {}: {e}", path.display()))?;
+        let buf =
+            rendezvous::query_raw(path, &request(Op::Ps, job), TIMEOUT).map_err(|source| {
+                PsError::Query {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
+        let r: RawPs =
+            serde_json::from_slice(buf.trim_ascii()).map_err(|source| PsError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            })?;
         if !r.ok {
-            return Err(format!(
-                "{}: {}",
-                path.display(),
-                r.error.unwrap_or_else(|| "error".into())
-            ));
+            return Err(PsError::refused(path, r.error));
         }
         crate::outln!("{}", r.jobs.map_or("[]", |j| j.get()));
         return Ok(());

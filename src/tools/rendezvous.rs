@@ -292,7 +292,7 @@ fn serve_client(mut stream: UnixStream, handler: &Handler) {
     }
     let reply = match proto::parse_request(line.trim_ascii()) {
         Ok(req) => handler(req),
-        Err(msg) => Reply::error(msg),
+        Err(e) => Reply::error(e.to_string()),
     };
     let _ = send(&mut stream, &reply);
 }

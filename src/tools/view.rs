@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use shm_layout::{RankOp, RankPhase};
 
+use super::mono_ns;
 use super::proto::{JobTable, RankRow};
-use super::{mono_ns, ranges};
+use crate::ranges::ranges;
 use fastpmi_segment::JobSegment;
 use fastpmi_server::status::{JobStatus, SockState};
 

@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 
-use super::super::topology::{ObjKind, Objects};
+use crate::config::placement::ObjKind;
 
 /// `hwloc_topology_t`: an opaque pointer.
 type Topo = *mut c_void;
@@ -101,13 +101,41 @@ impl Drop for PluginBlacklist {
 const DEPTH_UNKNOWN: c_int = -1;
 const DEPTH_MULTIPLE: c_int = -2;
 
-pub fn load() -> Result<(Vec<u8>, Objects), String> {
+/// What one load finds: the topology as XML, and per kind its objects
+/// (each the sorted OS numbers of its processing units, in hwloc's logical
+/// order) and the size of a cache level's first object. Plain data, which
+/// `launcher::topology` wraps: this glue imports nothing of the launcher.
+pub struct Found {
+    pub xml: Vec<u8>,
+    pub sets: Vec<(ObjKind, Vec<Vec<u32>>)>,
+    pub cache_sizes: Vec<(ObjKind, u64)>,
+}
+
+/// Why the topology cannot be had.
+#[derive(Debug, thiserror::Error)]
+pub enum HwlocError {
+    #[error("hwloc is not installed (libhwloc.so.15, Debian package libhwloc15)")]
+    NotInstalled,
+    /// A function missing from the library.
+    #[error(transparent)]
+    Symbol(#[from] libloading::Error),
+    #[error("hwloc API version {0:#x}: fastpmi reads hwloc 2.x topologies")]
+    Version(c_uint),
+    /// The hwloc call that failed.
+    #[error("{0} failed")]
+    Failed(&'static str),
+    #[error("hwloc object layout not as expected (hwloc 2.x)")]
+    Layout,
+}
+
+/// Load the node's topology.
+pub fn load() -> Result<Found, HwlocError> {
     // SAFETY: loading hwloc runs its initialisers, which only set up the
     // library's own state; no other code in this process uses hwloc.
     let lib = LIBS
         .iter()
         .find_map(|name| unsafe { libloading::Library::new(name) }.ok())
-        .ok_or("hwloc is not installed (libhwloc.so.15, Debian package libhwloc15)")?;
+        .ok_or(HwlocError::NotInstalled)?;
     // SAFETY: the symbols have these C prototypes in hwloc 2.x
     // (hwloc.h, hwloc/export.h, hwloc/bitmap.h); the library outlives every
     // call below. Objects from hwloc_get_obj_by_depth live until
@@ -117,61 +145,48 @@ pub fn load() -> Result<(Vec<u8>, Objects), String> {
     // cpuset is read); a cache object's non-null `attr` points to
     // `union hwloc_obj_attr_u`, whose `cache` member starts with its size.
     unsafe {
-        let init: libloading::Symbol<unsafe extern "C" fn(*mut Topo) -> c_int> = lib
-            .get(b"hwloc_topology_init\0")
-            .map_err(|e| e.to_string())?;
-        let load: libloading::Symbol<unsafe extern "C" fn(Topo) -> c_int> = lib
-            .get(b"hwloc_topology_load\0")
-            .map_err(|e| e.to_string())?;
+        let init: libloading::Symbol<unsafe extern "C" fn(*mut Topo) -> c_int> =
+            lib.get(b"hwloc_topology_init\0")?;
+        let load: libloading::Symbol<unsafe extern "C" fn(Topo) -> c_int> =
+            lib.get(b"hwloc_topology_load\0")?;
         let export: libloading::Symbol<
             unsafe extern "C" fn(Topo, *mut *mut c_char, *mut c_int, c_ulong) -> c_int,
-        > = lib
-            .get(b"hwloc_topology_export_xmlbuffer\0")
-            .map_err(|e| e.to_string())?;
-        let free_buf: libloading::Symbol<unsafe extern "C" fn(Topo, *mut c_char)> = lib
-            .get(b"hwloc_free_xmlbuffer\0")
-            .map_err(|e| e.to_string())?;
-        let destroy: libloading::Symbol<unsafe extern "C" fn(Topo)> = lib
-            .get(b"hwloc_topology_destroy\0")
-            .map_err(|e| e.to_string())?;
-        let api: libloading::Symbol<unsafe extern "C" fn() -> c_uint> = lib
-            .get(b"hwloc_get_api_version\0")
-            .map_err(|e| e.to_string())?;
-        let type_depth: libloading::Symbol<unsafe extern "C" fn(Topo, c_int) -> c_int> = lib
-            .get(b"hwloc_get_type_depth\0")
-            .map_err(|e| e.to_string())?;
-        let nbobjs: libloading::Symbol<unsafe extern "C" fn(Topo, c_int) -> c_uint> = lib
-            .get(b"hwloc_get_nbobjs_by_depth\0")
-            .map_err(|e| e.to_string())?;
+        > = lib.get(b"hwloc_topology_export_xmlbuffer\0")?;
+        let free_buf: libloading::Symbol<unsafe extern "C" fn(Topo, *mut c_char)> =
+            lib.get(b"hwloc_free_xmlbuffer\0")?;
+        let destroy: libloading::Symbol<unsafe extern "C" fn(Topo)> =
+            lib.get(b"hwloc_topology_destroy\0")?;
+        let api: libloading::Symbol<unsafe extern "C" fn() -> c_uint> =
+            lib.get(b"hwloc_get_api_version\0")?;
+        let type_depth: libloading::Symbol<unsafe extern "C" fn(Topo, c_int) -> c_int> =
+            lib.get(b"hwloc_get_type_depth\0")?;
+        let nbobjs: libloading::Symbol<unsafe extern "C" fn(Topo, c_int) -> c_uint> =
+            lib.get(b"hwloc_get_nbobjs_by_depth\0")?;
         let obj_at: libloading::Symbol<
             unsafe extern "C" fn(Topo, c_int, c_uint) -> *const HwlocObjHead,
-        > = lib
-            .get(b"hwloc_get_obj_by_depth\0")
-            .map_err(|e| e.to_string())?;
+        > = lib.get(b"hwloc_get_obj_by_depth\0")?;
         let bit_next: libloading::Symbol<unsafe extern "C" fn(*const c_void, c_int) -> c_int> =
-            lib.get(b"hwloc_bitmap_next\0").map_err(|e| e.to_string())?;
+            lib.get(b"hwloc_bitmap_next\0")?;
         let version = api();
         if !(0x20000..0x30000).contains(&version) {
-            return Err(format!(
-                "hwloc API version {version:#x}: fastpmi reads hwloc 2.x topologies"
-            ));
+            return Err(HwlocError::Version(version));
         }
         let mut topo: Topo = std::ptr::null_mut();
         let blacklist = PluginBlacklist::new();
         let r = init(&mut topo);
         drop(blacklist);
         if r != 0 {
-            return Err("hwloc_topology_init failed".into());
+            return Err(HwlocError::Failed("hwloc_topology_init"));
         }
         if load(topo) != 0 {
             destroy(topo);
-            return Err("hwloc_topology_load failed".into());
+            return Err(HwlocError::Failed("hwloc_topology_load"));
         }
         let mut buf: *mut c_char = std::ptr::null_mut();
         let mut len: c_int = 0;
         let r = export(topo, &mut buf, &mut len, 0);
         let out = if r != 0 || buf.is_null() || len <= 0 {
-            Err("hwloc_topology_export_xmlbuffer failed".to_string())
+            Err(HwlocError::Failed("hwloc_topology_export_xmlbuffer"))
         } else {
             // `len` counts the terminating NUL.
             let n = (len as usize).saturating_sub(1);
@@ -179,7 +194,8 @@ pub fn load() -> Result<(Vec<u8>, Objects), String> {
             free_buf(topo, buf);
             Ok(v)
         };
-        let mut objects = Objects::default();
+        let mut all_sets = Vec::new();
+        let mut cache_sizes = Vec::new();
         for kind in ObjKind::ALL {
             let depth = type_depth(topo, hwloc_type(kind));
             if depth == DEPTH_UNKNOWN || depth == DEPTH_MULTIPLE {
@@ -195,7 +211,7 @@ pub fn load() -> Result<(Vec<u8>, Objects), String> {
                 let o = &*o;
                 if o.type_ != hwloc_type(kind) || o.logical_index != i || o.cpuset.is_null() {
                     destroy(topo);
-                    return Err("hwloc object layout not as expected (hwloc 2.x)".into());
+                    return Err(HwlocError::Layout);
                 }
                 let mut pus = Vec::new();
                 let mut b = bit_next(o.cpuset, -1);
@@ -212,13 +228,17 @@ pub fn load() -> Result<(Vec<u8>, Objects), String> {
                     // `struct hwloc_cache_attr_s` (hwloc_uint64_t).
                     let size = *o.attr.cast::<u64>();
                     if size > 0 {
-                        objects.cache_sizes.push((kind, size));
+                        cache_sizes.push((kind, size));
                     }
                 }
             }
-            objects.sets.push((kind, sets));
+            all_sets.push((kind, sets));
         }
         destroy(topo);
-        out.map(|xml| (xml, objects))
+        out.map(|xml| Found {
+            xml,
+            sets: all_sets,
+            cache_sizes,
+        })
     }
 }

@@ -111,20 +111,30 @@ pub fn cloexec_inherited_fds() {
     }
 }
 
+/// Why a program cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error("{}: is a directory", .0.display())]
+    IsDirectory(PathBuf),
+    #[error("{}: permission denied (not executable)", .0.display())]
+    NotExecutable(PathBuf),
+    #[error("{}: {}", .0.display(), io_text(.1))]
+    Unreadable(PathBuf, io::Error),
+    #[error("{}: command not found", .0.display())]
+    NotFound(PathBuf),
+}
+
 /// Resolve `program` the way execvp would, to report a missing program once
 /// and clearly instead of per rank.
-pub fn resolve_program(program: &OsString, wdir: Option<&Path>) -> Result<PathBuf, String> {
+pub fn resolve_program(program: &OsString, wdir: Option<&Path>) -> Result<PathBuf, ProgramError> {
     use std::os::unix::fs::PermissionsExt;
     let name = Path::new(program);
-    let check = |p: &Path| -> Result<(), String> {
+    let check = |p: &Path| -> Result<(), ProgramError> {
         match std::fs::metadata(p) {
             Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
-            Ok(m) if m.is_dir() => Err(format!("{}: is a directory", p.display())),
-            Ok(_) => Err(format!(
-                "{}: permission denied (not executable)",
-                p.display()
-            )),
-            Err(e) => Err(format!("{}: {}", p.display(), io_text(&e))),
+            Ok(m) if m.is_dir() => Err(ProgramError::IsDirectory(p.to_path_buf())),
+            Ok(_) => Err(ProgramError::NotExecutable(p.to_path_buf())),
+            Err(e) => Err(ProgramError::Unreadable(p.to_path_buf(), e)),
         }
     };
     if program.to_string_lossy().contains('/') {
@@ -142,7 +152,7 @@ pub fn resolve_program(program: &OsString, wdir: Option<&Path>) -> Result<PathBu
             return Ok(cand);
         }
     }
-    Err(format!("{}: command not found", name.display()))
+    Err(ProgramError::NotFound(name.to_path_buf()))
 }
 
 fn io_text(e: &io::Error) -> String {

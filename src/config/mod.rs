@@ -1,11 +1,20 @@
-//! What a parsed launch holds: its MPMD sections ([`App`]) and the
-//! launcher's settings ([`LaunchConfig`]).
+//! What a launch holds: its MPMD sections ([`App`]) and the launcher's
+//! settings ([`LaunchConfig`]), with the option types inside them.
+//!
+//! Below both the CLI (which fills a [`LaunchConfig`]) and the launcher
+//! (which runs one), so that neither imports the other; this module
+//! imports neither.
+
+pub mod knobs;
+pub mod placement;
+pub mod psets;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::launcher::placement::PlacementOpts;
 use fastpmi_segment::MemPool;
+pub use knobs::Knobs;
+use placement::PlacementOpts;
 
 /// One MPMD section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +70,8 @@ pub struct LaunchConfig {
     pub verbose: bool,
     /// `-bind-to`, `-map-by`, `-ppn`, `--print-bindings`.
     pub placement: PlacementOpts,
+    /// Tuning knobs from the environment ([`Knobs::from_env`]).
+    pub knobs: Knobs,
 }
 
 impl Default for LaunchConfig {
@@ -80,6 +91,7 @@ impl Default for LaunchConfig {
             fence_timeout: None,
             verbose: false,
             placement: PlacementOpts::default(),
+            knobs: Knobs::default(),
         }
     }
 }
