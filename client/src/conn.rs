@@ -1,14 +1,80 @@
 //! The socket to the PMI server: the blocking connection used during init
-//! ([`WireConn`]) and the connection shared by all threads afterwards
+//! ([`WireConn`]), its handshake, a launcher's socket not opened yet
+//! ([`Deferred`]), and the connection shared by all threads afterwards
 //! ([`Mux`], requests matched to replies by `thrid`).
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::sync::Mutex;
 
+use super::env::{Endpoint, PmiEnv};
 use super::PmiError;
 use fastpmi_codec::command::{encode_request, encode_request_thrid};
 use fastpmi_codec::{Deframer, Message, Protocol, Request};
+
+/// A rank of fastpmi's launcher whose socket is not opened yet: init
+/// attached to the segment from the environment ([`Direct`]).
+pub(super) struct Deferred {
+    pub(super) conn: WireConn,
+    /// The PMI variables as init read them (the program may change them).
+    pub(super) env: PmiEnv,
+    pub(super) rank: u32,
+    pub(super) size: u32,
+}
+
+impl Deferred {
+    /// `init` and `fullinit` now, when the rank first needs the launcher.
+    pub(super) fn open(mut self) -> Result<Mux, PmiError> {
+        let m = handshake(&mut self.conn, &self.env)?;
+        let (r, n) = (m.get_int("rank"), m.get_int("size"));
+        if r != Some(self.rank.into()) || n != Some(self.size.into()) {
+            return Err(PmiError::Protocol(format!(
+                "the launcher calls this process rank {r:?} of {n:?}, its environment rank {} of {}",
+                self.rank, self.size
+            )));
+        }
+        Mux::new(self.conn)
+    }
+}
+
+/// `init` (PMI 2.0) and `fullinit` on a fresh connection.
+pub(super) fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, PmiError> {
+    conn.send(
+        Protocol::Pmi1,
+        &Request::Init {
+            version: 2,
+            subversion: 0,
+        },
+    )?;
+    let m = conn.recv()?;
+    if m.cmd != "response_to_init"
+        || m.get_int("rc") != Some(0)
+        || m.get_int("pmi_version") != Some(2)
+    {
+        return Err(PmiError::Protocol(format!(
+            "the server refused PMI 2.0: it replied to init with `{}`",
+            String::from_utf8_lossy(&fastpmi_codec::pmi1::encode(&m)).trim_end()
+        )));
+    }
+    // Port mode with the job's secret: authenticate (the launcher then
+    // serves this rank from any address).
+    let secret = match env.endpoint {
+        Some(Endpoint::Port(_)) => std::env::var(fastpmi_codec::names::env::AUTH_SECRET).ok(),
+        _ => None,
+    };
+    // slurmstepd requires all three keys (rc=3, no message, without).
+    conn.fullinit(
+        &Request::FullInit {
+            rank: env.rank,
+            jobid: env.jobid.clone(),
+            threaded: true,
+            auth: secret
+                .as_ref()
+                .map(|_| fastpmi_codec::auth::AUTHTYPE.to_string()),
+        },
+        secret.as_deref(),
+    )
+}
 
 /// The socket to the launcher.
 pub(super) enum Stream {

@@ -3,8 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::conn::Mux;
-use super::transport::{Link, Local, ParentSegment, Shm};
+use super::conn::{handshake, Deferred, Mux};
+use super::transport::{Link, Local, ParentSegment, Shm, ShmCfg};
 use super::*;
 use fastpmi_codec::names::{self, attr, parent_segment, pool};
 use fastpmi_segment::AttachFailure;
@@ -152,70 +152,6 @@ impl Pmi {
     }
 }
 
-/// A rank of fastpmi's launcher whose socket is not opened yet: init
-/// attached to the segment from the environment ([`Direct`]).
-pub(super) struct Deferred {
-    conn: WireConn,
-    /// The PMI variables as init read them (the program may change them).
-    env: PmiEnv,
-    rank: u32,
-    size: u32,
-}
-
-impl Deferred {
-    /// `init` and `fullinit` now, when the rank first needs the launcher.
-    pub(super) fn open(mut self) -> Result<Mux, PmiError> {
-        let m = handshake(&mut self.conn, &self.env)?;
-        let (r, n) = (m.get_int("rank"), m.get_int("size"));
-        if r != Some(self.rank.into()) || n != Some(self.size.into()) {
-            return Err(PmiError::Protocol(format!(
-                "the launcher calls this process rank {r:?} of {n:?}, its environment rank {} of {}",
-                self.rank, self.size
-            )));
-        }
-        Mux::new(self.conn)
-    }
-}
-
-/// `init` (PMI 2.0) and `fullinit` on a fresh connection.
-fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, PmiError> {
-    conn.send(
-        Protocol::Pmi1,
-        &Request::Init {
-            version: 2,
-            subversion: 0,
-        },
-    )?;
-    let m = conn.recv()?;
-    if m.cmd != "response_to_init"
-        || m.get_int("rc") != Some(0)
-        || m.get_int("pmi_version") != Some(2)
-    {
-        return Err(PmiError::Protocol(format!(
-            "the server refused PMI 2.0: it replied to init with `{}`",
-            String::from_utf8_lossy(&fastpmi_codec::pmi1::encode(&m)).trim_end()
-        )));
-    }
-    // Port mode with the job's secret: authenticate (the launcher then
-    // serves this rank from any address).
-    let secret = match env.endpoint {
-        Some(Endpoint::Port(_)) => std::env::var(fastpmi_codec::names::env::AUTH_SECRET).ok(),
-        _ => None,
-    };
-    // slurmstepd requires all three keys (rc=3, no message, without).
-    conn.fullinit(
-        &Request::FullInit {
-            rank: env.rank,
-            jobid: env.jobid.clone(),
-            threaded: true,
-            auth: secret
-                .as_ref()
-                .map(|_| fastpmi_codec::auth::AUTHTYPE.to_string()),
-        },
-        secret.as_deref(),
-    )
-}
-
 /// Why init does not use a job segment: logged, and for a rank on the
 /// socket its [`Pmi::fallback_reason`].
 #[derive(Debug, thiserror::Error)]
@@ -301,58 +237,6 @@ fn register(seg: &JobSegment, rank: u32) {
         st.set_last_op(RankOp::Init);
         let tsc = seg.seg().job().stamp_clock().is_tsc();
         st.set_phase_at(RankPhase::Running, fastpmi_segment::phase_stamp(tsc));
-    }
-}
-
-/// What a rank on the segment reads once at init: how it fences and how it
-/// stamps its phases.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct ShmCfg {
-    /// Spins before sleeping in a fence: none when the job has more ranks
-    /// than this process may run on (the ranks still to arrive need the CPU).
-    pub(super) spins: u32,
-    /// CPU yields before sleeping in a fence (`FASTPMI_FENCE_YIELDS`).
-    pub(super) yields: u32,
-    /// The rank's fence cohort (`Fence::cohort_of`), if any.
-    pub(super) cohort: Option<u32>,
-    /// Phase stamps are TSC ticks (the segment's `StampClock`).
-    pub(super) tsc_stamps: bool,
-}
-
-impl ShmCfg {
-    pub(super) fn new(size: u32, seg: &JobSegment, rank: u32, yields: u32) -> ShmCfg {
-        ShmCfg {
-            spins: fence_spins(size),
-            yields,
-            cohort: seg.seg().fence().cohort_of(rank),
-            tsc_stamps: seg.seg().job().stamp_clock().is_tsc(),
-        }
-    }
-
-    /// CPU yields before sleeping in a fence of `generation`: none in the
-    /// job's first (generation 0), whose ranks arrive as the launcher
-    /// starts them, so those still to come are mostly not runnable yet and
-    /// every yield is two context switches taken from the launch
-    /// (docs/fence.md, "Yield before sleeping"). After the generation
-    /// wraps at 2^31, one more fence goes without.
-    pub(super) fn yields_in(&self, generation: u32) -> u32 {
-        match generation {
-            0 => 0,
-            _ => self.yields,
-        }
-    }
-}
-
-/// Spins before a fence sleeps: none when the job has more ranks than this
-/// process may run on. The CPUs come from the affinity mask alone (one
-/// syscall): std's `available_parallelism` also reads the cgroup quota
-/// files, about 15 syscalls and 70 us of every rank's init.
-fn fence_spins(ranks: u32) -> u32 {
-    let cpus = rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count().max(1));
-    if ranks > cpus {
-        0
-    } else {
-        100
     }
 }
 

@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use fastpmi_segment::JobSegment;
 
-use super::conn::{lock, Mux};
-use super::init::{Deferred, ShmCfg};
+use super::conn::{lock, Deferred, Mux};
 use super::{PmiError, TransportKind};
 
 /// A spawned job's parent's job id and segment.
@@ -138,5 +137,57 @@ impl Transport {
             Transport::Socket { mux, .. } => f(Peer::Wire(mux)),
             Transport::Singleton(local) => f(Peer::Local(&mut lock(local))),
         }
+    }
+}
+
+/// What a rank on the segment reads once at init: how it fences and how it
+/// stamps its phases.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct ShmCfg {
+    /// Spins before sleeping in a fence: none when the job has more ranks
+    /// than this process may run on (the ranks still to arrive need the CPU).
+    pub(super) spins: u32,
+    /// CPU yields before sleeping in a fence (`FASTPMI_FENCE_YIELDS`).
+    pub(super) yields: u32,
+    /// The rank's fence cohort (`Fence::cohort_of`), if any.
+    pub(super) cohort: Option<u32>,
+    /// Phase stamps are TSC ticks (the segment's `StampClock`).
+    pub(super) tsc_stamps: bool,
+}
+
+impl ShmCfg {
+    pub(super) fn new(size: u32, seg: &JobSegment, rank: u32, yields: u32) -> ShmCfg {
+        ShmCfg {
+            spins: fence_spins(size),
+            yields,
+            cohort: seg.seg().fence().cohort_of(rank),
+            tsc_stamps: seg.seg().job().stamp_clock().is_tsc(),
+        }
+    }
+
+    /// CPU yields before sleeping in a fence of `generation`: none in the
+    /// job's first (generation 0), whose ranks arrive as the launcher
+    /// starts them, so those still to come are mostly not runnable yet and
+    /// every yield is two context switches taken from the launch
+    /// (docs/fence.md, "Yield before sleeping"). After the generation
+    /// wraps at 2^31, one more fence goes without.
+    pub(super) fn yields_in(&self, generation: u32) -> u32 {
+        match generation {
+            0 => 0,
+            _ => self.yields,
+        }
+    }
+}
+
+/// Spins before a fence sleeps: none when the job has more ranks than this
+/// process may run on. The CPUs come from the affinity mask alone (one
+/// syscall): std's `available_parallelism` also reads the cgroup quota
+/// files, about 15 syscalls and 70 us of every rank's init.
+fn fence_spins(ranks: u32) -> u32 {
+    let cpus = rustix::thread::sched_getaffinity(None).map_or(1, |set| set.count().max(1));
+    if ranks > cpus {
+        0
+    } else {
+        100
     }
 }
