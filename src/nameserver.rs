@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fastpmi_codec::{pmi1, Message};
-use fastpmi_server::{NameOp, NameResult, NameTable};
+use fastpmi_server::{NameError, NameOp, NameResult, NameTable};
 
 /// Longest request line.
 pub const LINE_MAX: usize = 16 * 1024;
@@ -66,10 +66,13 @@ pub fn encode_request(owner: &str, op: &NameOp) -> Vec<u8> {
 
 /// Decode one reply line.
 pub fn decode_reply(line: &[u8]) -> NameResult {
-    let m = pmi1::decode(line).map_err(|e| format!("bad reply from the name server: {e}"))?;
+    let m = pmi1::decode(line)
+        .map_err(|e| NameError::Unavailable(format!("bad reply from the name server: {e}")))?;
     match m.get_str("rc") {
         Some("0") => Ok(field(&m, "port")),
-        _ => Err(field(&m, "msg").unwrap_or_else(|| "name server error".into())),
+        _ => Err(NameError::Remote(
+            field(&m, "msg").unwrap_or_else(|| "name server error".into()),
+        )),
     }
 }
 
@@ -116,7 +119,7 @@ fn reply(cmd: &str, r: &NameResult) -> Vec<u8> {
         }
         Err(e) => {
             m.push("rc", "1");
-            m.push("msg", hex(e.as_bytes()));
+            m.push("msg", hex(e.to_string().as_bytes()));
         }
     }
     pmi1::encode(&m)
@@ -156,7 +159,7 @@ fn serve(stream: TcpStream, table: Arc<Mutex<NameTable>>) {
             Ok(Some(l)) => l,
             Ok(None) => break,
             Err(e) => {
-                let _ = w.write_all(&reply("error", &Err(e.to_string())));
+                let _ = w.write_all(&reply("error", &Err(NameError::BadRequest(e.to_string()))));
                 tracing::warn!("name server: {peer}: {e}; closing");
                 break;
             }
@@ -172,7 +175,7 @@ fn serve(stream: TcpStream, table: Arc<Mutex<NameTable>>) {
                 }
                 reply(&cmd, &r)
             }
-            Err(e) => reply("error", &Err(e.to_string())),
+            Err(e) => reply("error", &Err(NameError::BadRequest(e.to_string()))),
         };
         if w.write_all(&out).is_err() {
             break;
@@ -208,7 +211,9 @@ pub fn run(bind: &str, port: u16) -> i32 {
             let mut s = stream;
             let _ = s.write_all(&reply(
                 "error",
-                &Err(format!("too many connections ({CONNECTIONS_MAX})")),
+                &Err(NameError::Unavailable(format!(
+                    "too many connections ({CONNECTIONS_MAX})"
+                ))),
             ));
             continue;
         }
@@ -286,10 +291,10 @@ mod tests {
         );
         let r = reply("lookup", &Ok(Some("p o r t".into())));
         assert_eq!(decode_reply(&r[..r.len() - 1]), Ok(Some("p o r t".into())));
-        let r = reply("publish", &Err("service x is already published".into()));
+        let r = reply("publish", &Err(NameError::AlreadyPublished("x".into())));
         assert_eq!(
             decode_reply(&r[..r.len() - 1]),
-            Err("service x is already published".into())
+            Err(NameError::Remote("service x is already published".into()))
         );
         assert!(decode_request(b"cmd=frob owner=00").is_err());
         assert!(decode_request(b"cmd=lookup service=zz owner=00").is_err());

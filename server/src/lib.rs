@@ -31,7 +31,7 @@ use crate::store::Store;
 use fastpmi_codec::command::{decode_frame, encode_response, Decoded};
 use fastpmi_codec::spawn::SpawnRequest;
 use fastpmi_codec::{self, Deframer, Protocol, Response};
-pub use nameserv::{NameOp, NameResult, NameTable};
+pub use nameserv::{NameError, NameOp, NameResult, NameTable};
 pub use spawn::SpawnOutcome;
 
 /// Identifies a connection (the event loop's token).

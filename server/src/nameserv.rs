@@ -22,8 +22,35 @@ pub enum NameOp {
 }
 
 /// Result of a name-service operation: the port a lookup found (`None`
-/// for a miss or for publish/unpublish), or an error message.
-pub type NameResult = Result<Option<String>, String>;
+/// for a miss or for publish/unpublish), or why it failed.
+pub type NameResult = Result<Option<String>, NameError>;
+
+/// Why a name-service operation failed; its text goes to the client in
+/// the reply's `msg`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("service name of {0} bytes (1 to {max})", max = NAME_MAX)]
+    BadServiceName(usize),
+    #[error("port of {0} bytes (at most {max})", max = PORT_MAX)]
+    PortTooLong(usize),
+    #[error("service {0} is already published")]
+    AlreadyPublished(String),
+    #[error("name table full ({max} names)", max = NAMES_MAX)]
+    TableFull,
+    #[error("service {0} is not published")]
+    NotPublished(String),
+    #[error("service {service} was published by another job ({owner})")]
+    NotOwner { service: String, owner: String },
+    /// A shared name server (`--nameserver`) refused, in its own words.
+    #[error("{0}")]
+    Remote(String),
+    /// A request to the shared name server that it cannot read.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The shared name server could not be reached or answered nonsense.
+    #[error("{0}")]
+    Unavailable(String),
+}
 
 /// Published names and who published them (the owner is a job id).
 #[derive(Debug, Default)]
@@ -36,29 +63,27 @@ impl NameTable {
         match op {
             NameOp::Publish { service, port } => {
                 if service.is_empty() || service.len() > NAME_MAX {
-                    return Err(format!(
-                        "service name of {} bytes (1 to {NAME_MAX})",
-                        service.len()
-                    ));
+                    return Err(NameError::BadServiceName(service.len()));
                 }
                 if port.len() > PORT_MAX {
-                    return Err(format!("port of {} bytes (at most {PORT_MAX})", port.len()));
+                    return Err(NameError::PortTooLong(port.len()));
                 }
                 if self.map.contains_key(service) {
-                    return Err(format!("service {service} is already published"));
+                    return Err(NameError::AlreadyPublished(service.clone()));
                 }
                 if self.map.len() >= NAMES_MAX {
-                    return Err(format!("name table full ({NAMES_MAX} names)"));
+                    return Err(NameError::TableFull);
                 }
                 self.map
                     .insert(service.clone(), (owner.to_string(), port.clone()));
                 Ok(None)
             }
             NameOp::Unpublish { service } => match self.map.get(service) {
-                None => Err(format!("service {service} is not published")),
-                Some((o, _)) if o != owner => Err(format!(
-                    "service {service} was published by another job ({o})"
-                )),
+                None => Err(NameError::NotPublished(service.clone())),
+                Some((o, _)) if o != owner => Err(NameError::NotOwner {
+                    service: service.clone(),
+                    owner: o.clone(),
+                }),
                 Some(_) => {
                     self.map.remove(service);
                     Ok(None)
@@ -98,7 +123,7 @@ fn response(lookup: bool, r: NameResult) -> Response {
     match (lookup, r) {
         (true, Ok(port)) => Response::Lookup(port),
         (false, Ok(_)) => Response::Ok,
-        (_, Err(msg)) => Response::error_rc(1, msg),
+        (_, Err(e)) => Response::error_rc(1, e.to_string()),
     }
 }
 

@@ -13,7 +13,7 @@ use super::starting::{AppPlan, PendingRank};
 use super::watch::{self, FenceWatcher};
 use super::{os, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
 use crate::config::LaunchConfig;
-use fastpmi_codec::names::{self, attr};
+use fastpmi_codec::names::{self, attr, parent_segment, pool};
 use fastpmi_segment::{JobSegment, MemPool};
 use fastpmi_server::store::{MemStore, ShmStore, Store};
 use fastpmi_server::{JobIdx, JobSpec};
@@ -203,7 +203,7 @@ impl Jobs {
             }
         };
         let mut attrs: Vec<(&str, String)> = vec![
-            ("localRanksCount", size.to_string()),
+            (attr::LOCAL_RANKS_COUNT, size.to_string()),
             (
                 attr::LOCAL_RANKS,
                 (0..size)
@@ -228,8 +228,11 @@ impl Jobs {
             }
             if let Some(p) = parent.map(JobSegment::mapping) {
                 let v = match (p.fd(), p.sysv_id()) {
-                    (Some(_), _) => Some(format!("fd:{PARENT_SEGMENT_FD_IN_RANK}")),
-                    (None, Some(id)) => Some(format!("sysv:{id}")),
+                    (Some(_), _) => Some(format!(
+                        "{}:{PARENT_SEGMENT_FD_IN_RANK}",
+                        parent_segment::FD
+                    )),
+                    (None, Some(id)) => Some(format!("{}:{id}", parent_segment::SYSV)),
                     _ => None,
                 };
                 if let Some(v) = v {
@@ -450,8 +453,10 @@ fn direct_env(store: &dyn Store, spawner: Option<&str>) -> Vec<(&'static str, St
             .map(|v| String::from_utf8_lossy(&v).into_owned())
     };
     let segment = match attr(attr::MEM_POOL_TYPE).as_deref() {
-        Some(pool @ "anonmmap") => attr(attr::MEM_ANON_MMAP_FD).map(|fd| format!("{pool}:{fd}")),
-        Some(pool @ "sysv") => attr(attr::MEM_SYSV_ID).map(|id| format!("{pool}:{id}")),
+        Some(p) if p == pool::ANON_MMAP => {
+            attr(attr::MEM_ANON_MMAP_FD).map(|fd| format!("{p}:{fd}"))
+        }
+        Some(p) if p == pool::SYSV => attr(attr::MEM_SYSV_ID).map(|id| format!("{p}:{id}")),
         _ => None,
     };
     let Some(segment) = segment else {

@@ -340,7 +340,9 @@ impl Launcher {
                         Some(n) => n.send(id, owner, op),
                         None => self.server.name_reply(
                             id,
-                            Err("no name server".into()),
+                            Err(fastpmi_server::NameError::Unavailable(
+                                "no name server".into(),
+                            )),
                             &mut self.events,
                         ),
                     },

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::nameserver::Connection;
-use fastpmi_server::{NameOp, NameResult};
+use fastpmi_server::{NameError, NameOp, NameResult};
 
 /// How long one name-server call may take before it fails.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,7 +52,11 @@ fn call(addr: &str, conn: &mut Option<Connection>, owner: &str, op: &NameOp) -> 
         if conn.is_none() {
             match Connection::open(addr, TIMEOUT) {
                 Ok(c) => *conn = Some(c),
-                Err(e) => return Err(format!("cannot reach the name server {addr}: {e}")),
+                Err(e) => {
+                    return Err(NameError::Unavailable(format!(
+                        "cannot reach the name server {addr}: {e}"
+                    )))
+                }
             }
         }
         let c = conn.as_mut().expect("connected above");
@@ -61,7 +65,7 @@ fn call(addr: &str, conn: &mut Option<Connection>, owner: &str, op: &NameOp) -> 
             Err(e) => {
                 *conn = None;
                 if attempt == 1 {
-                    return Err(format!("name server {addr}: {e}"));
+                    return Err(NameError::Unavailable(format!("name server {addr}: {e}")));
                 }
             }
         }
