@@ -126,9 +126,7 @@ mod tests {
     use std::ffi::OsString;
 
     fn opts(args: &[&str]) -> Options {
-        Options::parse(&args.iter().map(OsString::from).collect::<Vec<_>>())
-            .unwrap()
-            .unwrap()
+        Options::from_args(&args.iter().map(OsString::from).collect::<Vec<_>>()).unwrap()
     }
 
     #[test]
