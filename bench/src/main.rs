@@ -183,7 +183,7 @@ fn run(opts: &Options) -> Result<(), String> {
         elapsed: t_run.elapsed(),
         load: [Some(load_start), load_mid, Some(load_end)],
     };
-    let csv = report::csv(&records);
+    let csv = report::csv(&records)?;
     write(opts, "raw.csv", &csv)?;
     let svg = plot::svg(
         &records,

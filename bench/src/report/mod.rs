@@ -33,21 +33,24 @@ pub(super) const TARGET_N: u32 = 256;
 // raw.csv
 // ---------------------------------------------------------------------------
 
-fn csv_field(s: &str) -> String {
-    // One record per line: newlines in an error text become " | ".
-    let s = s.replace('\n', " | ");
-    if s.contains([',', '"']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s
-    }
+/// One record per line: newlines in an error text become " | ".
+fn one_line(s: &str) -> String {
+    s.replace('\n', " | ")
+}
+
+/// raw.csv's dialect, the csv crate's defaults: comma-separated, `\n` after
+/// every record, a field quoted only when it holds a comma, a quote or a
+/// line break (`\r` too), quotes inside doubled.
+fn csv_writer() -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new().from_writer(Vec::new())
 }
 
 pub const CSV_FIXED: &[&str] = &["config", "n", "rep", "status", "wall_s", "transport"];
 
 /// Every run, one row each, in the order they ran.
-pub fn csv(records: &[Record]) -> String {
-    let mut out = String::new();
+pub fn csv(records: &[Record]) -> Result<String, String> {
+    let err = |e: csv::Error| format!("raw.csv: {e}");
+    let mut w = csv_writer();
     let header: Vec<&str> = CSV_FIXED
         .iter()
         .chain(METRICS)
@@ -55,8 +58,7 @@ pub fn csv(records: &[Record]) -> String {
         .copied()
         .chain(["launcher_peak_kb", "launcher_peak_detail", "error"])
         .collect();
-    out.push_str(&header.join(","));
-    out.push('\n');
+    w.write_record(&header).map_err(err)?;
     for r in records {
         let mut row = vec![
             r.config.name().to_string(),
@@ -80,15 +82,13 @@ pub fn csv(records: &[Record]) -> String {
         );
         row.push(r.mem.as_ref().map(|m| m.detail.clone()).unwrap_or_default());
         row.push(r.error.clone());
-        out.push_str(
-            &row.iter()
-                .map(|f| csv_field(f))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        out.push('\n');
+        w.write_record(row.iter().map(|f| one_line(f)))
+            .map_err(err)?;
     }
-    out
+    let bytes = w
+        .into_inner()
+        .map_err(|e| format!("raw.csv: {}", e.error()))?;
+    String::from_utf8(bytes).map_err(|e| format!("raw.csv: {e}"))
 }
 
 // ---------------------------------------------------------------------------
@@ -520,6 +520,15 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400 + 3600 + 120);
         assert_eq!(utc(t), "2000-02-29 01:02 UTC");
         assert_eq!(utc(SystemTime::UNIX_EPOCH), "1970-01-01 00:00 UTC");
+    }
+
+    /// One field as raw.csv writes it.
+    fn csv_field(s: &str) -> String {
+        let mut w = csv_writer();
+        w.write_record([one_line(s)]).unwrap();
+        let mut field = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(field.pop(), Some('\n'));
+        field
     }
 
     #[test]
