@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use crate::configs::{Config, Kind, RunParams};
-use crate::{groups, launch, ps};
+use crate::configs::{self, Config, Kind, RunParams};
 
 /// Measures PMI put/get/fence (a business-card exchange) under fastpmi's
 /// shared-memory path, fastpmi's socket path, Hydra and Slurm's libpmi2 on
@@ -47,7 +46,7 @@ pub struct Cli {
     out: PathBuf,
     /// Subset of: fastpmi-shm, fastpmi-socket, hydra, slurm-pmi2@fastpmi,
     /// futex-floor, mpich-startup (default: all).
-    #[arg(long, value_name = "LIST", value_parser = configs)]
+    #[arg(long, value_name = "LIST", value_parser = config_list)]
     configs: Option<ConfigList>,
     /// Rank counts of the MPICH startup table (default 16,64,256; 16,64 with
     /// --quick; `none` to skip).
@@ -151,7 +150,7 @@ fn fence_loop(s: &str) -> Result<u32, String> {
     s.parse().map_err(|_| "expected a number".to_string())
 }
 
-fn configs(s: &str) -> Result<ConfigList, String> {
+fn config_list(s: &str) -> Result<ConfigList, String> {
     let mut configs = Vec::new();
     for name in s.split(',').map(str::trim) {
         let picked: Vec<Config> = if name == "mpich-startup" {
@@ -159,11 +158,11 @@ fn configs(s: &str) -> Result<ConfigList, String> {
         } else if name == "spawn" {
             vec![Config::SpawnFastpmi, Config::SpawnHydra5]
         } else if name == "launch" {
-            launch::CONFIGS.to_vec()
+            configs::LAUNCH.to_vec()
         } else if name == "group" {
-            groups::CONFIGS.to_vec()
+            configs::GROUP.to_vec()
         } else if name == "ps" {
-            ps::CONFIGS.to_vec()
+            configs::PS.to_vec()
         } else if name == "placement" {
             Config::ALL
                 .into_iter()
@@ -202,7 +201,6 @@ pub struct Options {
     pub launch_sizes: Vec<u32>,
     pub group_sizes: Vec<u32>,
     pub ps_sizes: Vec<u32>,
-    pub quick: bool,
     pub params: RunParams,
 }
 
@@ -240,7 +238,6 @@ impl From<Cli> for Options {
             launch_sizes: c.launch_sizes.0,
             group_sizes: c.group_sizes.0,
             ps_sizes: c.ps_sizes.0,
-            quick,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(c.timeout)),
                 floor_iters: c.floor_iters.unwrap_or(if quick { 100 } else { 1000 }),
@@ -254,7 +251,7 @@ impl From<Cli> for Options {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement;
+    use crate::configs::placement;
     use clap::error::ErrorKind;
 
     /// None for `--help`.
@@ -317,7 +314,6 @@ mod tests {
             (&[256][..], &[1024][..])
         );
         assert_eq!(o.out, PathBuf::from("results"));
-        assert!(!o.quick);
         let o = parse(&["--quick", "--fence-loop", "0", "--reps", "2", "--reps", "5"])
             .unwrap()
             .unwrap();

@@ -15,7 +15,22 @@
 //! It writes `bench.md`, `bench.svg` and `raw.csv` into `--out`. The Rust
 //! rank program is this binary itself (`fastpmi-bench __rank`, see
 //! [`rank`]).
+//!
+//! Imports run one way, each module only using those listed before it:
+//!
+//! * [`rank`] (the rank program), [`proc`] (running one job);
+//! * [`configs`] (the configurations, their kinds and families, the
+//!   placement cases, the per-run knobs), [`cli`] (the command line);
+//! * [`tools`] (the launchers and the core configurations' programs),
+//!   [`record`] (one run's result, summaries), [`cells`] (what the report's
+//!   sections share), [`plan`] (the order of the runs);
+//! * the families: [`launch`], [`groups`], [`ps`], [`placement`] (their
+//!   programs, commands, checks and report sections);
+//! * [`suite`] (tools, command and judging over every configuration),
+//!   [`plot`], [`report`];
+//! * `main` (this file): the run itself.
 
+mod cells;
 mod cli;
 mod configs;
 mod groups;
@@ -28,15 +43,18 @@ mod ps;
 mod rank;
 mod record;
 mod report;
+mod suite;
+mod tools;
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime};
 
-pub use cli::Options;
-use configs::{Config, Kind, Tools};
+use cli::Options;
+use configs::{Availability, Config, Kind};
 use record::{Record, Status};
+use suite::Suite;
 
 /// Entry point of the `fastpmi-bench` binary.
 fn main() -> ExitCode {
@@ -71,15 +89,6 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-/// Whether the configuration was run, and if not why.
-#[derive(Debug, Clone)]
-pub enum Availability {
-    Present,
-    Missing(String),
-    /// Left out on purpose; the text says by which option.
-    NotSelected(&'static str),
-}
-
 fn run(opts: &Options) -> Result<(), String> {
     let t_run = Instant::now();
     let started = SystemTime::now();
@@ -89,7 +98,7 @@ fn run(opts: &Options) -> Result<(), String> {
     // Compiled helpers go to a hidden subdirectory that git ignores, so that
     // results/ can be committed with only the report in it.
     let build_dir = opts.out.join(".build");
-    let tools = Tools::prepare(&build_dir, &opts.configs)?;
+    let suite = Suite::prepare(&build_dir, &opts.configs)?;
     proc::become_subreaper();
     let _ = std::fs::write(opts.out.join(".gitignore"), ".build/\n");
 
@@ -110,7 +119,7 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not run (--group-sizes none)")
             } else if c.kind() == Kind::Ps && opts.ps_sizes.is_empty() {
                 Availability::NotSelected("not run (--ps-sizes none)")
-            } else if let Some(why) = tools.missing(c) {
+            } else if let Some(why) = suite.missing(c) {
                 Availability::Missing(why)
             } else {
                 Availability::Present
@@ -155,17 +164,17 @@ fn run(opts: &Options) -> Result<(), String> {
         }
         eprint!("{head} ... ");
         let _ = std::io::stderr().flush();
-        let spec = tools.spec(case.config, case.n, &opts.params);
+        let spec = suite.spec(case.config, case.n, &opts.params);
         let outcome = proc::run(&spec);
         proc::reap_orphans();
-        let rec = record::judge(case.config, case.n, case.rep, &outcome, timeout_s);
+        let rec = suite::judge(case.config, case.n, case.rep, &outcome, timeout_s);
         let note = match rec.status {
             Status::Ok => String::new(),
             s => format!(" {}", s.as_str()),
         };
         let w = outcome.wall.as_secs_f64();
         let took = if w < 1.0 {
-            format!("{} ms", report::num(w * 1e3))
+            format!("{} ms", cells::num(w * 1e3))
         } else {
             format!("{w:.1} s")
         };
@@ -174,9 +183,8 @@ fn run(opts: &Options) -> Result<(), String> {
     }
 
     let load_end = load_average();
-    let ctx = report::Context {
+    let ctx = cells::Context {
         opts,
-        tools: &tools,
         availability: &availability,
         records: &records,
         started,
@@ -193,7 +201,7 @@ fn run(opts: &Options) -> Result<(), String> {
         opts.params.fence_loop > 0,
     )?;
     write(opts, "bench.svg", &svg)?;
-    let md = report::markdown(&ctx);
+    let md = report::markdown(&ctx, &suite);
     write(opts, "bench.md", &md)?;
     for line in report::target_lines(&ctx) {
         println!("{line}");
