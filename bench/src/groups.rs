@@ -17,19 +17,17 @@ use std::time::Instant;
 
 use fastpmi_client::{Pmi, PmiError};
 
-use super::configs::{Config, RunParams, Tools};
-use super::proc::{MemProbe, Outcome, Spec};
-use super::record::{summarize, Record};
-use super::report::{cell, runs_cell, Context};
+use crate::cells::{cell, runs_cell, Context};
+use crate::configs::{Config, RunParams};
+use crate::proc::{MemProbe, Outcome, Spec};
+use crate::record::{summarize, Record};
+use crate::tools::Tools;
 
 /// Members of the group (the 64).
 pub const MEMBERS: u32 = 64;
 /// Timed group fences per run (the job-fence loop runs a quarter of it).
 const ITERS_ENV: &str = "FASTPMI_BENCH_GROUP_ITERS";
 const ITERS: u32 = 1000;
-
-/// The configurations of this family.
-pub const CONFIGS: [Config; 1] = [Config::GroupFence];
 
 /// What the group configuration needs.
 pub fn needs(t: &Tools, _c: Config) -> Vec<&Result<PathBuf, String>> {

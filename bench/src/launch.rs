@@ -21,10 +21,11 @@ use std::process::Command;
 
 use fastpmi::launcher::stats_row;
 
-use super::configs::{compile, hydra_args, Config, RunParams, Tools, SLURM_INCLUDE};
-use super::proc::{MemProbe, Outcome, Spec};
-use super::record::{paired_wins, summarize, Record};
-use super::report::{cell, runs_cell, Context};
+use crate::cells::{cell, runs_cell, Context};
+use crate::configs::{hydra_args, Config, RunParams};
+use crate::proc::{MemProbe, Outcome, Spec};
+use crate::record::{paired_wins, summarize, Record};
+use crate::tools::{compile, Tools, SLURM_INCLUDE};
 
 const SPAWN_FLOOR_C: &str = include_str!("../c/spawn_floor.c");
 const PMI2_MINIMAL_C: &str = include_str!("../c/pmi2_minimal.c");
@@ -34,14 +35,7 @@ const TRIVIAL_C: &str = "int main(void) { return 0; }\n";
 pub const CAPI_LIBDIR_ENV: &str = "FASTPMI_BENCH_CAPI_LIBDIR";
 
 /// The configurations, in the report's order.
-pub const CONFIGS: [Config; 6] = [
-    Config::LaunchFloor,
-    Config::LaunchFastpmi,
-    Config::LaunchShm,
-    Config::LaunchSocket,
-    Config::LaunchHydra,
-    Config::LaunchHydraPmi,
-];
+pub use crate::configs::LAUNCH as CONFIGS;
 
 /// The metric a launch run records: its wall time in µs (the plot's unit).
 pub const METRIC: &str = "launch_us";
@@ -144,8 +138,7 @@ fn install_capi(build_dir: &Path, exe_dir: &Path) -> Result<PathBuf, String> {
 }
 
 /// What configuration `c` needs beyond the launcher.
-pub fn needs(t: &Tools, c: Config) -> Vec<&Result<PathBuf, String>> {
-    let l = &t.launch;
+pub fn needs<'a>(t: &'a Tools, l: &'a LaunchTools, c: Config) -> Vec<&'a Result<PathBuf, String>> {
     match c {
         Config::LaunchFloor => vec![&l.spawn_floor, &l.trivial],
         Config::LaunchFastpmi => vec![&t.fastpmi, &l.trivial],
@@ -158,9 +151,8 @@ pub fn needs(t: &Tools, c: Config) -> Vec<&Result<PathBuf, String>> {
 }
 
 /// The command of one run of launch configuration `c` at `n` ranks.
-pub fn spec(t: &Tools, c: Config, n: u32, p: &RunParams) -> Spec {
+pub fn spec(t: &Tools, l: &LaunchTools, c: Config, n: u32, p: &RunParams) -> Spec {
     let path = |r: &Result<PathBuf, String>| r.clone().unwrap_or_default();
-    let l = &t.launch;
     let nn = OsString::from(n.to_string());
     // `--stats` shows which transport the ranks' fences took.
     let fastpmi = |prog: &Result<PathBuf, String>| {

@@ -11,9 +11,9 @@
 //! The extra repetitions come after the common ones, still interleaved
 //! among the configurations that have them.
 
+use crate::cli::Options;
 use crate::configs::{Config, Kind};
 use crate::record::{Record, Status};
-use crate::Options;
 
 /// One planned run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,9 +126,7 @@ mod tests {
     use std::ffi::OsString;
 
     fn opts(args: &[&str]) -> Options {
-        Options::parse(&args.iter().map(OsString::from).collect::<Vec<_>>())
-            .unwrap()
-            .unwrap()
+        Options::from_args(&args.iter().map(OsString::from).collect::<Vec<_>>()).unwrap()
     }
 
     #[test]

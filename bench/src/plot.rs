@@ -5,8 +5,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::configs::{Config, Kind};
-use super::record::{summarize, Record};
+use crate::configs::{Config, Kind};
+use crate::launch;
+use crate::record::{summarize, Record};
 
 pub const WIDTH: u32 = 1200;
 pub const HEIGHT: u32 = 500;
@@ -211,7 +212,7 @@ pub fn svg(
     );
     let getall = series(records, present, sizes, &[Kind::Exchange], &|_| "getall_us");
     let launch = series(records, present, launch_sizes, &[Kind::Launch], &|_| {
-        super::launch::METRIC
+        launch::METRIC
     });
     let fence_title = if fence_loop {
         "fence (rank 0, mean of back-to-back fences)"

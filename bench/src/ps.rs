@@ -26,14 +26,15 @@ use std::time::Duration;
 
 use fastpmi::tools::proto::JobTable;
 
-use super::configs::{Config, RunParams, Tools};
-use super::proc::{Classify, MemProbe, Outcome, Poll, Polled, Spec};
-use super::rank::{FENCE_LOOP_ENV, LATE_MS_ENV, LATE_RANK_ENV};
-use super::record::{runs_of, summarize, Record, Status, Summary};
-use super::report::{cell, runs_cell, Context};
+use crate::cells::{cell, runs_cell, Context};
+use crate::configs::{Config, RunParams};
+use crate::proc::{Classify, MemProbe, Outcome, Poll, Polled, Spec};
+use crate::rank::{FENCE_LOOP_ENV, LATE_MS_ENV, LATE_RANK_ENV};
+use crate::record::{runs_of, summarize, Record, Status, Summary};
+use crate::tools::Tools;
 
 /// The configurations of this family.
-pub const CONFIGS: [Config; 3] = [Config::PsQuiet, Config::PsPolled, Config::PsSitting];
+pub use crate::configs::PS as CONFIGS;
 
 /// Back-to-back fences per run: long enough for dozens of polls.
 const FENCES: u32 = 1000;

@@ -68,25 +68,21 @@ const SIZES: &[u32] = &[2, 4];
 /// Split one CSV record (quotes with doubled inner quotes; no newlines in
 /// fields: the harness writes one record per line).
 fn csv_fields(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            ('"', true) => quoted = false,
-            ('"', false) if cur.is_empty() => quoted = true,
-            (',', false) => out.push(std::mem::take(&mut cur)),
-            (c, _) => cur.push(c),
-        }
-    }
+    // Every quote is one of a pair: an opening and closing one, or a
+    // doubled one inside a quoted field.
+    let quoted = line.matches('"').count() % 2 == 1;
     assert!(!quoted, "unterminated quote in CSV line: {line}");
-    out.push(cur);
-    out
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(line.as_bytes());
+    let mut records = reader.records();
+    let record = records
+        .next()
+        .unwrap_or_else(|| panic!("no CSV record in line: {line}"))
+        .unwrap_or_else(|e| panic!("bad CSV line ({e}): {line}"));
+    assert!(records.next().is_none(), "two CSV records in line: {line}");
+    record.iter().map(str::to_string).collect()
 }
 
 /// Cells of the markdown table row whose first cells are `prefix`.

@@ -1,19 +1,20 @@
-//! The configurations the harness compares: their names, kinds and
-//! descriptions. The tools each needs are found or built in [`tools`], the
-//! command line of one run of the core configurations is built in [`spec`].
+//! The configurations the harness compares: their names, kinds, families
+//! and descriptions, the placement rows' cases ([`placement`]) and the
+//! per-run knobs ([`RunParams`]). The bottom of the crate: it imports no
+//! other module of it. The tools each configuration needs are found or
+//! built in [`crate::tools`] and by the families; what goes over every
+//! configuration (tools, command, judging) is in [`crate::suite`].
 //!
-//! A configuration whose tool is missing is never dropped: [`Tools::missing`]
-//! gives the reason the report prints in its place.
+//! A configuration whose tool is missing is never dropped:
+//! [`Availability::Missing`] gives the reason the report prints in its
+//! place.
 
 use std::fmt;
 
-use crate::placement;
+mod params;
+pub mod placement;
 
-mod spec;
-mod tools;
-
-pub use spec::{hydra_args, RunParams, SPAWN_PARENTS};
-pub use tools::{compile, venv, which, Tools, SLURM_INCLUDE};
+pub use params::{hydra_args, RunParams, SPAWN_PARENTS};
 
 /// What a configuration measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,12 +80,24 @@ const CORE: [Config; 10] = [
     Config::SpawnHydra5,
 ];
 
-/// The families' own lists, in the report's order after [`CORE`].
-const FAMILIES: [&[Config]; 3] = [
-    &crate::launch::CONFIGS,
-    &crate::groups::CONFIGS,
-    &crate::ps::CONFIGS,
+/// The job start-up family ([`crate::launch`]), in the report's order.
+pub const LAUNCH: [Config; 6] = [
+    Config::LaunchFloor,
+    Config::LaunchFastpmi,
+    Config::LaunchShm,
+    Config::LaunchSocket,
+    Config::LaunchHydra,
+    Config::LaunchHydraPmi,
 ];
+
+/// The group fence family ([`crate::groups`]).
+pub const GROUP: [Config; 1] = [Config::GroupFence];
+
+/// The `fastpmi ps` family ([`crate::ps`]).
+pub const PS: [Config; 3] = [Config::PsQuiet, Config::PsPolled, Config::PsSitting];
+
+/// The families' own lists, in the report's order after [`CORE`].
+const FAMILIES: [&[Config]; 3] = [&LAUNCH, &GROUP, &PS];
 
 const fn families_len() -> usize {
     let mut n = 0;
@@ -234,6 +247,15 @@ impl Config {
             }
         }
     }
+}
+
+/// Whether the configuration was run, and if not why.
+#[derive(Debug, Clone)]
+pub enum Availability {
+    Present,
+    Missing(String),
+    /// Left out on purpose; the text says by which option.
+    NotSelected(&'static str),
 }
 
 impl fmt::Display for Config {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{cell, md_escape, median, num, runs_cell, Context};
+use crate::cells::{cell, md_escape, median, num, runs_cell, Context};
 use crate::configs::{Config, Kind};
 use crate::record::{runs_of, summarize, Status};
 

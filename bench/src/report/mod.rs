@@ -1,11 +1,16 @@
-//! `bench.md` (tables, machine, targets) and `raw.csv` (every run).
+//! `bench.md` (tables, machine, targets) and `raw.csv` (every run): the
+//! core configurations' sections here and in the submodules, the
+//! families' from their modules.
 
 use std::fmt::Write as _;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use super::configs::{Config, Kind, Tools};
-use super::record::{runs_of, summarize, Record, Status, Summary, METRICS};
-use super::{Availability, Options};
+use crate::cells::{cell, md_escape, median, runs_cell, Context};
+use crate::cli::Options;
+use crate::configs::{placement, Availability, Config, Kind};
+use crate::record::{summarize, Record, Status, METRICS};
+use crate::suite::Suite;
+use crate::{groups, launch, ps};
 
 mod memory;
 mod mpi;
@@ -13,50 +18,39 @@ mod targets;
 
 pub use targets::target_lines;
 
-/// Everything the report is made of.
-pub struct Context<'a> {
-    pub opts: &'a Options,
-    pub tools: &'a Tools,
-    pub availability: &'a [(Config, Availability)],
-    pub records: &'a [Record],
-    pub started: SystemTime,
-    pub elapsed: Duration,
-    /// 1-minute load average at the start, before the MPICH startup jobs
-    /// (if any ran), and at the end.
-    pub load: [Option<String>; 3],
-}
-
 /// The N the targets are defined at.
-pub(super) const TARGET_N: u32 = 256;
+const TARGET_N: u32 = 256;
 
 // ---------------------------------------------------------------------------
 // raw.csv
 // ---------------------------------------------------------------------------
 
-fn csv_field(s: &str) -> String {
-    // One record per line: newlines in an error text become " | ".
-    let s = s.replace('\n', " | ");
-    if s.contains([',', '"']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s
-    }
+/// One record per line: newlines in an error text become " | ".
+fn one_line(s: &str) -> String {
+    s.replace('\n', " | ")
+}
+
+/// raw.csv's dialect, the csv crate's defaults: comma-separated, `\n` after
+/// every record, a field quoted only when it holds a comma, a quote or a
+/// line break (`\r` too), quotes inside doubled.
+fn csv_writer() -> csv::Writer<Vec<u8>> {
+    csv::WriterBuilder::new().from_writer(Vec::new())
 }
 
 pub const CSV_FIXED: &[&str] = &["config", "n", "rep", "status", "wall_s", "transport"];
 
 /// Every run, one row each, in the order they ran.
-pub fn csv(records: &[Record]) -> String {
-    let mut out = String::new();
+pub fn csv(records: &[Record]) -> Result<String, String> {
+    let err = |e: csv::Error| format!("raw.csv: {e}");
+    let mut w = csv_writer();
     let header: Vec<&str> = CSV_FIXED
         .iter()
         .chain(METRICS)
-        .chain(super::ps::METRICS)
+        .chain(ps::METRICS)
         .copied()
         .chain(["launcher_peak_kb", "launcher_peak_detail", "error"])
         .collect();
-    out.push_str(&header.join(","));
-    out.push('\n');
+    w.write_record(&header).map_err(err)?;
     for r in records {
         let mut row = vec![
             r.config.name().to_string(),
@@ -69,7 +63,7 @@ pub fn csv(records: &[Record]) -> String {
         row.extend(
             METRICS
                 .iter()
-                .chain(super::ps::METRICS)
+                .chain(ps::METRICS)
                 .map(|k| r.get(k).map(|v| v.to_string()).unwrap_or_default()),
         );
         row.push(
@@ -80,56 +74,18 @@ pub fn csv(records: &[Record]) -> String {
         );
         row.push(r.mem.as_ref().map(|m| m.detail.clone()).unwrap_or_default());
         row.push(r.error.clone());
-        out.push_str(
-            &row.iter()
-                .map(|f| csv_field(f))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        out.push('\n');
+        w.write_record(row.iter().map(|f| one_line(f)))
+            .map_err(err)?;
     }
-    out
+    let bytes = w
+        .into_inner()
+        .map_err(|e| format!("raw.csv: {}", e.error()))?;
+    String::from_utf8(bytes).map_err(|e| format!("raw.csv: {e}"))
 }
 
 // ---------------------------------------------------------------------------
 // Formatting helpers
 // ---------------------------------------------------------------------------
-
-/// About three significant digits, never scientific notation.
-pub fn num(x: f64) -> String {
-    let a = x.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 100.0 {
-        format!("{x:.0}")
-    } else if a >= 10.0 {
-        format!("{x:.1}")
-    } else if a >= 1.0 {
-        format!("{x:.2}")
-    } else if a >= 0.01 {
-        format!("{x:.3}")
-    } else {
-        format!("{x:.4}")
-    }
-}
-
-/// `median (min–max)`, scaled; just the median for a single run.
-pub(super) fn cell(s: Option<Summary>, scale: f64) -> String {
-    match s {
-        None => "—".into(),
-        Some(s) if s.count == 1 || s.min == s.max => num(s.median * scale),
-        Some(s) => format!(
-            "{} ({}–{})",
-            num(s.median * scale),
-            num(s.min * scale),
-            num(s.max * scale)
-        ),
-    }
-}
-
-pub(super) fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
-}
 
 /// `YYYY-MM-DD HH:MM UTC` without a date crate (days-to-civil algorithm).
 pub fn utc(t: SystemTime) -> String {
@@ -190,15 +146,15 @@ fn machine() -> String {
         .unwrap_or_else(|| "?".into());
     let mem = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|s| super::rank::status_field_kb(&s, "MemTotal:"))
+        .and_then(|s| crate::rank::status_field_kb(&s, "MemTotal:"))
         .map(|kb| format!(", {:.0} GiB RAM", kb as f64 / 1024.0 / 1024.0))
         .unwrap_or_default();
     format!("{nproc} CPUs (nproc), {cpu}{mem}, Linux {kernel}")
 }
 
 /// A command for the report: absolute paths shortened to their file name.
-fn short_command(tools: &Tools, c: Config, n: u32, opts: &Options) -> String {
-    let spec = tools.spec(c, n, &opts.params);
+fn short_command(suite: &Suite, c: Config, n: u32, opts: &Options) -> String {
+    let spec = suite.spec(c, n, &opts.params);
     spec.display()
         .split(' ')
         .map(|t| {
@@ -218,78 +174,10 @@ fn short_command(tools: &Tools, c: Config, n: u32, opts: &Options) -> String {
 }
 
 // ---------------------------------------------------------------------------
-// Status of a (config, N) cell
-// ---------------------------------------------------------------------------
-
-fn availability<'a>(ctx: &'a Context, c: Config) -> &'a Availability {
-    ctx.availability
-        .iter()
-        .find(|(x, _)| *x == c)
-        .map(|(_, a)| a)
-        .unwrap_or(&Availability::NotSelected("not selected"))
-}
-
-/// The "runs" cell: `3/3 ok`, `missing: ...`, `2/3 ok; 1 timeout`.
-pub(super) fn runs_cell(ctx: &Context, c: Config, n: u32) -> String {
-    match availability(ctx, c) {
-        Availability::Missing(why) => return format!("missing: {}", md_escape(why)),
-        Availability::NotSelected(why) => return why.to_string(),
-        Availability::Present => {}
-    }
-    let runs = runs_of(ctx.records, c, n);
-    if runs.is_empty() {
-        return "not run".into();
-    }
-    let count = |s: Status| runs.iter().filter(|r| r.status == s).count();
-    let ok = count(Status::Ok);
-    if ok == 0 && count(Status::WrongTransport) > 0 {
-        let got = runs
-            .iter()
-            .find_map(|r| r.transport.clone())
-            .unwrap_or_else(|| "?".into());
-        return format!(
-            "missing: client did not use shared memory (rank 0 reported transport={got})"
-        );
-    }
-    let mut s = format!("{ok}/{} ok", runs.len());
-    for st in [
-        Status::Failed,
-        Status::TimedOut,
-        Status::WrongTransport,
-        Status::Skipped,
-    ] {
-        let k = count(st);
-        if k > 0 {
-            let _ = write!(s, "; {k} {}", st.as_str());
-        }
-    }
-    s
-}
-
-pub(super) fn median(
-    ctx: &Context,
-    c: Config,
-    n: u32,
-    f: impl Fn(&Record) -> Option<f64>,
-) -> Option<f64> {
-    summarize(ctx.records, c, n, f).map(|s| s.median)
-}
-
-/// Why (c, n) has no figure, for a target line.
-pub(super) fn why_absent(ctx: &Context, c: Config, n: u32) -> String {
-    let r = runs_cell(ctx, c, n);
-    if r.starts_with("missing") || r.starts_with("not ") {
-        format!("{c}: {r}")
-    } else {
-        format!("{c} at N={n}: {r}")
-    }
-}
-
-// ---------------------------------------------------------------------------
 // bench.md
 // ---------------------------------------------------------------------------
 
-pub fn markdown(ctx: &Context) -> String {
+pub fn markdown(ctx: &Context, suite: &Suite) -> String {
     let opts = ctx.opts;
     let mut md = String::new();
     let w = &mut md;
@@ -312,7 +200,7 @@ pub fn markdown(ctx: &Context) -> String {
         "- load average (1 min): {} (the machine may be shared: read spreads with that in mind; the MPICH startup jobs busy-poll and raise the load themselves)",
         load.join(", ")
     );
-    let _ = writeln!(w, "- software: {}", ctx.tools.versions.join("; "));
+    let _ = writeln!(w, "- software: {}", suite.tools.versions.join("; "));
     let _ = writeln!(
         w,
         "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); {} of the configurations the fence and start-up targets compare ({}), the extra ones interleaved among them; timeout {} s per run; futex floor {} fences per run; fence loop {} fences per Rust-client run",
@@ -352,7 +240,7 @@ pub fn markdown(ctx: &Context) -> String {
                 } else {
                     show_n
                 };
-                format!("`{}`", short_command(ctx.tools, *c, n, opts))
+                format!("`{}`", short_command(suite, *c, n, opts))
             }
             _ => "—".into(),
         };
@@ -427,9 +315,9 @@ pub fn markdown(ctx: &Context) -> String {
 
     mpi::startup_section(ctx, w);
     mpi::spawn_section(ctx, w);
-    super::launch::section(ctx, w);
-    super::groups::section(ctx, w);
-    super::ps::section(ctx, w);
+    launch::section(ctx, w);
+    groups::section(ctx, w);
+    ps::section(ctx, w);
 
     placement_section(ctx, w);
     memory::section(ctx, w);
@@ -491,10 +379,10 @@ fn placement_section(ctx: &Context, w: &mut String) {
     let _ = writeln!(w, "| N | configuration | runs | wall s | vs own launcher |");
     let _ = writeln!(w, "|---|---|---|---|---|");
     for &n in &opts.placement_sizes {
-        for i in 0..super::placement::COUNT {
+        for i in 0..placement::COUNT {
             let c = Config::Placement(i as u8);
             let wall = |r: &Record| r.wall_s;
-            let ratio = super::placement::baseline(i)
+            let ratio = placement::baseline(i)
                 .and_then(|b| {
                     let f = median(ctx, c, n, wall)?;
                     let h = median(ctx, Config::Placement(b as u8), n, wall)?;
@@ -514,12 +402,23 @@ fn placement_section(ctx: &Context, w: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cells::num;
+    use std::time::Duration;
 
     #[test]
     fn dates() {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400 + 3600 + 120);
         assert_eq!(utc(t), "2000-02-29 01:02 UTC");
         assert_eq!(utc(SystemTime::UNIX_EPOCH), "1970-01-01 00:00 UTC");
+    }
+
+    /// One field as raw.csv writes it.
+    fn csv_field(s: &str) -> String {
+        let mut w = csv_writer();
+        w.write_record([one_line(s)]).unwrap();
+        let mut field = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(field.pop(), Some('\n'));
+        field
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{cell, median, runs_cell, Context};
+use crate::cells::{cell, median, runs_cell, Context};
 use crate::configs::Config;
 use crate::record::{summarize, Record};
 

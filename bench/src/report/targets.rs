@@ -1,8 +1,10 @@
 //! The targets list: one verdict line per target, met or missed.
 
-use super::{median, num, why_absent, Context, TARGET_N};
+use super::TARGET_N;
+use crate::cells::{median, num, why_absent, Context};
 use crate::configs::{Config, Kind};
 use crate::record::Record;
+use crate::{groups, launch, ps};
 
 fn target_n(ctx: &Context) -> (u32, String) {
     let sizes = &ctx.opts.sizes;
@@ -156,8 +158,8 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
             &[(Config::FastpmiSocket, se), (Config::Hydra, he)],
         ),
     });
-    out.extend(crate::launch::target_lines(ctx));
-    out.extend(crate::groups::target_lines(ctx));
-    out.extend(crate::ps::target_lines(ctx));
+    out.extend(launch::target_lines(ctx));
+    out.extend(groups::target_lines(ctx));
+    out.extend(ps::target_lines(ctx));
     out
 }

@@ -1,21 +1,20 @@
-//! Finding the launchers and MPI venvs and compiling the C programs before
-//! the first run ([`Tools::prepare`]), and what each configuration needs
-//! ([`Tools::missing`]).
+//! Finding the launchers and MPI venvs and compiling the C programs of the
+//! core configurations before the first run ([`Tools::prepare`]), and the
+//! helpers the families find and build theirs with ([`which`], [`venv`],
+//! [`compile`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::{Config, Kind};
-use crate::launch::LaunchTools;
-use crate::placement;
+use crate::configs::Config;
 
 /// Sources shipped inside the binary, so the harness works from any
 /// directory and always measures the programs of this checkout.
-const PMI2_EXCHANGE_C: &str = include_str!("../../c/pmi2_exchange.c");
-const FUTEX_FLOOR_C: &str = include_str!("../../c/futex_barrier_floor.c");
-const MPI_HELLO_C: &str = include_str!("../../c/mpi_hello.c");
-const MPI_SPAWN_C: &str = include_str!("../../c/mpi_spawn.c");
+const PMI2_EXCHANGE_C: &str = include_str!("../c/pmi2_exchange.c");
+const FUTEX_FLOOR_C: &str = include_str!("../c/futex_barrier_floor.c");
+const MPI_HELLO_C: &str = include_str!("../c/mpi_hello.c");
+const MPI_SPAWN_C: &str = include_str!("../c/mpi_spawn.c");
 
 /// Where the MPI venvs are: `$FASTPMI_VENVS`, else the `target/venvs`
 /// that `scripts/install-mpi-stacks` makes in this checkout (the workspace
@@ -50,7 +49,9 @@ fn mpich5_venv() -> Result<PathBuf, String> {
 /// Where Slurm's PMI-2 header lives on Debian (package libpmi2-0-dev).
 pub const SLURM_INCLUDE: &str = "/usr/include/slurm";
 
-/// Everything found or built before the first run.
+/// What the core configurations run and the launchers every family uses,
+/// found or built before the first run (the families' own programs are in
+/// [`crate::suite::Suite`] beside it).
 #[derive(Debug, Clone)]
 pub struct Tools {
     pub rank_exe: PathBuf,
@@ -62,10 +63,6 @@ pub struct Tools {
     /// `mpi_spawn` built with the MPICH 5 wheel, and that wheel's mpiexec.
     pub mpi_spawn: Result<PathBuf, String>,
     pub hydra5: Result<PathBuf, String>,
-    /// The job start-up configurations' programs.
-    pub launch: LaunchTools,
-    /// Programs and launchers of the placement rows.
-    pub placement: placement::Tools,
     /// One-line versions of the peers, for the report.
     pub versions: Vec<String>,
 }
@@ -257,16 +254,6 @@ impl Tools {
         } else {
             skipped()
         };
-        let launch = LaunchTools::prepare(
-            build_dir,
-            &exe_dir,
-            want.iter().any(|c| c.kind() == Kind::Launch),
-        );
-        let placement = placement::Tools::prepare(
-            build_dir,
-            &exe_dir,
-            want.iter().any(|c| c.kind() == Kind::Placement),
-        );
         let mut versions = notes;
         versions.push(format!(
             "fastpmi {} ({} build of fastpmi-bench)",
@@ -298,39 +285,13 @@ impl Tools {
             mpi_hello,
             mpi_spawn,
             hydra5,
-            launch,
-            placement,
             versions,
         })
     }
 
-    /// Why `c` cannot run, or None when everything it needs is there.
-    pub fn missing(&self, c: Config) -> Option<String> {
-        let need: Vec<&Result<PathBuf, String>> = match c {
-            Config::FastpmiShm | Config::FastpmiShmNoYield | Config::FastpmiSocket => {
-                vec![&self.fastpmi]
-            }
-            Config::Hydra => vec![&self.hydra],
-            Config::SlurmPmi2 => vec![&self.fastpmi, &self.pmi2_exchange],
-            Config::FutexFloor => vec![&self.floor],
-            Config::MpichFastpmi => vec![&self.fastpmi, &self.mpi_hello],
-            Config::MpichHydra => vec![&self.hydra, &self.mpi_hello],
-            Config::SpawnFastpmi => vec![&self.fastpmi, &self.mpi_spawn],
-            Config::SpawnHydra5 => vec![&self.hydra5, &self.mpi_spawn],
-            Config::Placement(i) => {
-                return match (&self.fastpmi, self.placement.missing(i as usize)) {
-                    (Err(e), _) => Some(e.clone()),
-                    (_, why) => why,
-                };
-            }
-            Config::GroupFence => crate::groups::needs(self, c),
-            Config::PsQuiet | Config::PsPolled | Config::PsSitting => crate::ps::needs(self, c),
-            _ => crate::launch::needs(self, c),
-        };
-        let reasons: Vec<&str> = need
-            .iter()
-            .filter_map(|r| r.as_ref().err().map(String::as_str))
-            .collect();
-        (!reasons.is_empty()).then(|| reasons.join("; "))
+    /// The directory of this binary, where `cargo build` puts fastpmi and
+    /// its libraries too.
+    pub fn exe_dir(&self) -> &Path {
+        self.rank_exe.parent().unwrap_or(Path::new("."))
     }
 }
