@@ -14,6 +14,9 @@
 #   e2 mpiexec.hydra -n N pmi2_minimal Hydra with Slurm's libpmi2
 # With FASTPMI_BASE=<another fastpmi binary> (e.g. a build of the previous release), also
 #   b0, d0                             b and d with that launcher
+# and with FASTPMI_BASE_LIBDIR=<that build's `make install` lib dir> too
+#   c0                                 c with that launcher and its libpmi2
+# LAUNCH_CONFIGS="a b b0 ..." runs only those (a, the floor, is the ratios' base).
 # Needs cc, Slurm's libpmi2 (libpmi2-0-dev) and mpiexec.hydra.
 set -euo pipefail
 [ $# -ge 4 ] || { sed -n '2,8p' "$0"; exit 2; }
@@ -51,10 +54,11 @@ run() {
     e2) t "$hydra" -n "$n" "$work/pmi2_minimal" ;;
     b0) t "$FASTPMI_BASE" -n "$n" "$work/trivial" ;;
     d0) t "$FASTPMI_BASE" -n "$n" "$work/pmi2_minimal" ;;
+    c0) LD_LIBRARY_PATH=$FASTPMI_BASE_LIBDIR t "$FASTPMI_BASE" -n "$n" "$work/pmi2_minimal" ;;
     esac
 }
 
-cfgs="a b c d e1 e2${FASTPMI_BASE:+ b0 d0}"
+cfgs=${LAUNCH_CONFIGS:-"a b c d e1 e2${FASTPMI_BASE:+ b0 d0}${FASTPMI_BASE_LIBDIR:+ c0}"}
 declare -A times
 for ((i = 0; i < rounds; i++)); do
     for n in "$@"; do
