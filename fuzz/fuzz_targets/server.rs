@@ -17,7 +17,7 @@ use fastpmi_codec::command::SpawnRequest;
 use fastpmi_codec::{pmi1, pmi2, Deframer, VALLEN_MAX};
 use fastpmi_fuzz::{check_reply, parse_script, show, Op, CONNS};
 use fastpmi_server::store::MemStore;
-use fastpmi_server::{ConnId, Event, JobSpec, Server, SpawnOutcome};
+use fastpmi_server::{ConnId, Event, JobSpec, NameError, Server, SpawnOutcome};
 use libfuzzer_sys::fuzz_target;
 
 /// Connection 4: no job, no rank.
@@ -187,8 +187,11 @@ impl Harness {
                     Event::Names { id, .. } => {
                         // Only with a shared name server; answered as the
                         // launcher answers when it has none.
-                        self.s
-                            .name_reply(id, Err("no name server".into()), &mut more);
+                        self.s.name_reply(
+                            id,
+                            Err(NameError::Unavailable("no name server".into())),
+                            &mut more,
+                        );
                     }
                 }
             }
