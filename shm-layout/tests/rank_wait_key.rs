@@ -27,26 +27,54 @@ fn wait_key_reader_racing_rewrites_never_sees_a_mix() {
     let keys: [&[u8]; 2] = [&[b'a'; 60], b"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"];
     let st = RankState::default();
     st.set_wait_key(keys[0]);
-    let stop = AtomicBool::new(false);
-    let (mut whole, mut gave_up) = (0u64, 0u64);
+    let (started, stop) = (AtomicBool::new(false), AtomicBool::new(false));
+    let (mut whole, mut gave_up, mut seen) = (0u64, 0u64, [0u64; 2]);
+    let mut torn = None;
     std::thread::scope(|s| {
         s.spawn(|| {
             let mut i = 0usize;
+            started.store(true, Ordering::Relaxed);
             while !stop.load(Ordering::Relaxed) {
                 st.set_wait_key(keys[i % 2]);
                 i += 1;
+                // Bursts of back-to-back rewrites (reads overlap writes)
+                // and short pauses: a rank rewrites once a wait, and a
+                // reader on another CPU must complete some reads, which a
+                // writer that never pauses can starve for good.
+                if i % 256 == 0 {
+                    for _ in 0..4096 {
+                        std::hint::spin_loop();
+                    }
+                }
             }
         });
+        // Race the writer, not its thread's start-up.
+        while !started.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
+        }
         for _ in 0..200_000 {
             match st.wait_key() {
-                Some(k) => {
-                    assert!(keys.contains(&k.as_bytes()), "torn key {:?}", k.as_bytes());
-                    whole += 1;
-                }
+                Some(k) => match keys.iter().position(|key| *key == k.as_bytes()) {
+                    Some(n) => {
+                        seen[n] += 1;
+                        whole += 1;
+                    }
+                    None => {
+                        torn = Some(k.as_bytes().to_vec());
+                        break;
+                    }
+                },
                 None => gave_up += 1,
             }
         }
+        // Stop the writer before any assertion: a failed one must not
+        // leave the scope waiting for it forever.
         stop.store(true, Ordering::Relaxed);
     });
+    assert!(torn.is_none(), "torn key {torn:?}");
     assert!(whole > 0, "no read completed ({gave_up} gave up)");
+    assert!(
+        seen[0] > 0 && seen[1] > 0,
+        "the reads did not race the rewrites: {seen:?}"
+    );
 }
