@@ -52,7 +52,14 @@ fn wait_key_reader_racing_rewrites_never_sees_a_mix() {
         while !started.load(Ordering::Relaxed) {
             std::hint::spin_loop();
         }
-        for _ in 0..200_000 {
+        // 200 000 reads, and on until both keys were read: on a loaded
+        // machine the writer may be off its CPU for a while (at most 10 s).
+        let t = std::time::Instant::now();
+        let mut reads = 0u64;
+        while reads < 200_000
+            || (seen.contains(&0) && t.elapsed() < std::time::Duration::from_secs(10))
+        {
+            reads += 1;
             match st.wait_key() {
                 Some(k) => match keys.iter().position(|key| *key == k.as_bytes()) {
                     Some(n) => {
