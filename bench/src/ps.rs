@@ -364,6 +364,9 @@ mod tests {
             fences: 1,
             exit: None,
             cpus: None,
+            process: Some("sleeping".into()),
+            process_last_ran: None,
+            process_wchan: None,
         };
         let job = JobTable {
             id: "fastpmi_1_0".into(),
@@ -372,6 +375,8 @@ mod tests {
             held: false,
             failed: None,
             fences_completed: 0,
+            missing: Vec::new(),
+            group_fences: Vec::new(),
             summary: vec![summary.into()],
             ranks: vec![row],
         };

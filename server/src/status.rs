@@ -36,6 +36,33 @@ pub struct SockRank {
     pub connected: bool,
 }
 
+/// A process group with a member in the job, as its fence stands.
+#[derive(Debug, Clone)]
+pub struct GroupFence {
+    pub id: String,
+    /// Its barrier slot in this job's segment (its members fence there
+    /// without the server: who arrived is not recorded, the slot counts).
+    pub slot: Option<u32>,
+    /// It fences in a job segment (this job's: `slot`).
+    pub in_segment: bool,
+    pub failed: Option<String>,
+    pub members: Vec<GroupMember>,
+}
+
+/// One member of a [`GroupFence`].
+#[derive(Debug, Clone)]
+pub struct GroupMember {
+    /// Its job's id.
+    pub job: String,
+    pub rank: u32,
+    /// It is a rank of the job whose status this is.
+    pub here: bool,
+    /// It left the group (no longer expected in its fences).
+    pub left: bool,
+    /// Server barrier: when it arrived at the round in progress.
+    pub arrived: Option<Instant>,
+}
+
 /// One job, from the server's side.
 #[derive(Debug, Clone)]
 pub struct JobStatus {
@@ -50,6 +77,9 @@ pub struct JobStatus {
     /// Init replies are held.
     pub holding: bool,
     pub ranks: Vec<SockRank>,
+    /// Its members' process groups that fence in its segment or are in a
+    /// server-barrier fence round.
+    pub groups: Vec<GroupFence>,
 }
 
 impl RankSlot {
@@ -146,6 +176,7 @@ impl Server {
             failed: j.failed.clone(),
             holding: self.is_holding(job),
             ranks,
+            groups: self.group_fences(job),
         }
     }
 }

@@ -446,11 +446,17 @@ impl Launcher {
     fn fence_timed_out(&mut self, job: JobIdx, limit: Duration) {
         let t = view::job_table(&self.job_snap(job));
         let report = view::report(&t);
-        let what = match view::fence_progress(&t) {
+        let progress = view::fence_progress(&t);
+        let what = match &progress {
             Some((k, inside, _)) => format!("fence {k} ({}/{} arrived)", inside.len(), t.size),
             None => "a node-attribute wait".to_string(),
         };
-        let missing: Vec<&crate::tools::proto::RankRow> = match view::fence_progress(&t) {
+        let verb = if progress.is_some() {
+            "missing"
+        } else {
+            "waiting"
+        };
+        let missing: Vec<&crate::tools::proto::RankRow> = match progress {
             Some((_, _, m)) => m,
             None => view::attr_waiters(&t),
         };
@@ -460,11 +466,12 @@ impl Launcher {
             let rest: Vec<u32> = missing[8..].iter().map(|r| r.rank).collect();
             who += &format!(" and {} more (ranks {})", rest.len(), ranges(&rest));
         }
-        let verb = if view::fence_progress(&t).is_some() {
-            "missing"
-        } else {
-            "waiting"
-        };
+        if who.is_empty() {
+            // Every rank's record says it arrived while the barrier has not
+            // completed: one stopped between recording its arrival and
+            // making it (a window of a few instructions).
+            who = "no rank identified (see the processes above)".into();
+        }
         let message = format!(
             "{what} of job {} incomplete for {:.1} s (--fence-timeout {}); {verb}: {who}",
             t.id,
@@ -474,9 +481,11 @@ impl Launcher {
         crate::errln!("fastpmi: fence timeout:");
         eprint!("{report}");
         let rank = missing.first().map_or(0, |r| r.rank);
+        // Recorded first: its `--verbose` report is taken now, before the
+        // failure releases the ranks (which then end).
+        self.record_failure(job, rank, message.clone(), 1, String::new(), false);
         self.server
             .fail_job(job, Some(rank), 1, &message, &mut self.events);
-        self.record_failure(job, rank, message.clone(), 1, String::new(), false);
         self.fail_group(job, 1, &message);
         self.apply_events();
     }

@@ -61,8 +61,8 @@ pub struct RankRow {
     /// `shm`, `socket` or `none` (no PMI yet).
     pub transport: String,
     /// Machine-readable state: `launching`, `no_pmi`, `held_in_init`,
-    /// `in_init`, `running`, `in_fence`, `waiting_attr`, `finalized`,
-    /// `exited`.
+    /// `in_init`, `running`, `in_fence`, `between_fences`, `waiting_attr`,
+    /// `finalized`, `exited`.
     pub kind: String,
     /// Human-readable state ("in fence 3", "running without PMI", ...).
     pub state: String,
@@ -86,6 +86,39 @@ pub struct RankRow {
     /// The CPUs the launcher bound it to (`0-1,4`); absent when unbound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpus: Option<String>,
+    /// Its process's state, from `/proc/PID/stat`: `running`, `sleeping`,
+    /// `uninterruptible`, `stopped`, `traced`, `zombie`, `dead`, `other`;
+    /// null when it has no live process (not started, reaped) or the
+    /// process ended while the table was read.
+    #[serde(default)]
+    pub process: Option<String>,
+    /// Seconds since the process last ran on a CPU (the scheduler's
+    /// `/proc/PID/sched`), for a stopped, traced, uninterruptible or zombie
+    /// process; absent otherwise, or where the kernel does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_last_ran: Option<f64>,
+    /// The kernel function an uninterruptible process waits in
+    /// (`/proc/PID/wchan`), where the kernel says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_wchan: Option<String>,
+}
+
+/// A process-group fence in progress (`docs/groups.md`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupFenceRow {
+    pub group: String,
+    /// `segment`: the group's barrier slot in the job segment (the slot
+    /// counts arrivals, it does not record whose); `server`: the server's
+    /// barrier.
+    pub barrier: String,
+    pub arrived: u32,
+    /// Members expected (those that have not left).
+    pub size: u32,
+    /// Server barrier: the members that have not arrived, `rank R` in this
+    /// job or `rank R of job J`; empty for a segment barrier.
+    pub missing: Vec<String>,
+    /// Server barrier: seconds since the first member arrived.
+    pub seconds: f64,
 }
 
 /// One job's proc table and its summary.
@@ -99,6 +132,13 @@ pub struct JobTable {
     #[serde(default)]
     pub failed: Option<String>,
     pub fences_completed: u64,
+    /// Ranks that have not arrived at the fence in progress (fence
+    /// `fences_completed + 1`, when some rank has arrived at it).
+    #[serde(default)]
+    pub missing: Vec<u32>,
+    /// Process-group fences in progress with a member in this job.
+    #[serde(default)]
+    pub group_fences: Vec<GroupFenceRow>,
     /// One line per ongoing wait ("fence 3: 255/256 arrived, missing: ...").
     pub summary: Vec<String>,
     pub ranks: Vec<RankRow>,

@@ -4,7 +4,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::proto::{JobTable, LauncherInfo, Op, Reply, Request, VERSION};
+use super::proto::{JobTable, LauncherInfo, Op, RankRow, Reply, Request, VERSION};
 use super::rendezvous::{self, socket_path};
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -286,24 +286,38 @@ fn print_table(t: &JobTable) {
         out += &format!("  {line}\n");
     }
     out += &format!(
-        "{:>6} {:>8} {:>6} {:<6} {:<34} {:>8} {:>6} {:<18} EXECUTABLE\n",
-        "RANK", "PID", "APPNUM", "PMI", "STATE", "FOR", "FENCES", "LAST-OP"
+        "{:>6} {:>8} {:>6} {:<6} {:<34} {:>8} {:<20} {:>6} {:<18} EXECUTABLE\n",
+        "RANK", "PID", "APPNUM", "PMI", "STATE", "FOR", "PROCESS", "FENCES", "LAST-OP"
     );
     for r in &t.ranks {
         out += &format!(
-            "{:>6} {:>8} {:>6} {:<6} {:<34} {:>7.1}s {:>6} {:<18} {}\n",
+            "{:>6} {:>8} {:>6} {:<6} {:<34} {:>7.1}s {:<20} {:>6} {:<18} {}\n",
             r.rank,
             r.pid.map_or("-".into(), |p| p.to_string()),
             r.appnum,
             r.transport,
             r.state,
             r.seconds,
+            process_cell(r),
             r.fences,
             r.last_op.as_deref().unwrap_or("-"),
             r.executable
         );
     }
     crate::outln!("{}", out.trim_end());
+}
+
+/// The PROCESS column: the state word, and for a stopped, traced,
+/// uninterruptible or zombie process how long ago it last ran ("stopped
+/// 12.3s ago"); `-` without a live process.
+fn process_cell(r: &RankRow) -> String {
+    let Some(p) = &r.process else {
+        return "-".into();
+    };
+    match r.process_last_ran {
+        Some(t) => format!("{p} {t:.1}s ago"),
+        None => p.clone(),
+    }
 }
 
 /// `fastpmi release PID|JOBID`: let ranks held in init go on.

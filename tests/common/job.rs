@@ -6,6 +6,7 @@ use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -170,11 +171,13 @@ impl Cmd {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
         let stdout = reader(child.stdout.take().unwrap());
-        let stderr = reader(child.stderr.take().unwrap());
+        let stderr_seen = Arc::new(Mutex::new(Vec::new()));
+        let stderr = reader_into(child.stderr.take().unwrap(), stderr_seen.clone());
         Job {
             child,
             stdout: Some(stdout),
             stderr: Some(stderr),
+            stderr_seen,
             started: Instant::now(),
             what,
             timeout: self.timeout,
@@ -189,11 +192,27 @@ impl Cmd {
     }
 }
 
-fn reader(mut r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+fn reader(r: impl Read + Send + 'static) -> JoinHandle<Vec<u8>> {
+    reader_into(r, Arc::new(Mutex::new(Vec::new())))
+}
+
+/// Read `r` to its end into `seen` (so far readable by others), then hand
+/// it all back.
+fn reader_into(
+    mut r: impl Read + Send + 'static,
+    seen: Arc<Mutex<Vec<u8>>>,
+) -> JoinHandle<Vec<u8>> {
     thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        buf
+        let mut chunk = [0u8; 8192];
+        loop {
+            match r.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => seen.lock().unwrap().extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        seen.lock().unwrap().clone()
     })
 }
 
@@ -202,6 +221,8 @@ pub struct Job {
     child: Child,
     stdout: Option<JoinHandle<Vec<u8>>>,
     stderr: Option<JoinHandle<Vec<u8>>>,
+    /// What the launcher wrote on stderr so far.
+    stderr_seen: Arc<Mutex<Vec<u8>>>,
     started: Instant,
     what: String,
     timeout: Duration,
@@ -317,6 +338,11 @@ impl Job {
 
     pub fn started(&self) -> Instant {
         self.started
+    }
+
+    /// What the launcher has written on stderr so far (while it runs).
+    pub fn stderr_so_far(&self) -> String {
+        String::from_utf8_lossy(&self.stderr_seen.lock().unwrap()).into_owned()
     }
 
     /// Non-blocking: has the launcher exited?

@@ -61,6 +61,11 @@ pub enum Prog {
     Pmi2LateFastpmi,
     /// `mpi_init_mark.c` (MPICH): a file per rank once `MPI_Init` returned.
     MpiInitMark,
+    /// `pmi2_fence_loop.c` (Slurm libpmi2): a loop of fences, one rank
+    /// possibly late to init; `fence loop ok rank R fences N`.
+    Pmi2FenceLoopSlurm,
+    /// `pmi2_fence_loop.c` (fastpmi's `include/pmi2.h` and `libpmi2.so`).
+    Pmi2FenceLoopFastpmi,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -94,6 +99,8 @@ impl Prog {
             Prog::Pmi2LateSlurm => "pmi2_late_slurm",
             Prog::Pmi2LateFastpmi => "pmi2_late_fastpmi",
             Prog::MpiInitMark => "mpi_init_mark",
+            Prog::Pmi2FenceLoopSlurm => "pmi2_fence_loop_slurm",
+            Prog::Pmi2FenceLoopFastpmi => "pmi2_fence_loop_fastpmi",
         }
     }
 
@@ -102,6 +109,7 @@ impl Prog {
         match self {
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm",
             Prog::Pmi2LateSlurm | Prog::Pmi2LateFastpmi => "pmi2_late",
+            Prog::Pmi2FenceLoopSlurm | Prog::Pmi2FenceLoopFastpmi => "pmi2_fence_loop",
             p => p.name(),
         }
     }
@@ -117,18 +125,20 @@ impl Prog {
             | Prog::Pmi2Spawn
             | Prog::PsetSlurm
             | Prog::Pmi2Trivial
-            | Prog::Pmi2LateSlurm => Toolchain::SlurmPmi2,
+            | Prog::Pmi2LateSlurm
+            | Prog::Pmi2FenceLoopSlurm => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi
             | Prog::Pmi2SlurmOwnHeader
             | Prog::Pmi2SlurmCalls
             | Prog::FpmiGroups
-            | Prog::Pmi2LateFastpmi => Toolchain::FastpmiPmi2,
+            | Prog::Pmi2LateFastpmi
+            | Prog::Pmi2FenceLoopFastpmi => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 18] = [const { OnceLock::new() }; 18];
+        static CELLS: [OnceLock<PathBuf>; 20] = [const { OnceLock::new() }; 20];
         &CELLS[self as usize]
     }
 }

@@ -216,6 +216,7 @@ pub(super) fn fence(
         return err(format!("group-fence: already in a fence of group {id}"));
     }
     g.fencing[i] = Some(to.clone());
+    g.fence_at[i] = Some(std::time::Instant::now());
     check_fence(s, id, out);
     None
 }

@@ -60,6 +60,9 @@ struct Group {
     constructing: Vec<Option<(ReplyTo, bool)>>,
     /// The current server-barrier fence round.
     fencing: Vec<Option<ReplyTo>>,
+    /// When each member arrived at its last server-barrier fence (for
+    /// `fastpmi ps`; meaningful while `fencing` holds it).
+    fence_at: Vec<Option<Instant>>,
     /// The current destruct round (or, failed group: who destructed).
     destructing: Vec<Option<ReplyTo>>,
     destructed: Vec<bool>,
@@ -77,6 +80,7 @@ impl Group {
             failed: None,
             constructing: vec![None; n],
             fencing: vec![None; n],
+            fence_at: vec![None; n],
             destructing: vec![None; n],
             destructed: vec![false; n],
         }
@@ -145,6 +149,39 @@ fn send_err(out: &mut Vec<Event>, to: &ReplyTo, msg: &str) {
 }
 
 impl Server {
+    /// The live groups with a member in `job` that fence in its segment,
+    /// or through the server with a round in progress (for `fastpmi ps`).
+    pub(crate) fn group_fences(&self, job: JobIdx) -> Vec<super::status::GroupFence> {
+        use super::status::{GroupFence, GroupMember};
+        let mut out: Vec<GroupFence> = self
+            .groups
+            .groups
+            .iter()
+            .filter(|(_, g)| g.live && g.members.iter().any(|m| m.0 == job))
+            .filter(|(_, g)| g.slot.is_some() || g.fencing.iter().any(Option::is_some))
+            .map(|(id, g)| GroupFence {
+                id: id.clone(),
+                slot: g.slot.filter(|(j, _)| *j == job).map(|(_, s)| s),
+                in_segment: g.slot.is_some(),
+                failed: g.failed.clone(),
+                members: g
+                    .members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(j, rank))| GroupMember {
+                        job: self.jobs[j].id.clone(),
+                        rank,
+                        here: j == job,
+                        left: g.left[i],
+                        arrived: g.fencing[i].as_ref().and(g.fence_at[i]),
+                    })
+                    .collect(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
     /// `--tolerate-group-failures`: a member's death fails its groups, not
     /// its job.
     pub fn set_tolerate_group_failures(&mut self, on: bool) {
