@@ -20,6 +20,7 @@ use crate::ranges::ranges;
 use crate::tools::instant_ns;
 use crate::tools::proto::{JobBrief, LauncherInfo, Op, Reply, Request};
 use crate::tools::rendezvous::{self, Rendezvous};
+use crate::tools::report;
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
 use fastpmi_server::JobIdx;
 
@@ -445,8 +446,8 @@ impl Launcher {
 
     fn fence_timed_out(&mut self, job: JobIdx, limit: Duration) {
         let t = view::job_table(&self.job_snap(job));
-        let report = view::report(&t);
-        let progress = view::fence_progress(&t);
+        let report = report::report(&t);
+        let progress = report::fence_progress(&t);
         let what = match &progress {
             Some((k, inside, _)) => format!("fence {k} ({}/{} arrived)", inside.len(), t.size),
             None => "a node-attribute wait".to_string(),
@@ -458,9 +459,13 @@ impl Launcher {
         };
         let missing: Vec<&crate::tools::proto::RankRow> = match progress {
             Some((_, _, m)) => m,
-            None => view::attr_waiters(&t),
+            None => report::attr_waiters(&t),
         };
-        let named: Vec<String> = missing.iter().take(8).map(|r| view::describe(r)).collect();
+        let named: Vec<String> = missing
+            .iter()
+            .take(8)
+            .map(|r| report::describe(r))
+            .collect();
         let mut who = named.join(", ");
         if missing.len() > 8 {
             let rest: Vec<u32> = missing[8..].iter().map(|r| r.rank).collect();
@@ -495,7 +500,7 @@ impl Launcher {
         let snap = self.snapshot();
         let mut out = String::new();
         for js in &snap.jobs {
-            out += &view::report(&view::job_table(js));
+            out += &report::report(&view::job_table(js));
         }
         if out.is_empty() {
             out = "fastpmi: no running job\n".into();
@@ -508,7 +513,7 @@ impl Launcher {
         if !self.cfg.verbose || job >= self.jobs.len() {
             return None;
         }
-        Some(view::report(&view::job_table(&self.job_snap(job))))
+        Some(report::report(&view::job_table(&self.job_snap(job))))
     }
 
     /// The launcher is exiting with a failure: tell a debugger.

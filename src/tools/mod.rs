@@ -16,6 +16,7 @@ pub mod procfs;
 pub mod proto;
 pub mod ps;
 pub mod rendezvous;
+pub mod report;
 pub mod view;
 
 use std::time::Instant;
