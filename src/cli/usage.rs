@@ -42,8 +42,8 @@ Options (global, before the first program):
   -bind-to OBJ[:N]  bind each rank to N (default 1) objects of OBJ: none,
                     hwthread, core, l1cache, l2cache, l3cache, numa, socket.
                     More ranks than objects wrap around (rank r gets
-                    object r mod count). Default: core when there are no
-                    more ranks than cores, else none (docs/placement.md).
+                    object r mod count). Default: core, wrapping past the
+                    core count; none opts out (docs/placement.md).
                     Also --bind-to
   -map-by OBJ       place consecutive ranks round-robin over OBJ objects
                     (default: the -bind-to object). Also --map-by
