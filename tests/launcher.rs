@@ -191,6 +191,24 @@ fn forker_slots_take_the_lowest_descriptor_numbers() {
     );
 }
 
+/// Rank-starting threads start as ranks need them: a 1-rank job's
+/// launcher runs one (`fastpmi-fork-0`), not the 16 it may use.
+#[test]
+fn a_one_rank_job_starts_one_forker_thread() {
+    let script = r#"for t in /proc/$PPID/task/*; do echo "THREAD=$(cat "$t/comm")"; done; exit 0"#;
+    let s = stdout_of(
+        Command::new(BIN)
+            .env("FASTPMI_FORKERS", "16")
+            .args(["-n", "1", "sh", "-c", script]),
+    );
+    let forkers: Vec<&str> = s
+        .lines()
+        .filter_map(|l| l.strip_prefix("THREAD="))
+        .filter(|t| t.starts_with("fastpmi-fork"))
+        .collect();
+    assert_eq!(forkers, ["fastpmi-fork-0"], "{s}");
+}
+
 #[test]
 fn sigterm_is_forwarded_to_ranks() {
     let dir = tempfile::tempdir().unwrap();
