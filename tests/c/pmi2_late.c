@@ -18,40 +18,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
-static int env_int(const char *name, int dflt)
-{
-    const char *s = getenv(name);
-    return (s && *s) ? atoi(s) : dflt;
-}
+#include "late_rank.h"
 
 int main(void)
 {
     int spawned = 0, size = -1, rank = -1, appnum = -1, rc, vallen = 0;
-    int me = env_int("PMI_RANK", env_int("PMI_ID", -2));
-    int late = env_int("FASTPMI_TEST_LATE_RANK", -1);
     char key[PMI2_MAX_KEYLEN], value[128], got[PMI2_MAX_VALLEN];
-    const char *go = getenv("FASTPMI_TEST_GO"), *dir = getenv("FASTPMI_TEST_MARK_DIR");
+    const char *dir = getenv("FASTPMI_TEST_MARK_DIR");
 
-    if (me == late && go) {
-        struct timespec t = {0, 20 * 1000 * 1000};
-        int i;
-        if (dir) {
-            char path[4096], tmp[4096];
-            FILE *f;
-            snprintf(tmp, sizeof tmp, "%s/.pid.%d", dir, me);
-            snprintf(path, sizeof path, "%s/pid.%d", dir, me);
-            f = fopen(tmp, "w");
-            if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-                perror("pmi2_late: pid file");
-                return 2;
-            }
-        }
-        for (i = 0; i < 6000 && access(go, F_OK) != 0; i++)
-            nanosleep(&t, NULL);
-    }
+    if (late_rank_wait("pmi2_late") != 0)
+        return 2;
     rc = PMI2_Init(&spawned, &size, &rank, &appnum);
     if (rc != PMI2_SUCCESS) {
         fprintf(stderr, "pmi2_late: PMI2_Init failed: rc=%d\n", rc);
