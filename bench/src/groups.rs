@@ -45,7 +45,7 @@ pub fn spec(t: &Tools, n: u32, p: &RunParams) -> Spec {
             "__group".into(),
         ],
         env_set: vec![(ITERS_ENV.into(), ITERS.to_string().into())],
-        env_remove: vec!["FASTPMI_TRANSPORT".into()],
+        env_remove: vec![fastpmi_codec::names::env::TRANSPORT.into()],
         cwd: None,
         timeout: p.timeout,
         mem: MemProbe::None,
@@ -171,7 +171,8 @@ pub fn rank_main() -> i32 {
     match group_rank() {
         Ok(()) => 0,
         Err(e) => {
-            let rank = std::env::var("PMI_RANK").unwrap_or_else(|_| "?".into());
+            let rank =
+                std::env::var(fastpmi_codec::names::env::PMI_RANK).unwrap_or_else(|_| "?".into());
             eprintln!("fastpmi-bench __group: rank {rank}: {e}");
             1
         }

@@ -176,7 +176,7 @@ pub fn spec(t: &Tools, l: &LaunchTools, c: Config, n: u32, p: &RunParams) -> Spe
         _ => hydra(&l.pmi2_minimal),
     };
     let mut env_set = vec![];
-    let mut env_remove: Vec<OsString> = vec!["FASTPMI_TRANSPORT".into()];
+    let mut env_remove: Vec<OsString> = vec![fastpmi_codec::names::env::TRANSPORT.into()];
     if c == Config::LaunchShm {
         env_set.push(("LD_LIBRARY_PATH".into(), path(&l.capi_libdir).into()));
     } else {

@@ -90,7 +90,7 @@ pub fn spec(t: &Tools, c: Config, n: u32, p: &RunParams) -> Spec {
     // into the configuration that does not ask for it.
     let os = |s: &str| OsString::from(s);
     let mut env_remove = vec![
-        os("FASTPMI_TRANSPORT"),
+        os(fastpmi_codec::names::env::TRANSPORT),
         os(FENCE_LOOP_ENV),
         os(LATE_RANK_ENV),
         os(LATE_MS_ENV),

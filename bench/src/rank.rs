@@ -69,7 +69,8 @@ pub fn main() -> i32 {
     match exchange() {
         Ok(()) => 0,
         Err(e) => {
-            let rank = std::env::var("PMI_RANK").unwrap_or_else(|_| "?".into());
+            let rank =
+                std::env::var(fastpmi_codec::names::env::PMI_RANK).unwrap_or_else(|_| "?".into());
             eprintln!("fastpmi-bench __rank: rank {rank}: {e}");
             1
         }
@@ -149,9 +150,12 @@ impl RankTimes {
 /// This process's rank as the launcher told it (before PMI init):
 /// `PMI_RANK` on a PMI_FD launch, `PMI_ID` on a PMI_PORT one.
 fn launch_rank() -> Option<u32> {
-    ["PMI_RANK", "PMI_ID"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok()?.parse().ok())
+    [
+        fastpmi_codec::names::env::PMI_RANK,
+        fastpmi_codec::names::env::PMI_ID,
+    ]
+    .iter()
+    .find_map(|k| std::env::var(k).ok()?.parse().ok())
 }
 
 /// Sleep before init if this is the late rank (see the module doc).

@@ -448,7 +448,7 @@ const ENV_REMOVE: &[&str] = &[
     "OMPI_COMM_WORLD_SIZE",
     "MPI_LOCALNRANKS",
     "MPI_LOCALRANKID",
-    "FASTPMI_AUTH_SECRET",
+    names::env::AUTH_SECRET,
     names::env::SEGMENT,
     names::env::APPNUM,
     names::env::SPAWNER,

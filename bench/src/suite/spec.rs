@@ -27,7 +27,7 @@ impl Suite {
         // Keep a FASTPMI_TRANSPORT from the caller's shell from leaking into
         // the configurations that must pick their own transport.
         let mut env_remove = vec![
-            os("FASTPMI_TRANSPORT"),
+            os(fastpmi_codec::names::env::TRANSPORT),
             os(FENCE_LOOP_ENV),
             os(FENCE_YIELDS),
         ];
@@ -58,8 +58,8 @@ impl Suite {
                 )
             }
             Config::FastpmiSocket => {
-                env_remove.retain(|k| k != "FASTPMI_TRANSPORT");
-                env_set.push((os("FASTPMI_TRANSPORT"), os("socket")));
+                env_remove.retain(|k| k != fastpmi_codec::names::env::TRANSPORT);
+                env_set.push((os(fastpmi_codec::names::env::TRANSPORT), os("socket")));
                 (
                     path(&t.fastpmi),
                     fastpmi_args(rank, &["__rank"]),
