@@ -10,6 +10,7 @@ pub mod config;
 pub mod demo;
 pub mod launcher;
 pub mod nameserver;
+pub mod private_dir;
 pub mod ranges;
 pub mod tools;
 

@@ -302,6 +302,88 @@ fn exported_topology_is_the_node_and_the_plugin_blacklist_stays_in_the_launcher(
     );
 }
 
+/// The topology is kept across launches (the launcher's topology cache):
+/// the first launch loads it with hwloc and keeps it, the next reads it
+/// back, and the XML the ranks get and the bindings are the same each
+/// time, and the same as a launch that does not use the cache. A damaged
+/// file, or a change in what hwloc reads (here one of its environment
+/// variables), is a miss: hwloc loads the topology again.
+#[test]
+fn cached_topology_is_hwlocs() {
+    let xdg = common::tools::runtime_dir("topology-cache");
+    let dir = xdg.path().join("fastpmi");
+    let cache_files = || -> Vec<std::path::PathBuf> {
+        let Ok(d) = fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut v: Vec<_> = d
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cache"))
+            .collect();
+        v.sort();
+        v
+    };
+    let run = |env: &[(&str, &str)]| {
+        let mut c = launch(["--print-bindings", "-n", "1", "sh", "-c", LAUNCHER_VIEW])
+            .env("XDG_RUNTIME_DIR", xdg.path())
+            .env("FASTPMI_LOG", "debug")
+            .timeout(T4);
+        for (k, v) in env {
+            c = c.env(k, v);
+        }
+        let out = c.run();
+        out.assert_success();
+        let cached = out.stderr.contains("node topology from the cache");
+        let bindings: Vec<String> = out
+            .stderr_lines()
+            .into_iter()
+            .filter(|l| l.contains("bound to cpus") || l.contains("not bound"))
+            .map(str::to_string)
+            .collect();
+        let xml = out.stdout.split("\nblacklist=").next().unwrap().to_string();
+        assert!(xml.contains("<topology"), "{}", out.report());
+        (cached, xml, bindings)
+    };
+    let (cached, xml, bindings) = run(&[("FASTPMI_TOPOLOGY_CACHE", "0")]);
+    assert!(!cached);
+    assert!(
+        cache_files().is_empty(),
+        "FASTPMI_TOPOLOGY_CACHE=0 wrote {:?}",
+        cache_files()
+    );
+    assert_eq!(bindings.len(), 1, "{bindings:?}");
+    let first = run(&[]);
+    assert_eq!(
+        first,
+        (false, xml.clone(), bindings.clone()),
+        "first launch: hwloc"
+    );
+    let files = cache_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let second = run(&[]);
+    assert_eq!(
+        second,
+        (true, xml.clone(), bindings.clone()),
+        "second launch: the cache"
+    );
+    // Damaged: cut in half.
+    let bytes = fs::read(&files[0]).unwrap();
+    fs::write(&files[0], &bytes[..bytes.len() / 2]).unwrap();
+    assert_eq!(
+        run(&[]),
+        (false, xml.clone(), bindings.clone()),
+        "damaged file"
+    );
+    assert_eq!(fs::read(&files[0]).unwrap(), bytes, "rewritten whole");
+    assert!(run(&[]).0, "read back after the rewrite");
+    // Another value of a variable hwloc reads: another key.
+    let other = run(&[("HWLOC_HIDE_ERRORS", "1")]);
+    assert_eq!(other, (false, xml.clone(), bindings.clone()), "another key");
+    assert_eq!(cache_files().len(), 2, "{:?}", cache_files());
+    assert!(run(&[("HWLOC_HIDE_ERRORS", "1")]).0);
+    assert!(run(&[]).0, "the first key's file is still there");
+}
+
 // ---------------------------------------------------------------------------
 // Bad options
 // ---------------------------------------------------------------------------

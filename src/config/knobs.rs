@@ -30,6 +30,10 @@ pub struct Knobs {
     /// Testing aid, `FASTPMI_ADVERTISE_FOREIGN_SEGMENT=1`: ranks are handed
     /// a segment stamped by "another version".
     pub advertise_foreign_segment: bool,
+    /// The node's topology is kept across launches in this user's private
+    /// directory (launcher::topology::cache); `FASTPMI_TOPOLOGY_CACHE=0`
+    /// loads it with hwloc every time.
+    pub topology_cache: bool,
 }
 
 impl Default for Knobs {
@@ -40,6 +44,7 @@ impl Default for Knobs {
             fence_cohorts: true,
             fence_fanout: None,
             advertise_foreign_segment: false,
+            topology_cache: true,
         }
     }
 }
@@ -65,6 +70,7 @@ impl Knobs {
             fence_fanout: text("FASTPMI_FENCE_FANOUT").and_then(|v| v.parse::<u32>().ok()),
             advertise_foreign_segment: var("FASTPMI_ADVERTISE_FOREIGN_SEGMENT")
                 .is_some_and(|v| v == "1"),
+            topology_cache: var("FASTPMI_TOPOLOGY_CACHE").is_none_or(|v| v != "0"),
         }
     }
 }
@@ -90,6 +96,7 @@ mod tests {
             ("FASTPMI_FENCE_COHORTS", "0"),
             ("FASTPMI_FENCE_FANOUT", "0"),
             ("FASTPMI_ADVERTISE_FOREIGN_SEGMENT", "1"),
+            ("FASTPMI_TOPOLOGY_CACHE", "0"),
         ]);
         assert_eq!(
             k,
@@ -99,6 +106,7 @@ mod tests {
                 fence_cohorts: false,
                 fence_fanout: Some(0),
                 advertise_foreign_segment: true,
+                topology_cache: false,
             }
         );
         for bad in ["0", "65", "x", ""] {

@@ -24,10 +24,15 @@ pub(super) struct Binding {
 }
 
 impl Binding {
-    /// Load the topology and plan the binding `opts` asks for. Without
-    /// hwloc ranks are not bound, unless `opts` asks for a binding: an error.
-    pub(super) fn new(opts: &PlacementOpts) -> Result<Binding, StartError> {
-        let (xml, objects) = match topology::load() {
+    /// Load the topology (through the cache in this user's private
+    /// directory when `cached`) and plan the binding `opts` asks for.
+    /// Without hwloc ranks are not bound, unless `opts` asks for a binding:
+    /// an error.
+    pub(super) fn new(opts: &PlacementOpts, cached: bool) -> Result<Binding, StartError> {
+        let cache = cached.then(|| {
+            topology::cache::Cache::new(crate::private_dir::dir(), topology::cache::Key::read())
+        });
+        let (xml, objects) = match topology::load(cache.as_ref()) {
             Ok(t) => {
                 tracing::debug!(path = %t.xml.path, bytes = t.xml.bytes, "node topology exported");
                 (Some(t.xml), Some(t.objects))

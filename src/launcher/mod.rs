@@ -137,7 +137,7 @@ impl Launcher {
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut server = Server::new();
-        let binding = Binding::new(&cfg.placement)?;
+        let binding = Binding::new(&cfg.placement, cfg.knobs.topology_cache)?;
         if let Some(path) = binding.xml_path() {
             server.set_hwloc_xmlfile(path.to_string());
         }

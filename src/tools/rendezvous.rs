@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,58 +26,11 @@ const LINGER: Duration = Duration::from_millis(200);
 /// How long a client may take to send its request or read the reply.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
 
-/// This user's rendezvous directory (not created).
-pub fn dir() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if Path::new(&d).is_absolute() => Path::new(&d).join("fastpmi"),
-        _ => PathBuf::from(format!(
-            "/tmp/fastpmi-{}",
-            rustix::process::geteuid().as_raw()
-        )),
-    }
-}
+pub use crate::private_dir::{check_dir, dir, ensure_dir};
 
 /// The socket of launcher `pid` in `dir`.
 pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("{pid}.sock"))
-}
-
-/// Check that `dir` is a real directory (not a symlink) of this user that
-/// nobody else can enter.
-pub fn check_dir(dir: &Path) -> io::Result<()> {
-    let m = fs::symlink_metadata(dir)?;
-    let me = rustix::process::geteuid().as_raw();
-    if !m.file_type().is_dir() {
-        return Err(io::Error::other(format!(
-            "{} is not a directory",
-            dir.display()
-        )));
-    }
-    if m.uid() != me {
-        return Err(io::Error::other(format!(
-            "{} belongs to uid {}, not to this user ({me})",
-            dir.display(),
-            m.uid()
-        )));
-    }
-    if m.mode() & 0o077 != 0 {
-        return Err(io::Error::other(format!(
-            "{} has mode {:o}; it must be 0700",
-            dir.display(),
-            m.mode() & 0o777
-        )));
-    }
-    Ok(())
-}
-
-/// Create the directory (0700) if needed and check it.
-pub fn ensure_dir(dir: &Path) -> io::Result<()> {
-    match fs::DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
-    }
-    check_dir(dir)
 }
 
 /// What answers requests (called on a connection's thread).

@@ -106,6 +106,8 @@ const DEPTH_MULTIPLE: c_int = -2;
 /// order) and the size of a cache level's first object. Plain data, which
 /// `launcher::topology` wraps: this glue imports nothing of the launcher.
 pub struct Found {
+    /// The file the library was loaded from, when the loader says.
+    pub library: Option<std::path::PathBuf>,
     pub xml: Vec<u8>,
     pub sets: Vec<(ObjKind, Vec<Vec<u32>>)>,
     pub cache_sizes: Vec<(ObjKind, u64)>,
@@ -168,6 +170,7 @@ pub fn load() -> Result<Found, HwlocError> {
         let bit_next: libloading::Symbol<unsafe extern "C" fn(*const c_void, c_int) -> c_int> =
             lib.get(b"hwloc_bitmap_next\0")?;
         let version = api();
+        let library = library_path(*api as *const c_void);
         if !(0x20000..0x30000).contains(&version) {
             return Err(HwlocError::Version(version));
         }
@@ -236,9 +239,30 @@ pub fn load() -> Result<Found, HwlocError> {
         }
         destroy(topo);
         out.map(|xml| Found {
+            library,
             xml,
             sets: all_sets,
             cache_sizes,
         })
     }
+}
+
+/// The file of the loaded library that holds `addr` (`dladdr`).
+fn library_path(addr: *const c_void) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut info = std::mem::MaybeUninit::<libc::Dl_info>::zeroed();
+    // SAFETY: dladdr only reads the loader's tables and fills `info`; it
+    // accepts any address (0: not found).
+    let found = unsafe { libc::dladdr(addr, info.as_mut_ptr()) };
+    // SAFETY: zero-initialised, and filled by dladdr when it returned
+    // non-zero.
+    let info = unsafe { info.assume_init() };
+    if found == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated string owned by the loader, valid while the
+    // library stays loaded (it is: the caller holds it).
+    let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+    let path = std::path::Path::new(std::ffi::OsStr::from_bytes(name.to_bytes()));
+    path.is_absolute().then(|| path.to_path_buf())
 }

@@ -7,6 +7,11 @@
 //! XML lives in a memfd of the launcher, named to the ranks by its
 //! `/proc/<pid>/fd/<n>` path, so nothing is left on disk after any exit.
 //! hwloc's C API itself is reached through `os::hwloc` (OS glue).
+//!
+//! What hwloc found is kept across launches ([`cache`]), so that a launch
+//! on an unchanged node does not load hwloc at all.
+
+pub mod cache;
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -39,15 +44,33 @@ pub enum TopologyError {
     Write(std::io::Error),
 }
 
-/// Load the topology and export it.
-pub fn load() -> Result<Node, TopologyError> {
+/// The topology, from `cache` when it holds this node's as it is now,
+/// else loaded with hwloc (and kept in `cache`); exported for the ranks.
+pub fn load(cache: Option<&cache::Cache>) -> Result<Node, TopologyError> {
+    if let Some(hit) = cache.and_then(cache::Cache::lookup) {
+        tracing::debug!("node topology from the cache");
+        return Ok(Node {
+            xml: export(&hit.xml)?,
+            objects: hit.objects,
+        });
+    }
     let found = super::os::hwloc::load()?;
-    Ok(Node {
-        xml: export(&found.xml)?,
+    let entry = cache::Entry {
+        xml: found.xml,
         objects: Objects {
             sets: found.sets,
             cache_sizes: found.cache_sizes,
         },
+    };
+    tracing::debug!("node topology loaded with hwloc");
+    if let Some(c) = cache {
+        if let Err(e) = c.store(found.library.as_deref(), &entry) {
+            tracing::debug!("topology not cached: {e}");
+        }
+    }
+    Ok(Node {
+        xml: export(&entry.xml)?,
+        objects: entry.objects,
     })
 }
 
@@ -97,7 +120,7 @@ mod tests {
     #[test]
     fn exported_xml_is_readable_through_its_proc_path() {
         // hwloc is a test peer (scripts/test-all installs it).
-        let t = super::load().expect("hwloc topology").xml;
+        let t = super::load(None).expect("hwloc topology").xml;
         let xml = std::fs::read_to_string(&t.path).unwrap();
         assert_eq!(xml.len(), t.bytes);
         assert!(xml.contains("<topology"), "{}", &xml[..xml.len().min(200)]);
@@ -107,7 +130,7 @@ mod tests {
     #[test]
     fn every_pu_is_in_one_core_and_one_socket() {
         use super::ObjKind;
-        let o = super::load().expect("hwloc topology").objects;
+        let o = super::load(None).expect("hwloc topology").objects;
         let pus: Vec<u32> = o.of(ObjKind::HwThread).iter().flatten().copied().collect();
         assert!(!pus.is_empty());
         for kind in [ObjKind::Core, ObjKind::Socket] {
