@@ -192,21 +192,32 @@ fn forker_slots_take_the_lowest_descriptor_numbers() {
 }
 
 /// Rank-starting threads start as ranks need them: a 1-rank job's
-/// launcher runs one (`fastpmi-fork-0`), not the 16 it may use.
+/// launcher starts its rank on the event loop's thread and runs none
+/// (`fastpmi-fork-*`), a 2-rank job's at least one, never the 16 it may
+/// use for either.
 #[test]
-fn a_one_rank_job_starts_one_forker_thread() {
-    let script = r#"for t in /proc/$PPID/task/*; do echo "THREAD=$(cat "$t/comm")"; done; exit 0"#;
-    let s = stdout_of(
-        Command::new(BIN)
-            .env("FASTPMI_FORKERS", "16")
-            .args(["-n", "1", "sh", "-c", script]),
-    );
-    let forkers: Vec<&str> = s
-        .lines()
-        .filter_map(|l| l.strip_prefix("THREAD="))
-        .filter(|t| t.starts_with("fastpmi-fork"))
-        .collect();
-    assert_eq!(forkers, ["fastpmi-fork-0"], "{s}");
+fn forker_threads_start_as_ranks_need_them() {
+    let script = r#"[ "$PMI_RANK" = 0 ] || exit 0; sleep 0.2; for t in /proc/$PPID/task/*; do echo "THREAD=$(cat "$t/comm")"; done; exit 0"#;
+    let forkers = |n: &str| {
+        let s = stdout_of(
+            Command::new(BIN)
+                .env("FASTPMI_FORKERS", "16")
+                .args(["-n", n, "sh", "-c", script]),
+        );
+        let threads: Vec<String> = s
+            .lines()
+            .filter_map(|l| l.strip_prefix("THREAD="))
+            .map(str::to_string)
+            .collect();
+        assert!(threads.iter().any(|t| t == "fastpmi"), "{s}");
+        threads
+            .into_iter()
+            .filter(|t| t.starts_with("fastpmi-fork"))
+            .count()
+    };
+    assert_eq!(forkers("1"), 0, "a 1-rank job");
+    let two = forkers("2");
+    assert!((1..=2).contains(&two), "a 2-rank job: {two} forker threads");
 }
 
 #[test]

@@ -19,9 +19,14 @@ use std::time::Duration;
 use common::tools::{args, fastpmi, ps_json, runtime_dir, text, wait_for};
 use common::{heavy, launch, prog, Prog};
 
+/// The rendezvous sockets in `xdg`'s fastpmi directory (which also keeps
+/// the launcher's topology cache, `topology-*.cache`).
 fn rendezvous_files(xdg: &Path) -> Vec<PathBuf> {
     match fs::read_dir(xdg.join("fastpmi")) {
-        Ok(d) => d.map(|e| e.unwrap().path()).collect(),
+        Ok(d) => d
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_none_or(|x| x != "cache"))
+            .collect(),
         Err(_) => Vec::new(),
     }
 }

@@ -30,6 +30,8 @@ struct JobRt {
     parent_segment: Option<Arc<JobSegment>>,
     /// The fence watcher (stopped with the job).
     fence_watcher: Option<FenceWatcher>,
+    /// The watcher threads were started (see [`Jobs::watch`]).
+    watched: bool,
     /// Tells this job's watcher threads to exit.
     stop: Arc<AtomicBool>,
     /// Ranks not reaped yet (started or pending).
@@ -63,22 +65,19 @@ impl Jobs {
         self.jobs.len()
     }
 
-    /// A new job of `size` ranks with its segments, watched (see
-    /// [`watch::start`]) when it has a segment; returns its index.
+    /// A new job of `size` ranks with its segments; returns its index.
     fn add(
         &mut self,
         segment: Option<Arc<JobSegment>>,
         parent_segment: Option<Arc<JobSegment>>,
         size: u32,
-        waker: &Arc<mio::Waker>,
     ) -> JobIdx {
-        let stop = Arc::new(AtomicBool::new(false));
-        let fence_watcher = segment.as_ref().and_then(|s| watch::start(s, &stop, waker));
         self.jobs.push(JobRt {
             segment,
             parent_segment,
-            fence_watcher,
-            stop,
+            fence_watcher: None,
+            watched: false,
+            stop: Arc::new(AtomicBool::new(false)),
             live: size,
             torn_down: false,
         });
@@ -149,6 +148,23 @@ impl Jobs {
             add_stats(&mut shm, seg);
         }
         shm
+    }
+
+    /// The fence watcher of `job`, its watcher threads started now if they
+    /// were not ([`watch::start`]; only a job with a segment has them).
+    /// They are started when a socket rank first waits: until then nothing
+    /// needs the loop woken, and a job that never has one (every job of
+    /// fastpmi's own libraries) runs two threads fewer.
+    pub(super) fn watch(&mut self, job: JobIdx, waker: &Arc<mio::Waker>) -> Option<&FenceWatcher> {
+        let j = self.jobs.get_mut(job)?;
+        if !j.watched && j.live > 0 {
+            j.watched = true;
+            j.fence_watcher = j
+                .segment
+                .as_ref()
+                .and_then(|s| watch::start(s, &j.stop, waker));
+        }
+        j.fence_watcher.as_ref()
     }
 
     /// The fence watcher of each job that has one.
@@ -296,11 +312,16 @@ impl Launcher {
                 image: OnceLock::new(),
             });
         }
-        self.forwarder = Some(Forwarder::start(cfg.label)?);
         let jobid = format!("fastpmi_{}_0", std::process::id());
         let job = self.create_job(jobid, plans, size, None)?;
         self.server
             .set_psets(job, crate::config::psets::of_config(&cfg));
+        // The first ranks go to the forkers now; what only the loop needs
+        // (output forwarding, the tools' rendezvous) is set up while they
+        // start. Their output waits in their pipes until it is forwarded.
+        self.spawn_next();
+        self.forwarder = Some(Forwarder::start(cfg.label)?);
+        self.tools.listen(self.poll.registry(), super::RENDEZVOUS);
         Ok(())
     }
 
@@ -335,7 +356,7 @@ impl Launcher {
             store,
         });
         self.tools_job_created(job);
-        let added = self.jobs.add(segment, parent_segment, size, &self.waker);
+        let added = self.jobs.add(segment, parent_segment, size);
         debug_assert_eq!(job, added);
         self.binding
             .assign(job, size, spawned_by.map(|s| (s.job, s.rank)));

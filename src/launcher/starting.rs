@@ -174,7 +174,8 @@ impl Starter {
         job: os::ForkJob,
     ) -> Result<(), (PendingRank, io::Error)> {
         let id = job.id;
-        match self.forkers.submit(job) {
+        let alone = self.pending.is_empty();
+        match self.forkers.submit(job, alone) {
             Ok(()) => {
                 self.starting.insert(id, p);
                 Ok(())

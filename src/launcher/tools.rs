@@ -11,9 +11,12 @@
 //! sends the loop nothing, so `ps` costs it nothing.
 
 use std::collections::HashMap;
+use std::os::fd::AsRawFd;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
 
 use super::{mpir, os, Launcher};
 use crate::ranges::ranges;
@@ -49,6 +52,11 @@ pub(super) enum ReleaseError {
 
 pub(super) struct ToolsRt {
     rendezvous: Option<Rendezvous>,
+    /// What [`ToolsRt::listen`] hands the rendezvous' connection threads.
+    to_listen: Option<(Sender<Query>, Arc<mio::Waker>)>,
+    /// The rendezvous' listener and handler until its first connection
+    /// (then its accept thread has them: [`ToolsRt::accept`]).
+    unserved: Option<(std::os::unix::net::UnixListener, rendezvous::Handler)>,
     queries: Receiver<Query>,
     started: Instant,
     command: String,
@@ -70,25 +78,18 @@ pub(super) struct ToolsRt {
 }
 
 impl ToolsRt {
-    /// Start the rendezvous (a failure to create it is logged, not fatal:
-    /// the job runs without `fastpmi ps`).
-    pub(super) fn start(waker: Arc<mio::Waker>, stop_in_init: bool) -> ToolsRt {
+    /// The tools' state; the rendezvous opens with [`ToolsRt::listen`].
+    pub(super) fn new(waker: Arc<mio::Waker>, stop_in_init: bool) -> ToolsRt {
         let (tx, rx) = mpsc::channel();
-        let dir = rendezvous::dir();
         let published: Published = Arc::new(Mutex::new(None));
-        let rendezvous = match Rendezvous::start(&dir, handler(tx, waker, published.clone())) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                crate::errln!("fastpmi: no rendezvous for `fastpmi ps`: {e}");
-                None
-            }
-        };
         let command = std::env::args_os()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join(" ");
         ToolsRt {
-            rendezvous,
+            rendezvous: None,
+            to_listen: Some((tx, waker)),
+            unserved: None,
             queries: rx,
             started: Instant::now(),
             command,
@@ -104,9 +105,48 @@ impl ToolsRt {
         }
     }
 
+    /// Open the rendezvous (once; a failure is reported, not fatal: the
+    /// job runs without `fastpmi ps`). The launcher opens it once its first
+    /// ranks are on their way: no tool can ask about a job before it
+    /// exists, and its socket is not on the ranks' path. Its listener
+    /// wakes the event loop as `token` until [`ToolsRt::accept`].
+    pub(super) fn listen(&mut self, registry: &mio::Registry, token: mio::Token) {
+        let Some((tx, waker)) = self.to_listen.take() else {
+            return;
+        };
+        let dir = rendezvous::dir();
+        let bound = Rendezvous::bind(&dir).and_then(|(r, listener)| {
+            let fd = listener.as_raw_fd();
+            registry.register(&mut SourceFd(&fd), token, mio::Interest::READABLE)?;
+            Ok((r, listener))
+        });
+        match bound {
+            Ok((r, listener)) => {
+                self.rendezvous = Some(r);
+                let handler = handler(tx, waker, self.published.clone());
+                self.unserved = Some((listener, handler));
+            }
+            Err(e) => crate::errln!("fastpmi: no rendezvous for `fastpmi ps`: {e}"),
+        }
+    }
+
+    /// A tool connected: from now on the rendezvous' own thread accepts.
+    pub(super) fn accept(&mut self, registry: &mio::Registry) {
+        let Some((listener, handler)) = self.unserved.take() else {
+            return;
+        };
+        let _ = registry.deregister(&mut SourceFd(&listener.as_raw_fd()));
+        if let Err(e) = rendezvous::serve(listener, handler) {
+            crate::errln!("fastpmi: no rendezvous for `fastpmi ps`: {e}");
+            self.rendezvous = None;
+        }
+    }
+
     /// Remove the rendezvous now (also done on drop).
     pub(super) fn close(&mut self) {
         self.rendezvous = None;
+        self.to_listen = None;
+        self.unserved = None;
     }
 }
 

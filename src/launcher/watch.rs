@@ -83,6 +83,9 @@ pub(super) fn start(
         move || {
             let a = seg.seg().node_attrs();
             let mut seen = a.changes();
+            // Started after a socket rank began to wait: the loop looks at
+            // the store once, for a change made before `seen` was read.
+            let _ = waker.wake();
             while !stop.load(Ordering::Relaxed) && seg.seg().abort_status().is_none() {
                 let now = a.wait_changed(seen, &SharedFutex, Duration::from_millis(100));
                 if now != seen {

@@ -43,8 +43,11 @@ pub struct Rendezvous {
 }
 
 impl Rendezvous {
-    /// Listen at `<dir>/<our pid>.sock` and serve `handler` on a thread.
-    pub fn start(dir: &Path, handler: Handler) -> io::Result<Rendezvous> {
+    /// Listen at `<dir>/<our pid>.sock`. Connections wait in the backlog
+    /// until the listener is handed to [`serve`] (the launcher does that
+    /// when the first one arrives: most jobs are never asked about, and
+    /// they start and end one thread fewer).
+    pub fn bind(dir: &Path) -> io::Result<(Rendezvous, UnixListener)> {
         ensure_dir(dir)?;
         let path = socket_path(dir, std::process::id());
         // A file of that name is from a dead process that had our pid.
@@ -53,12 +56,8 @@ impl Rendezvous {
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600))?;
         let inode = fs::symlink_metadata(&path)?.ino();
-        let active = Arc::new(AtomicUsize::new(0));
-        std::thread::Builder::new()
-            .name("fastpmi-rendezvous".into())
-            .spawn(move || accept_loop(listener, handler, active))?;
         tracing::debug!(path = %path.display(), "rendezvous listening");
-        Ok(Rendezvous { path, inode })
+        Ok((Rendezvous { path, inode }, listener))
     }
 
     pub fn path(&self) -> &Path {
@@ -73,6 +72,16 @@ impl Drop for Rendezvous {
             let _ = fs::remove_file(&self.path);
         }
     }
+}
+
+/// Serve the connections of `listener` with `handler`, on a thread of its
+/// own (connections each on theirs, see the module docs).
+pub fn serve(listener: UnixListener, handler: Handler) -> io::Result<()> {
+    let active = Arc::new(AtomicUsize::new(0));
+    std::thread::Builder::new()
+        .name("fastpmi-rendezvous".into())
+        .spawn(move || accept_loop(listener, handler, active))?;
+    Ok(())
 }
 
 fn accept_loop(listener: UnixListener, handler: Handler, active: Arc<AtomicUsize>) {

@@ -184,6 +184,8 @@ pub struct Spawned {
 /// `/dev/null`: a child copies the whole range below its own slots, so
 /// each number there costs every rank a copy and a close at exec.
 pub struct Spawner {
+    /// Allocated at the first spawn: a spawner whose thread never starts
+    /// (a small job uses few) costs no memory.
     stack: Vec<u128>,
     devnull: Arc<OwnedFd>,
     slots: Vec<OwnedFd>,
@@ -228,7 +230,7 @@ impl Spawner {
             .collect::<io::Result<Vec<_>>>()?;
         let share_below = slots.iter().map(|s| s.as_raw_fd()).max().unwrap_or(0) + 1;
         Ok(Spawner {
-            stack: vec![0u128; CHILD_STACK / 16],
+            stack: Vec::new(),
             devnull,
             slots,
             share_below,
@@ -311,6 +313,9 @@ impl Spawner {
             err: AtomicI32::new(0),
             stage: AtomicI32::new(0),
         };
+        if self.stack.is_empty() {
+            self.stack = vec![0u128; CHILD_STACK / 16];
+        }
         let top = self.stack.as_mut_ptr_range().end.cast::<c_void>();
         // SAFETY: sigset_t is plain data; sigfillset/pthread_sigmask get
         // valid pointers to locals.

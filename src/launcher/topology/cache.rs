@@ -143,8 +143,10 @@ impl Key {
                 format!("/sys/fs/cgroup{path}/cpuset.cpus.effective"),
                 format!("/sys/fs/cgroup{path}/cpuset.mems.effective"),
             ] {
-                found |= Path::new(&f).exists();
-                self.file(&f);
+                let v = read_small(Path::new(&f));
+                found |= v.is_ok();
+                let v = v.unwrap_or_else(|e| format!("! {:?}", e.kind()));
+                self.value(&f, &v);
             }
         }
         if !found {
@@ -172,23 +174,24 @@ fn numa_nodes() -> Vec<String> {
     nodes
 }
 
-/// A small kernel file, whole, in as few reads as it takes (kernel files
-/// report size 0, and `read_to_string` would probe them 32 bytes at a time,
-/// each read of /proc formatting the whole file again).
+/// A small kernel file, whole, in one read where it fits: sysfs files are
+/// at most a page and /proc's are filled until the buffer is full or the
+/// file ends, so a short read is the end. (`read_to_string` would read
+/// until a read returns nothing, probing 32 bytes at a time, and each read
+/// of a /proc file formats all of it again.)
 fn read_small(path: &Path) -> io::Result<String> {
     let mut f = fs::File::open(path)?;
-    let mut buf = vec![0u8; 8192];
+    let mut buf = vec![0u8; 4096];
     let mut len = 0;
     loop {
-        if len == buf.len() {
-            if buf.len() >= 1 << 16 {
-                break;
-            }
-            buf.resize(buf.len() * 2, 0);
-        }
         match f.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(n) => {
+                len += n;
+                if len < buf.len() || buf.len() >= 1 << 16 {
+                    break;
+                }
+                buf.resize(buf.len() * 2, 0);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
