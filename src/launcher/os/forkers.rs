@@ -16,6 +16,7 @@
 use std::ffi::OsString;
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -53,15 +54,33 @@ pub struct Forkers {
     done: Receiver<ForkDone>,
     threads: usize,
     busy: usize,
-    /// Spawners whose thread has not started yet: a thread starts when a
-    /// rank finds every started one busy, so a 1-rank job starts one
-    /// thread, not 16 (about 1.5 ms of a 6 ms `fastpmi -n 1`).
-    unstarted: Vec<Spawner>,
+    /// What the threads share, and what a thread started later needs.
+    pool: Arc<Pool>,
     /// Starts made on the caller's thread, not reported yet.
     inline_done: Vec<ForkDone>,
-    /// What a thread started later needs.
-    job_rx: Arc<Mutex<Receiver<ForkJob>>>,
-    done_tx: Sender<ForkDone>,
+    waker: Arc<mio::Waker>,
+}
+
+/// The forker threads' side of the pool.
+///
+/// Threads start as ranks need them, and not on the caller's thread: the
+/// caller starts the first, and a thread that takes a rank while more wait
+/// and no other thread is free starts the next before it creates its own.
+/// So the event loop hands a whole job's ranks over at once and goes on
+/// (starting 16 threads itself, it was descheduled for 2 ms of a 7.7 ms
+/// 16-rank job while the first ranks ran), a 1-rank job starts no thread
+/// (see [`Forkers::submit`]) and a 2-rank job one or two.
+struct Pool {
+    /// Spawners whose thread has not started yet (the next takes the last).
+    unstarted: Mutex<Vec<Spawner>>,
+    /// Jobs sent and not taken by a thread yet.
+    queued: AtomicUsize,
+    /// Threads waiting for a job.
+    idle: AtomicUsize,
+    /// Threads started so far.
+    started: AtomicUsize,
+    job_rx: Mutex<Receiver<ForkJob>>,
+    done_tx: Mutex<Sender<ForkDone>>,
     waker: Arc<mio::Waker>,
 }
 
@@ -80,60 +99,29 @@ impl Forkers {
             .collect::<io::Result<Vec<_>>>()?;
         // Started in the order made: the first thread gets the lowest slots.
         unstarted.reverse();
+        let pool = Arc::new(Pool {
+            unstarted: Mutex::new(unstarted),
+            queued: AtomicUsize::new(0),
+            idle: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+            job_rx: Mutex::new(job_rx),
+            done_tx: Mutex::new(done_tx),
+            waker: waker.clone(),
+        });
         Ok(Forkers {
             jobs,
             done,
             threads,
             busy: 0,
-            unstarted,
+            pool,
             inline_done: Vec::new(),
-            job_rx: Arc::new(Mutex::new(job_rx)),
-            done_tx,
             waker,
         })
     }
 
-    /// Start one more forker thread, with the next unstarted spawner.
-    fn start_thread(&mut self) -> io::Result<()> {
-        let Some(mut spawner) = self.unstarted.pop() else {
-            return Ok(());
-        };
-        let i = self.threads - self.unstarted.len() - 1;
-        let (rx, tx, waker) = (
-            self.job_rx.clone(),
-            self.done_tx.clone(),
-            self.waker.clone(),
-        );
-        std::thread::Builder::new()
-            .name(format!("fastpmi-fork-{i}"))
-            .spawn(move || {
-                block_signals();
-                loop {
-                    // One thread at a time waits for the next job.
-                    let job = match rx.lock().map(|r| r.recv()) {
-                        Ok(Ok(job)) => job,
-                        // The launcher is going away: park (never
-                        // exit, see the module docs).
-                        _ => loop {
-                            std::thread::park();
-                        },
-                    };
-                    let result = start(&mut spawner, &job);
-                    let id = job.id;
-                    // The rank has its copies (or failed): close ours.
-                    drop(job);
-                    if tx.send(ForkDone { id, result }).is_err() {
-                        continue;
-                    }
-                    let _ = waker.wake();
-                }
-            })?;
-        Ok(())
-    }
-
     /// Forker threads started so far.
     pub fn started(&self) -> usize {
-        self.threads - self.unstarted.len()
+        self.pool.started.load(Ordering::Acquire)
     }
 
     /// Whether a forker is free for another rank.
@@ -146,18 +134,23 @@ impl Forkers {
         self.busy
     }
 
-    /// Hand a rank to the next free forker. A rank that is `alone` (no
-    /// other waits to be started) while no thread has started yet is
-    /// started on the caller's thread, with the first thread's spawner: a
-    /// one-rank job (or spawn) then starts no thread at all, about 0.1 ms
-    /// of a 2.6 ms `fastpmi -n 1`. The caller is the event loop, which
-    /// lives as long as the launcher, as `PR_SET_PDEATHSIG` needs (see the
-    /// module docs). The result is reported like a thread's, and `waker`
-    /// is woken for it.
+    /// Hand a rank to the forkers. A rank that is `alone` (no other waits
+    /// to be started) while no thread has started yet is started on the
+    /// caller's thread, with the first thread's spawner: a one-rank job (or
+    /// spawn) then starts no thread at all, about 0.1 ms of a 2.6 ms
+    /// `fastpmi -n 1`. The caller is the event loop, which lives as long as
+    /// the launcher, as `PR_SET_PDEATHSIG` needs (see the module docs). The
+    /// result is reported like a thread's, and `waker` is woken for it.
     pub fn submit(&mut self, job: ForkJob, alone: bool) -> io::Result<()> {
         if alone && self.busy == 0 && self.started() == 0 {
-            if let Some(spawner) = self.unstarted.last_mut() {
+            let mut unstarted = self
+                .pool
+                .unstarted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if let Some(spawner) = unstarted.last_mut() {
                 let result = start(spawner, &job);
+                drop(unstarted);
                 let id = job.id;
                 // The rank has its copies (or failed): close ours.
                 drop(job);
@@ -167,19 +160,25 @@ impl Forkers {
                 return Ok(());
             }
         }
-        if self.busy >= self.started() {
-            if let Err(e) = self.start_thread() {
-                // With a thread running, the rank waits for it instead.
-                if self.started() == 0 {
-                    return Err(e);
+        // Counted before it can be taken (see `Pool::run`).
+        self.pool.queued.fetch_add(1, Ordering::AcqRel);
+        if self.jobs.send(job).is_err() {
+            self.pool.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(io::Error::other("the rank-starting threads are gone"));
+        }
+        self.busy += 1;
+        if self.started() == 0 {
+            if let Err(e) = Pool::start_thread(&self.pool) {
+                // No thread to take it: take it back (closing its
+                // descriptors) and report it failed.
+                let rx = self.pool.job_rx.lock().unwrap_or_else(|e| e.into_inner());
+                if rx.try_recv().is_ok() {
+                    self.pool.queued.fetch_sub(1, Ordering::AcqRel);
                 }
-                tracing::warn!("cannot start another rank-starting thread: {e}");
+                self.busy -= 1;
+                return Err(e);
             }
         }
-        self.jobs
-            .send(job)
-            .map_err(|_| io::Error::other("the rank-starting threads are gone"))?;
-        self.busy += 1;
         Ok(())
     }
 
@@ -191,6 +190,69 @@ impl Forkers {
         };
         self.busy = self.busy.saturating_sub(1);
         Some(d)
+    }
+}
+
+impl Pool {
+    /// Start one more forker thread, with the next unstarted spawner (none
+    /// left: nothing to do).
+    fn start_thread(pool: &Arc<Pool>) -> io::Result<()> {
+        let Some(spawner) = pool
+            .unstarted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+        else {
+            return Ok(());
+        };
+        let i = pool.started.fetch_add(1, Ordering::AcqRel);
+        let p = pool.clone();
+        std::thread::Builder::new()
+            .name(format!("fastpmi-fork-{i}"))
+            .spawn(move || p.run(spawner))
+            .map(drop)
+            .inspect_err(|_| {
+                pool.started.fetch_sub(1, Ordering::AcqRel);
+            })
+    }
+
+    /// A forker thread: take the next rank, start the next thread if more
+    /// wait and no thread is free, create the rank, report it.
+    fn run(self: Arc<Pool>, mut spawner: Spawner) {
+        block_signals();
+        let tx = self
+            .done_tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        loop {
+            self.idle.fetch_add(1, Ordering::AcqRel);
+            // One thread at a time waits for the next job.
+            let job = match self.job_rx.lock().map(|r| r.recv()) {
+                Ok(Ok(job)) => job,
+                // The launcher is going away: park (never exit, see the
+                // module docs).
+                _ => loop {
+                    std::thread::park();
+                },
+            };
+            self.idle.fetch_sub(1, Ordering::AcqRel);
+            let waiting = self.queued.fetch_sub(1, Ordering::AcqRel) - 1;
+            if waiting > 0 && self.idle.load(Ordering::Acquire) == 0 {
+                if let Err(e) = Pool::start_thread(&self) {
+                    // The started ones take the waiting ranks in turn.
+                    tracing::warn!("cannot start another rank-starting thread: {e}");
+                }
+            }
+            let result = start(&mut spawner, &job);
+            let id = job.id;
+            // The rank has its copies (or failed): close ours.
+            drop(job);
+            if tx.send(ForkDone { id, result }).is_err() {
+                continue;
+            }
+            let _ = self.waker.wake();
+        }
     }
 }
 

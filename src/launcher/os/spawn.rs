@@ -184,8 +184,9 @@ pub struct Spawned {
 /// `/dev/null`: a child copies the whole range below its own slots, so
 /// each number there costs every rank a copy and a close at exec.
 pub struct Spawner {
-    /// Allocated at the first spawn: a spawner whose thread never starts
-    /// (a small job uses few) costs no memory.
+    /// Reserved at the first spawn (a spawner whose thread never starts
+    /// costs no memory) and never initialised: only the child writes it,
+    /// so zeroing 64 KiB per spawner (with its page faults) was waste.
     stack: Vec<u128>,
     devnull: Arc<OwnedFd>,
     slots: Vec<OwnedFd>,
@@ -313,10 +314,15 @@ impl Spawner {
             err: AtomicI32::new(0),
             stage: AtomicI32::new(0),
         };
-        if self.stack.is_empty() {
-            self.stack = vec![0u128; CHILD_STACK / 16];
+        if self.stack.capacity() == 0 {
+            self.stack = Vec::with_capacity(CHILD_STACK / 16);
         }
-        let top = self.stack.as_mut_ptr_range().end.cast::<c_void>();
+        // The end of the reserved (not initialised) memory.
+        let top = self
+            .stack
+            .as_mut_ptr()
+            .wrapping_add(self.stack.capacity())
+            .cast::<c_void>();
         // SAFETY: sigset_t is plain data; sigfillset/pthread_sigmask get
         // valid pointers to locals.
         let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -331,7 +337,8 @@ impl Spawner {
         }
         // SAFETY: CLONE_VM | CLONE_VFORK: the parent is suspended until the
         // child execs or exits, so `args`, the argv/envp arrays and the
-        // stack (64 KiB, 16-byte aligned top, used by no one else) stay
+        // stack (64 KiB reserved in `self.stack`, 16-byte aligned top, used
+        // by no one else, never read by the parent) stay
         // valid and untouched for the child's whole life. The child runs
         // `child_main`, which only makes async-signal-safe calls and never
         // returns. SIGCHLD as exit signal: the event loop reaps it with
