@@ -82,7 +82,7 @@ pub struct Cli {
     /// libpmi2 (shared memory; `make install` into --out/.build, or
     /// FASTPMI_BENCH_CAPI_LIBDIR) and on Slurm's (socket), Hydra (`none` to
     /// skip; configuration name `launch` selects them all).
-    #[arg(long, value_name = "LIST", default_value = "256,1024", value_parser = list)]
+    #[arg(long, value_name = "LIST", default_value = "1,16,256,1024", value_parser = list)]
     launch_sizes: List,
     /// Job sizes of the group-fence runs: a 64-member group fence while the
     /// other ranks sleep, and the job's own fence, against futex-floor at
@@ -102,7 +102,40 @@ pub struct Cli {
     /// `placement` selects only these).
     #[arg(long, value_name = "LIST", default_value = "none", value_parser = list)]
     placement_sizes: List,
+    /// `many-core`: rank counts sized from this machine's CPUs (N = cores,
+    /// 4x, 16x and 64x cores, cores as `nproc` counts them): the exchange
+    /// (fastpmi-shm, fastpmi-socket, futex-floor: fence and get-all), job
+    /// start-up, and Intel MPI and MPICH 5 allreduce under fastpmi against
+    /// their own launchers; nothing else. Replaces --sizes, --configs and
+    /// the other families' sizes.
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes"]
+    )]
+    profile: Option<Profile>,
 }
+
+/// A preset of sizes and configurations (`--profile`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Profile {
+    ManyCore,
+}
+
+/// The multiples of the core count the many-core profile runs at.
+pub const MANY_CORE_FACTORS: [u32; 4] = [1, 4, 16, 64];
+
+/// The configurations of the many-core profile (besides the start-up
+/// table's, all of which it runs).
+pub const MANY_CORE_CONFIGS: [&str; 7] = [
+    "fastpmi-shm",
+    "fastpmi-socket",
+    "futex-floor",
+    "impi-allreduce@mpiexec.hydra",
+    "impi-allreduce@fastpmi",
+    "mpich5-allreduce@hydra5",
+    "mpich5-allreduce@fastpmi",
+];
 
 /// A comma list of rank counts, sorted, without repeats (a newtype: clap
 /// would read a `Vec` field as a repeated option).
@@ -202,6 +235,8 @@ pub struct Options {
     pub group_sizes: Vec<u32>,
     pub ps_sizes: Vec<u32>,
     pub params: RunParams,
+    /// `--profile`, and the core count it was sized from.
+    pub profile: Option<(Profile, u32)>,
 }
 
 impl Options {
@@ -217,7 +252,8 @@ impl From<Cli> for Options {
     /// Fills in the defaults that depend on `--quick`.
     fn from(c: Cli) -> Options {
         let quick = c.quick;
-        Options {
+        let profile = c.profile;
+        let mut o = Options {
             sizes: c.sizes.0,
             reps: c.reps,
             target_reps: c.target_reps,
@@ -244,7 +280,41 @@ impl From<Cli> for Options {
                 hydra_ppn: c.hydra_ppn,
                 fence_loop: c.fence_loop.unwrap_or(if quick { 20 } else { 100 }),
             },
+            profile: None,
+        };
+        if let Some(p) = profile {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+            o.apply_profile(p, cores);
         }
+        o
+    }
+}
+
+impl Options {
+    /// Set the sizes and configurations of profile `p` for a machine of
+    /// `cores` CPUs.
+    pub fn apply_profile(&mut self, p: Profile, cores: u32) {
+        match p {
+            Profile::ManyCore => {
+                let ns: Vec<u32> = MANY_CORE_FACTORS.iter().map(|f| f * cores).collect();
+                let mut configs: Vec<Config> = configs::LAUNCH.to_vec();
+                configs.extend(
+                    Config::ALL
+                        .into_iter()
+                        .filter(|c| MANY_CORE_CONFIGS.contains(&c.name())),
+                );
+                configs.sort();
+                self.configs = configs;
+                self.sizes = ns.clone();
+                self.launch_sizes = ns.clone();
+                self.placement_sizes = ns;
+                self.startup_sizes = vec![];
+                self.spawn_sizes = vec![];
+                self.group_sizes = vec![];
+                self.ps_sizes = vec![];
+            }
+        }
+        self.profile = Some((p, cores));
     }
 }
 
@@ -308,7 +378,7 @@ mod tests {
         assert_eq!(o.params.timeout, Duration::from_secs(120));
         assert_eq!(o.params.hydra_ppn, 128);
         assert_eq!(o.spawn_sizes, [1, 16, 64]);
-        assert_eq!(o.launch_sizes, [256, 1024]);
+        assert_eq!(o.launch_sizes, [1, 16, 256, 1024]);
         assert_eq!(
             (&o.group_sizes[..], &o.ps_sizes[..]),
             (&[256][..], &[1024][..])
@@ -336,6 +406,31 @@ mod tests {
         assert!(parse(&["--timeout", "0"]).is_err());
         assert!(parse(&["stray"]).is_err());
         assert!(parse(&["-h"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn many_core_profile_is_sized_from_the_cores() {
+        let mut o = parse(&[]).unwrap().unwrap();
+        o.apply_profile(Profile::ManyCore, 16);
+        assert_eq!(o.sizes, [16, 64, 256, 1024]);
+        assert_eq!(o.launch_sizes, o.sizes);
+        assert_eq!(o.placement_sizes, o.sizes);
+        assert!(o.startup_sizes.is_empty() && o.spawn_sizes.is_empty());
+        assert!(o.group_sizes.is_empty() && o.ps_sizes.is_empty());
+        let names: Vec<&str> = o.configs.iter().map(|c| c.name()).collect();
+        for want in MANY_CORE_CONFIGS {
+            assert!(names.contains(&want), "{want} in {names:?}");
+        }
+        for c in configs::LAUNCH {
+            assert!(o.configs.contains(&c), "{c:?}");
+        }
+        assert_eq!(names.len(), MANY_CORE_CONFIGS.len() + configs::LAUNCH.len());
+        assert_eq!(o.profile, Some((Profile::ManyCore, 16)));
+        let o = parse(&["--profile", "many-core"]).unwrap().unwrap();
+        let cores = std::thread::available_parallelism().unwrap().get() as u32;
+        assert_eq!(o.sizes, [cores, 4 * cores, 16 * cores, 64 * cores]);
+        assert!(parse(&["--profile", "many-core", "--sizes", "2"]).is_err());
+        assert!(parse(&["--profile", "few-core"]).is_err());
     }
 
     #[test]

@@ -44,9 +44,17 @@ pub fn target_reps(opts: &Options) -> u32 {
     opts.reps.max(opts.target_reps)
 }
 
-/// Repetitions of configuration `c` under `opts`.
-pub fn reps_of(opts: &Options, c: Config) -> u32 {
-    if is_target_compared(c) {
+/// Start-ups of at most this many ranks take milliseconds, and their
+/// medians need [`SHORT_LAUNCH_FACTOR`] times the target repetitions to
+/// hold still (a 3 ms run moves by 10% with the machine's load).
+pub const SHORT_LAUNCH: u32 = 64;
+pub const SHORT_LAUNCH_FACTOR: u32 = 4;
+
+/// Repetitions of configuration `c` at `n` ranks under `opts`.
+pub fn reps_of(opts: &Options, c: Config, n: u32) -> u32 {
+    if c.kind() == Kind::Launch && n <= SHORT_LAUNCH {
+        target_reps(opts) * SHORT_LAUNCH_FACTOR
+    } else if is_target_compared(c) {
         target_reps(opts)
     } else {
         opts.reps
@@ -62,11 +70,15 @@ pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
             .copied()
             .filter(|c| kinds.contains(&c.kind()))
             .collect();
-        let most = configs.iter().map(|&c| reps_of(opts, c)).max().unwrap_or(0);
         for &n in sizes {
+            let most = configs
+                .iter()
+                .map(|&c| reps_of(opts, c, n))
+                .max()
+                .unwrap_or(0);
             for rep in 0..most {
                 for &config in &configs {
-                    let of = reps_of(opts, config);
+                    let of = reps_of(opts, config, n);
                     if rep < of {
                         cases.push(Case { config, n, rep, of });
                     }
@@ -183,7 +195,19 @@ mod tests {
         );
         assert!(cases
             .iter()
-            .all(|k| k.of == reps_of(&o, k.config) && k.rep < k.of));
+            .all(|k| k.of == reps_of(&o, k.config, k.n) && k.rep < k.of));
+    }
+
+    #[test]
+    fn short_launches_get_more_repetitions() {
+        let o = opts(&["--launch-sizes", "1,64,256", "--target-reps", "5"]);
+        let cases = plan(&o, &[Config::LaunchFloor, Config::LaunchFastpmi]);
+        let count = |c: Config, n: u32| cases.iter().filter(|k| k.config == c && k.n == n).count();
+        for c in [Config::LaunchFloor, Config::LaunchFastpmi] {
+            assert_eq!(count(c, 1), 20);
+            assert_eq!(count(c, 64), 20);
+            assert_eq!(count(c, 256), 5);
+        }
     }
 
     #[test]

@@ -190,6 +190,14 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
     };
     let _ = writeln!(w, "- command: `{}`{via}", command_line());
     let _ = writeln!(w, "- machine: {}", machine());
+    if let Some((crate::cli::Profile::ManyCore, cores)) = opts.profile {
+        let ns: Vec<String> = opts.sizes.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            w,
+            "- profile: many-core, N = {} ({cores} cores x 1, 4, 16, 64)",
+            ns.join(", ")
+        );
+    }
     let load: Vec<String> = ["at start", "before the MPICH startup jobs", "at end"]
         .iter()
         .zip(&ctx.load)
@@ -203,10 +211,12 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
     let _ = writeln!(w, "- software: {}", suite.tools.versions.join("; "));
     let _ = writeln!(
         w,
-        "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); {} of the configurations the fence and start-up targets compare ({}), the extra ones interleaved among them; timeout {} s per run; futex floor {} fences per run; fence loop {} fences per Rust-client run",
+        "- {} repetition(s), interleaved (for each N, for each repetition, every configuration once); {} of the configurations the fence and start-up targets compare ({}; {}x that for start-ups of at most {} ranks), the extra ones interleaved among them; timeout {} s per run; futex floor {} fences per run; fence loop {} fences per Rust-client run",
         opts.reps,
         crate::plan::target_reps(opts),
         crate::plan::TARGET_COMPARED,
+        crate::plan::SHORT_LAUNCH_FACTOR,
+        crate::plan::SHORT_LAUNCH,
         opts.params.timeout.as_secs(),
         opts.params.floor_iters,
         opts.params.fence_loop
