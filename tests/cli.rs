@@ -91,6 +91,27 @@ fn label_joins_partial_lines() {
     );
 }
 
+/// A rank's last line without a newline is still forwarded, whole, from
+/// ranks that exit at once (their pipes may end before the forwarder has
+/// them) and from a large job whose output all comes at the end.
+#[test]
+fn unterminated_last_lines_are_forwarded() {
+    for n in ["1", "64"] {
+        for _ in 0..5 {
+            let out = launch(["-n", n, "sh", "-c", r#"printf "last-%s" "$PMI_RANK""#])
+                .timeout(T)
+                .run();
+            out.assert_success();
+            let want: Vec<String> = (0..n.parse::<u32>().unwrap())
+                .map(|r| format!("last-{r}"))
+                .collect();
+            let mut got = sorted(out.stdout_lines());
+            got.sort_by_key(|l| l.trim_start_matches("last-").parse::<u32>().unwrap_or(0));
+            assert_eq!(got, want, "-n {n}\n{}", out.report());
+        }
+    }
+}
+
 /// `-genv K V` reaches every rank.
 #[test]
 fn genv_reaches_ranks() {
