@@ -312,16 +312,20 @@ impl Launcher {
                 image: OnceLock::new(),
             });
         }
+        super::timeline::step("programs resolved");
         let jobid = format!("fastpmi_{}_0", std::process::id());
         let job = self.create_job(jobid, plans, size, None)?;
+        super::timeline::step("first job created");
         self.server
             .set_psets(job, crate::config::psets::of_config(&cfg));
         // The first ranks go to the forkers now; what only the loop needs
         // (output forwarding, the tools' rendezvous) is set up while they
         // start. Their output waits in their pipes until it is forwarded.
         self.spawn_next();
+        super::timeline::step("first ranks handed to the forkers");
         self.forwarder = Some(Forwarder::start(cfg.label)?);
         self.tools.listen(self.poll.registry(), super::RENDEZVOUS);
+        super::timeline::step("output forwarder and rendezvous ready");
         Ok(())
     }
 

@@ -26,6 +26,7 @@ mod spawn;
 mod starting;
 mod supervise;
 pub use supervise::stats_row;
+mod timeline;
 mod tools;
 pub mod topology;
 mod watch;
@@ -105,6 +106,7 @@ enum StartError {
 
 /// Run a job to the end; returns the launcher's exit status.
 pub fn run(cfg: &LaunchConfig) -> i32 {
+    timeline::begin();
     let mut l = match Launcher::new(cfg) {
         Ok(l) => l,
         Err(e) => {
@@ -115,6 +117,7 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
     match l.launch() {
         Ok(()) => {
             let code = l.serve();
+            timeline::step("exit");
             // What is left (descriptors, mappings, parked threads) is the
             // kernel's to free at exit, all at once; the rendezvous is
             // already removed and the output flushed. Freeing it piece by
@@ -141,13 +144,16 @@ impl Launcher {
         // Before any thread of the launcher exists (see the function).
         os::reserve_descriptors(cfg.world_size(), forkers, nofile);
         os::cloexec_inherited_fds();
+        timeline::step("descriptors ready");
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
         let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let mut server = Server::new();
+        timeline::step("event loop ready");
         let binding = Binding::new(&cfg.placement, cfg.knobs.topology_cache)?;
+        timeline::step("topology and binding ready");
         if let Some(path) = binding.xml_path() {
             server.set_hwloc_xmlfile(path.to_string());
         }
@@ -170,6 +176,7 @@ impl Launcher {
         // After the forkers' descriptor slots, which must have the lowest
         // numbers (see `os::Spawner`).
         let conns = Conns::new(poll.registry().try_clone()?, FIRST_CONN);
+        timeline::step("forkers ready");
         Ok(Launcher {
             cfg: cfg.clone(),
             poll,
@@ -264,10 +271,12 @@ impl Launcher {
             self.procs.kill_overdue();
             self.tools_republish();
         }
+        timeline::step("all ranks ended");
         self.jobs.stop_all();
         if let Some(f) = self.forwarder.take() {
             f.finish(Duration::from_millis(500));
         }
+        timeline::step("output written");
         if self.cfg.stats {
             eprint!("{}", self.stats_report());
         }

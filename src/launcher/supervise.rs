@@ -320,6 +320,7 @@ impl Launcher {
 
     pub(super) fn reap(&mut self) {
         for (pid, status) in os::reap() {
+            super::timeline::step("rank reaped");
             match self.procs.index_of(pid) {
                 Some(i) => self.rank_ended(i, status),
                 // A rank whose forker has not reported it yet (or no rank).
