@@ -483,10 +483,10 @@ fn role_group_stop() -> Result<(), String> {
     pmi.finalize().map_err(|e| e.to_string())
 }
 
-/// Rank 3 stopped before the fence of its group: the server barrier names
-/// it missing as stopped, the others "in fence of group gs"; a segment
-/// barrier, which counts arrivals only, shows 3/4 arrived and rank 3 among
-/// the stopped processes.
+/// Rank 3 stopped before the fence of its group: on the server's barrier
+/// (socket ranks) and on the job segment's (shared-memory ranks, which
+/// record their arrival in their rank records), it is the one member named
+/// missing, as stopped, and the others are "in fence of group gs".
 fn stopped_group_member(test: &str, transport: &str) {
     if rank_role::role().is_some() {
         rank_role::finish(role_group_stop());
@@ -518,41 +518,27 @@ fn stopped_group_member(test: &str, transport: &str) {
     let g = &t.group_fences[0];
     assert_eq!((g.group.as_str(), g.arrived, g.size), ("gs", 3, 4), "{g:?}");
     let who = format!("rank 3 (pid {vpid}, ");
-    if transport == "socket" {
-        assert_eq!(g.barrier, "server");
-        assert_eq!(g.missing, vec!["rank 3".to_string()]);
-        for r in &t.ranks[..3] {
-            assert_eq!(r.kind, "in_group_fence", "{r:?}");
-            assert_eq!(r.state, "in fence of group gs", "{r:?}");
-        }
-        let line = t
-            .summary
-            .iter()
-            .find(|l| l.starts_with("group gs fence: 3/4 arrived, missing: "))
-            .unwrap_or_else(|| panic!("{:?}", t.summary));
-        assert!(
-            line.contains(&who) && line.contains("process stopped"),
-            "{line}"
-        );
+    let (barrier, place) = if transport == "socket" {
+        ("server", "")
     } else {
-        assert_eq!(g.barrier, "segment");
-        assert!(
-            t.summary
-                .iter()
-                .any(|l| l.starts_with("group gs fence (in the job segment): 3/4 arrived")),
-            "{:?}",
-            t.summary
-        );
-        let line = t
-            .summary
-            .iter()
-            .find(|l| l.starts_with("processes stopped or blocked: "))
-            .unwrap_or_else(|| panic!("{:?}", t.summary));
-        assert!(
-            line.contains(&who) && line.contains("process stopped"),
-            "{line}"
-        );
+        ("segment", " (in the job segment)")
+    };
+    assert_eq!(g.barrier, barrier);
+    assert_eq!(g.missing, vec!["rank 3".to_string()]);
+    for r in &t.ranks[..3] {
+        assert_eq!(r.kind, "in_group_fence", "{r:?}");
+        assert_eq!(r.state, "in fence of group gs", "{r:?}");
     }
+    let head = format!("group gs fence{place}: 3/4 arrived for ");
+    let line = t
+        .summary
+        .iter()
+        .find(|l| l.starts_with(&head))
+        .unwrap_or_else(|| panic!("{:?}", t.summary));
+    assert!(
+        line.contains(&format!(", missing: {who}")) && line.contains("process stopped"),
+        "{line}"
+    );
     common::signal(vpid, libc::SIGCONT);
     fs::write(&go, "go").unwrap();
     let out = job.wait_or_kill(LIMIT);
@@ -567,4 +553,82 @@ fn stopped_member_of_a_group_fence_server_barrier() {
 #[test]
 fn stopped_member_of_a_group_fence_segment_barrier() {
     stopped_group_member(GROUP_TEST_SEGMENT, "shm");
+}
+
+const GROUP_TIMEOUT_SERVER: &str = "stopped_member_of_a_group_fence_times_out_server_barrier";
+const GROUP_TIMEOUT_SEGMENT: &str = "stopped_member_of_a_group_fence_times_out_segment_barrier";
+
+/// `--fence-timeout` on a group fence whose member rank 3 is stopped: the
+/// job fails once the fence has waited the limit since its first member
+/// arrived, naming rank 3, and only it, as stopped; `--verbose` prints the
+/// report with the group's line.
+fn stopped_group_member_timeout(test: &str, transport: &str) {
+    if rank_role::role().is_some() {
+        rank_role::finish(role_group_stop());
+    }
+    let _g = heavy();
+    let tag = format!("stop-grpt-{transport}");
+    let xdg = runtime_dir(&tag);
+    let marks = common::scratch_dir(&format!("{tag}-marks"));
+    // Never created: rank 3 waits until it is stopped, and after.
+    let go = marks.path().join("go");
+    let job = rank_role::launch(
+        test,
+        "group-stop",
+        4,
+        &["--verbose", "--fence-timeout", "3"],
+    )
+    .env("XDG_RUNTIME_DIR", xdg.path())
+    .env("FASTPMI_TRANSPORT", transport)
+    .env("FASTPMI_TEST_GO", &go)
+    .timeout(LIMIT)
+    .spawn();
+    let pid = job.pid();
+    let (job, t) = wait_running(job, "3/4 in the group fence", || {
+        let t = ps_json(xdg.path(), pid).ok()?.into_iter().next()?;
+        let g = t.group_fences.first()?;
+        (g.arrived == 3).then_some(t)
+    });
+    let vpid = t.ranks[3].pid.unwrap();
+    common::signal(vpid, libc::SIGSTOP);
+    let out = job.wait_or_kill(LIMIT);
+    // The launcher kills the stopped rank with the job.
+    assert_eq!(out.code(), Some(1), "{}", out.report());
+    let last = out
+        .stderr_lines()
+        .into_iter()
+        .find(|l| l.contains("incomplete for") && l.contains("--fence-timeout 3"))
+        .unwrap_or_else(|| panic!("no failure line:\n{}", out.report()))
+        .to_string();
+    assert!(
+        last.contains("fence of group gs (3/4 arrived) of job "),
+        "{last}"
+    );
+    let tail = last.split("missing: ").nth(1).unwrap_or_default();
+    assert!(
+        tail.starts_with(&format!("rank 3 (pid {vpid}, ")) && tail.contains("process stopped"),
+        "{last}"
+    );
+    assert_eq!(tail.matches("rank ").count(), 1, "{last}");
+    let place = if transport == "socket" {
+        ""
+    } else {
+        " (in the job segment)"
+    };
+    let head = format!("group gs fence{place}: 3/4 arrived for ");
+    assert!(
+        out.stderr.matches(&head).count() >= 2,
+        "the report before the failure and --verbose's after it:\n{}",
+        out.report()
+    );
+}
+
+#[test]
+fn stopped_member_of_a_group_fence_times_out_server_barrier() {
+    stopped_group_member_timeout(GROUP_TIMEOUT_SERVER, "socket");
+}
+
+#[test]
+fn stopped_member_of_a_group_fence_times_out_segment_barrier() {
+    stopped_group_member_timeout(GROUP_TIMEOUT_SEGMENT, "shm");
 }

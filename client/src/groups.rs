@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use shm_layout::GroupWaitError;
+use shm_layout::{GroupWaitError, RankOp, RankPhase};
 
 use super::conn::lock;
 use super::transport::Peer;
@@ -270,11 +270,21 @@ impl Pmi {
         self.live()?;
         let g = lock(&self.groups.mine).get(id).cloned();
         if let (Some(g), Some(shm)) = (&g, self.shm()) {
-            if let Some(b) = g.slot.and_then(|s| shm.seg.seg().group(s)) {
+            if let Some((slot, b)) = g.slot.and_then(|s| Some((s, shm.seg.seg().group(s)?))) {
+                // Who arrived, for `fastpmi ps` and the fence time-out: the
+                // barrier itself only counts arrivals.
+                let st = self.state();
+                if let Some(st) = st {
+                    st.set_last_op(RankOp::GroupFence);
+                    st.enter_group_fence(slot, b.generation(), self.stamp());
+                }
                 let r = b
                     .with_spin_limit(shm.cfg.spins)
                     .with_yield_limit(shm.cfg.yields)
                     .fence(g.ctxid, &SharedFutex);
+                if let Some(st) = st {
+                    st.set_phase_at(RankPhase::Running, self.stamp());
+                }
                 return r.map(|_| ()).map_err(|e| match e {
                     GroupWaitError::Aborted(a) => super::aborted(a),
                     GroupWaitError::MemberFailed { rank } => PmiError::Server {

@@ -179,4 +179,10 @@ impl Server {
             groups: self.group_fences(job),
         }
     }
+
+    /// The process groups of `job` as their fences stand ([`JobStatus`]'s
+    /// `groups` alone: what the fence time-out checks).
+    pub fn group_fence_status(&self, job: JobIdx) -> Vec<GroupFence> {
+        self.group_fences(job)
+    }
 }

@@ -251,7 +251,7 @@ pub const LAYOUT_HASH: u64 = {
         RankState,
         pid,
         state,
-        fence_epoch,
+        wait_target,
         puts,
         gets,
         fences,
@@ -286,8 +286,8 @@ pub const LAYOUT_HASH: u64 = {
         .push(ABORT_FLAG)
         .push(RANK_MASK as u64)
         .push(INIT_DONE as u64)
-        .push(RankPhase::WaitingNodeAttr as u64)
-        .push(RankOp::Other as u64)
+        .push(RankPhase::InGroupFence as u64)
+        .push(RankOp::GroupFence as u64)
         .push(key_hash(b"fastpmi key hash probe"));
     h.finish()
 };

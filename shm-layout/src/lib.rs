@@ -90,7 +90,8 @@ pub use layout::{
 };
 pub use nodeattr::NodeAttrs;
 pub use rank::{
-    RankOp, RankPhase, RankState, RankStats, StampClock, WaitKey, STAMP_MONOTONIC, STAMP_TSC,
+    GroupWait, RankOp, RankPhase, RankState, RankStats, StampClock, WaitKey, STAMP_MONOTONIC,
+    STAMP_TSC,
 };
 #[cfg(not(loom))]
 pub use segment::{AttachError, Segment, SegmentRef};

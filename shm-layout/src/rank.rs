@@ -84,6 +84,9 @@ pub enum RankPhase {
     Exited = 4,
     /// Waiting for a node attribute to appear.
     WaitingNodeAttr = 5,
+    /// Inside a group fence on a segment barrier: [`RankState::group_wait`]
+    /// names the group's slot and the generation the rank arrived in.
+    InGroupFence = 6,
 }
 
 impl RankPhase {
@@ -96,6 +99,7 @@ impl RankPhase {
             3 => Self::Finalized,
             4 => Self::Exited,
             5 => Self::WaitingNodeAttr,
+            6 => Self::InGroupFence,
             _ => return None,
         })
     }
@@ -116,7 +120,10 @@ pub struct RankStats {
 pub struct RankState {
     pub(crate) pid: AtomicU32,
     pub(crate) state: AtomicU32,
-    pub(crate) fence_epoch: AtomicU64,
+    /// What the rank waits in, while its phase says it waits: in
+    /// [`RankPhase::InGroupFence`], the group's slot (high half) and the
+    /// generation it arrived in (low half).
+    pub(crate) wait_target: AtomicU64,
     pub(crate) puts: AtomicU64,
     pub(crate) gets: AtomicU64,
     pub(crate) fences: AtomicU64,
@@ -133,6 +140,15 @@ pub struct RankState {
     /// [`KEY_MAX`] bytes, zero-padded, native-endian words. Its own line:
     /// written once per wait, never on the fence path.
     pub(crate) wait_key: [AtomicU64; WAIT_KEY_WORDS],
+}
+
+/// A group fence a rank waits in ([`RankState::group_wait`]): its barrier
+/// slot, and the barrier's generation the rank arrived in (it has not seen
+/// that generation complete while the barrier still shows it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupWait {
+    pub slot: u32,
+    pub generation: u32,
 }
 
 /// A key read back by [`RankState::wait_key`]: `bytes[..len]`.
@@ -162,6 +178,7 @@ pub enum RankOp {
     GetNodeAttr = 6,
     Finalize = 7,
     Other = 8,
+    GroupFence = 9,
 }
 
 impl RankOp {
@@ -177,6 +194,7 @@ impl RankOp {
             6 => Self::GetNodeAttr,
             7 => Self::Finalize,
             8 => Self::Other,
+            9 => Self::GroupFence,
             _ => return None,
         })
     }
@@ -193,6 +211,7 @@ impl RankOp {
             Self::GetNodeAttr => "info-getnodeattr",
             Self::Finalize => "finalize",
             Self::Other => "other",
+            Self::GroupFence => "group-fence",
         }
     }
 }
@@ -308,14 +327,30 @@ impl RankState {
         None
     }
 
-    /// The fence epoch the rank last entered.
-    pub fn fence_epoch(&self) -> u64 {
-        self.fence_epoch.load(Ordering::Relaxed)
+    /// Records that the rank arrives at the group fence of barrier `slot`
+    /// in `generation` (the barrier's generation it saw complete last), at
+    /// `stamp` (as for [`RankState::set_phase_at`]). Call before arriving;
+    /// set the phase back to [`RankPhase::Running`] after the fence.
+    pub fn enter_group_fence(&self, slot: u32, generation: u32, stamp: u64) {
+        // Diagnostics only: Relaxed, published by the Release in `set_phase`.
+        self.wait_target.store(
+            (u64::from(slot) << 32) | u64::from(generation),
+            Ordering::Relaxed,
+        );
+        self.set_phase_at(RankPhase::InGroupFence, stamp);
     }
 
-    /// Records the fence epoch the rank is entering.
-    pub fn set_fence_epoch(&self, epoch: u64) {
-        self.fence_epoch.store(epoch, Ordering::Relaxed)
+    /// The group fence the rank is in, if its phase says it is in one.
+    pub fn group_wait(&self) -> Option<GroupWait> {
+        if self.phase() != Ok(RankPhase::InGroupFence) {
+            return None;
+        }
+        // After the Acquire of the phase: the target written before it.
+        let t = self.wait_target.load(Ordering::Relaxed);
+        Some(GroupWait {
+            slot: (t >> 32) as u32,
+            generation: t as u32,
+        })
     }
 
     // Counters are statistics only: Relaxed increments.

@@ -20,8 +20,9 @@ use mio::unix::SourceFd;
 
 use super::{mpir, os, Launcher};
 use crate::ranges::ranges;
+use crate::tools::group_view;
 use crate::tools::instant_ns;
-use crate::tools::proto::{JobBrief, LauncherInfo, Op, Reply, Request};
+use crate::tools::proto::{GroupFenceRow, JobBrief, LauncherInfo, Op, Reply, Request};
 use crate::tools::rendezvous::{self, Rendezvous};
 use crate::tools::report;
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
@@ -460,6 +461,19 @@ impl Launcher {
                 self.tools.waiting.remove(&job);
                 continue;
             }
+            // A group fence counts from its first member's arrival.
+            let groups = self.server.group_fence_status(job);
+            if !groups.is_empty() {
+                let seg = self.jobs.segment(job).map(|s| s.seg());
+                let late = group_view::group_fences(&groups, seg, None)
+                    .into_iter()
+                    .find(|g| g.seconds >= limit.as_secs_f64());
+                if let Some(g) = late {
+                    self.tools.waiting.remove(&job);
+                    self.group_fence_timed_out(job, &g, limit);
+                    continue;
+                }
+            }
             let shm_waits = self.jobs.segment(job).is_some_and(|s| {
                 s.seg()
                     .ranks()
@@ -523,9 +537,52 @@ impl Launcher {
             limit.as_secs_f64(),
             limit.as_secs_f64()
         );
+        let rank = missing.first().map_or(0, |r| r.rank);
+        self.fail_timed_out(job, rank, &report, message);
+    }
+
+    /// `g`, a group fence of `job`, has waited `limit` since its first
+    /// member arrived: fail the job, naming the members that did not.
+    fn group_fence_timed_out(&mut self, job: JobIdx, g: &GroupFenceRow, limit: Duration) {
+        let t = view::job_table(&self.job_snap(job));
+        let report = report::report(&t);
+        let this_job = |m: &String| -> Option<u32> { m.strip_prefix("rank ")?.parse().ok() };
+        let mut named: Vec<String> = g
+            .missing
+            .iter()
+            .take(8)
+            .map(
+                |m| match this_job(m).and_then(|r| t.ranks.get(r as usize)) {
+                    Some(r) => report::describe(r),
+                    None => m.clone(),
+                },
+            )
+            .collect();
+        if g.missing.len() > 8 {
+            named.push(format!("and {} more", g.missing.len() - 8));
+        }
+        if named.is_empty() {
+            named.push("no member identified (see the processes above)".into());
+        }
+        let message = format!(
+            "fence of group {} ({}/{} arrived) of job {} incomplete for {:.1} s (--fence-timeout {}); missing: {}",
+            g.group,
+            g.arrived,
+            g.size,
+            t.id,
+            limit.as_secs_f64(),
+            limit.as_secs_f64(),
+            named.join(", ")
+        );
+        let rank = g.missing.iter().find_map(this_job).unwrap_or(0);
+        self.fail_timed_out(job, rank, &report, message);
+    }
+
+    /// Fail `job` for a wait past `--fence-timeout`, blaming `rank`, after
+    /// printing `report`.
+    fn fail_timed_out(&mut self, job: JobIdx, rank: u32, report: &str, message: String) {
         crate::errln!("fastpmi: fence timeout:");
         eprint!("{report}");
-        let rank = missing.first().map_or(0, |r| r.rank);
         // Recorded first: its `--verbose` report is taken now, before the
         // failure releases the ranks (which then end).
         self.record_failure(job, rank, message.clone(), 1, String::new(), false);

@@ -8,10 +8,13 @@
 //! * [`view`]: the per-rank state table and the who-is-missing report, built
 //!   from a snapshot of the server's socket ranks and read-only loads of the
 //!   shared-memory ranks' state words.
+//! * [`group_view`]: the group fences in progress, who arrived and who
+//!   is missing, on the server's barrier and on the job segment's.
 //! * [`procfs`]: what the kernel says of a rank's process (stopped,
 //!   traced, uninterruptible, zombie, and since when), read from `/proc`.
 //! * [`ps`]: the client side, `fastpmi ps` and `fastpmi release`.
 
+pub mod group_view;
 pub mod procfs;
 pub mod proto;
 pub mod ps;

@@ -107,17 +107,17 @@ pub struct RankRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupFenceRow {
     pub group: String,
-    /// `segment`: the group's barrier slot in the job segment (the slot
-    /// counts arrivals, it does not record whose); `server`: the server's
+    /// `segment`: the group's barrier slot in the job segment (its members
+    /// record their arrival in their rank records); `server`: the server's
     /// barrier.
     pub barrier: String,
     pub arrived: u32,
     /// Members expected (those that have not left).
     pub size: u32,
-    /// Server barrier: the members that have not arrived, `rank R` in this
-    /// job or `rank R of job J`; empty for a segment barrier.
+    /// The members that have not arrived, `rank R` in this job or `rank R
+    /// of job J`.
     pub missing: Vec<String>,
-    /// Server barrier: seconds since the first member arrived.
+    /// Seconds since the first member arrived.
     pub seconds: f64,
 }
 

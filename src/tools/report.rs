@@ -80,13 +80,15 @@ fn group_member(t: &JobTable, m: &str) -> String {
 
 /// "group G fence: 3/4 arrived".
 fn group_head(g: &GroupFenceRow) -> String {
-    if g.barrier == "segment" {
-        return format!(
-            "group {} fence (in the job segment): {}/{} arrived (the segment counts arrivals, not whose)",
-            g.group, g.arrived, g.size
-        );
-    }
-    format!("group {} fence: {}/{} arrived", g.group, g.arrived, g.size)
+    let place = if g.barrier == "segment" {
+        " (in the job segment)"
+    } else {
+        ""
+    };
+    format!(
+        "group {} fence{place}: {}/{} arrived for {:.1} s",
+        g.group, g.arrived, g.size, g.seconds
+    )
 }
 
 /// "group G fence: 3/4 arrived, missing: rank 2 (pid ...)", the first

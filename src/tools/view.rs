@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use shm_layout::{RankOp, RankPhase};
 
+use super::mono_ns;
 use super::procfs::{self, ProcState, SchedNow};
-use super::proto::{GroupFenceRow, JobTable, RankRow};
+use super::proto::{JobTable, RankRow};
 use super::report::{fence_progress, summary};
-use super::{instant_ns, mono_ns};
 use fastpmi_segment::JobSegment;
-use fastpmi_server::status::{GroupFence, JobStatus, SockState};
+use fastpmi_server::status::{JobStatus, SockState};
 
 /// One rank's process, as the launcher knows it.
 #[derive(Debug, Clone)]
@@ -213,7 +213,7 @@ pub fn job_table(js: &JobSnap) -> JobTable {
     let completed = seg.map_or(st.fences_completed, |s| {
         u64::from(s.fence().generation()).max(st.fences_completed)
     });
-    let group_fences = group_fences(&st.groups, seg, &mut rows);
+    let group_fences = super::group_view::group_fences(&st.groups, seg, Some(&mut rows));
     between_fences(&mut rows, completed);
     let mut t = JobTable {
         id: st.id.clone(),
@@ -232,71 +232,6 @@ pub fn job_table(js: &JobSnap) -> JobTable {
     }
     t.summary = summary(&t);
     t
-}
-
-/// The group fences in progress. A rank of this job that arrived at a
-/// server-barrier group fence and otherwise runs is "in fence of group G"
-/// (kind `in_group_fence`) since its arrival. A segment barrier counts its
-/// arrivals without recording whose: its rows stay as they are.
-fn group_fences(
-    groups: &[GroupFence],
-    seg: Option<shm_layout::SegmentRef<'_>>,
-    rows: &mut [RankRow],
-) -> Vec<GroupFenceRow> {
-    let mut out = Vec::new();
-    for g in groups.iter().filter(|g| g.failed.is_none()) {
-        let size = g.members.iter().filter(|m| !m.left).count() as u32;
-        if g.in_segment {
-            let Some(b) = g.slot.zip(seg).and_then(|(slot, s)| s.group(slot)) else {
-                continue;
-            };
-            let arrived = b.arrived();
-            if arrived > 0 {
-                out.push(GroupFenceRow {
-                    group: g.id.clone(),
-                    barrier: "segment".into(),
-                    arrived,
-                    size: b.parties(),
-                    missing: Vec::new(),
-                    seconds: 0.0,
-                });
-            }
-            continue;
-        }
-        let first = g.members.iter().filter_map(|m| m.arrived).min();
-        let Some(first) = first else {
-            continue;
-        };
-        let now = mono_ns();
-        let mut missing = Vec::new();
-        let mut arrived = 0;
-        for m in g.members.iter().filter(|m| !m.left) {
-            match (m.arrived, m.here) {
-                (Some(at), true) => {
-                    arrived += 1;
-                    if let Some(r) = rows.get_mut(m.rank as usize) {
-                        if r.kind == "running" {
-                            r.kind = "in_group_fence".into();
-                            r.state = format!("in fence of group {}", g.id);
-                            r.seconds = secs(now, instant_ns(at));
-                        }
-                    }
-                }
-                (Some(_), false) => arrived += 1,
-                (None, true) => missing.push(format!("rank {}", m.rank)),
-                (None, false) => missing.push(format!("rank {} of job {}", m.rank, m.job)),
-            }
-        }
-        out.push(GroupFenceRow {
-            group: g.id.clone(),
-            barrier: "server".into(),
-            arrived,
-            size,
-            missing,
-            seconds: secs(now, instant_ns(first)),
-        });
-    }
-    out
 }
 
 /// Ranks between two fences, once `completed` fences are known: one whose
