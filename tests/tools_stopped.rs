@@ -483,21 +483,24 @@ fn role_group_stop() -> Result<(), String> {
     pmi.finalize().map_err(|e| e.to_string())
 }
 
-/// Rank 3 stopped before the fence of its group: on the server's barrier
-/// (socket ranks) and on the job segment's (shared-memory ranks, which
-/// record their arrival in their rank records), it is the one member named
-/// missing, as stopped, and the others are "in fence of group gs".
-fn stopped_group_member(test: &str, transport: &str) {
-    if rank_role::role().is_some() {
-        rank_role::finish(role_group_stop());
-    }
-    let _g = heavy();
-    // Short: the rendezvous socket's path must fit in a sockaddr_un.
-    let tag = format!("stop-grp-{transport}");
-    let xdg = runtime_dir(&tag);
+/// A group-stop job of 4 ranks (launcher `flags`), with rank 3 stopped
+/// once the other three are in the group fence: the job, its runtime and
+/// marks directories, the go file and rank 3's pid.
+struct GroupStop {
+    job: common::Job,
+    xdg: tempfile::TempDir,
+    _marks: tempfile::TempDir,
+    go: PathBuf,
+    pid: u32,
+    vpid: u32,
+}
+
+fn start_group_stop(test: &str, transport: &str, tag: &str, flags: &[&str]) -> GroupStop {
+    // Short tags: the rendezvous socket's path must fit in a sockaddr_un.
+    let xdg = runtime_dir(tag);
     let marks = common::scratch_dir(&format!("{tag}-marks"));
     let go = marks.path().join("go");
-    let job = rank_role::launch(test, "group-stop", 4, &[])
+    let job = rank_role::launch(test, "group-stop", 4, flags)
         .env("XDG_RUNTIME_DIR", xdg.path())
         .env("FASTPMI_TRANSPORT", transport)
         .env("FASTPMI_TEST_GO", &go)
@@ -511,6 +514,33 @@ fn stopped_group_member(test: &str, transport: &str) {
     });
     let vpid = t.ranks[3].pid.unwrap();
     common::signal(vpid, libc::SIGSTOP);
+    GroupStop {
+        job,
+        xdg,
+        _marks: marks,
+        go,
+        pid,
+        vpid,
+    }
+}
+
+/// Rank 3 stopped before the fence of its group: on the server's barrier
+/// (socket ranks) and on the job segment's (shared-memory ranks, which
+/// record their arrival in their rank records), it is the one member named
+/// missing, as stopped, and the others are "in fence of group gs".
+fn stopped_group_member(test: &str, transport: &str) {
+    if rank_role::role().is_some() {
+        rank_role::finish(role_group_stop());
+    }
+    let _g = heavy();
+    let GroupStop {
+        job,
+        xdg,
+        _marks,
+        go,
+        pid,
+        vpid,
+    } = start_group_stop(test, transport, &format!("stop-grp-{transport}"), &[]);
     let (job, t) = wait_running(job, "rank 3 stopped", || {
         let t = ps_json(xdg.path(), pid).ok()?.into_iter().next()?;
         (t.ranks[3].process.as_deref() == Some("stopped")).then_some(t)
@@ -567,30 +597,15 @@ fn stopped_group_member_timeout(test: &str, transport: &str) {
         rank_role::finish(role_group_stop());
     }
     let _g = heavy();
-    let tag = format!("stop-grpt-{transport}");
-    let xdg = runtime_dir(&tag);
-    let marks = common::scratch_dir(&format!("{tag}-marks"));
-    // Never created: rank 3 waits until it is stopped, and after.
-    let go = marks.path().join("go");
-    let job = rank_role::launch(
+    // Its go file is never created: rank 3 waits until it is stopped.
+    let GroupStop {
+        job, _marks, vpid, ..
+    } = start_group_stop(
         test,
-        "group-stop",
-        4,
+        transport,
+        &format!("stop-grpt-{transport}"),
         &["--verbose", "--fence-timeout", "3"],
-    )
-    .env("XDG_RUNTIME_DIR", xdg.path())
-    .env("FASTPMI_TRANSPORT", transport)
-    .env("FASTPMI_TEST_GO", &go)
-    .timeout(LIMIT)
-    .spawn();
-    let pid = job.pid();
-    let (job, t) = wait_running(job, "3/4 in the group fence", || {
-        let t = ps_json(xdg.path(), pid).ok()?.into_iter().next()?;
-        let g = t.group_fences.first()?;
-        (g.arrived == 3).then_some(t)
-    });
-    let vpid = t.ranks[3].pid.unwrap();
-    common::signal(vpid, libc::SIGSTOP);
+    );
     let out = job.wait_or_kill(LIMIT);
     // The launcher kills the stopped rank with the job.
     assert_eq!(out.code(), Some(1), "{}", out.report());
