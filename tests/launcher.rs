@@ -220,6 +220,48 @@ fn forker_threads_start_as_ranks_need_them() {
     assert!((1..=2).contains(&two), "a 2-rank job: {two} forker threads");
 }
 
+/// A rank starts with no signal blocked, and ignores what the launcher
+/// was started ignoring (here SIGUSR2, as `env --ignore-signal` leaves it)
+/// but not SIGPIPE, which the launcher's runtime ignores; the launcher's
+/// handlers (SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1) are not inherited.
+/// Whether the event loop or a forker thread created the rank.
+#[test]
+fn ranks_start_with_default_signal_dispositions() {
+    // Signals 1-31: glibc keeps 32 and 33 to itself (its sigaction refuses
+    // them), and what they show depends on who started the test.
+    let status_mask = |s: &str, field: &str| -> Vec<u64> {
+        s.lines()
+            .filter_map(|l| l.strip_prefix(field))
+            .map(|v| u64::from_str_radix(v.trim(), 16).unwrap() & 0x7fff_ffff)
+            .collect()
+    };
+    let sigusr2 = 1u64 << (libc::SIGUSR2 - 1);
+    let sigpipe = 1u64 << (libc::SIGPIPE - 1);
+    // What this process ignores reaches `env` (Command resets SIGPIPE).
+    let mine = status_mask(
+        &std::fs::read_to_string("/proc/self/status").unwrap(),
+        "SigIgn:",
+    )[0];
+    let want = (mine | sigusr2) & !sigpipe;
+    for n in [1usize, 3] {
+        let s = stdout_of(Command::new("env").args([
+            "--ignore-signal=USR2",
+            BIN,
+            "-n",
+            &n.to_string(),
+            "cat",
+            "/proc/self/status",
+        ]));
+        assert_eq!(status_mask(&s, "SigBlk:"), vec![0; n], "-n {n}\n{s}");
+        assert_eq!(
+            status_mask(&s, "SigIgn:"),
+            vec![want; n],
+            "-n {n}: want {want:x}\n{s}"
+        );
+        assert_eq!(status_mask(&s, "SigCgt:"), vec![0; n], "-n {n}\n{s}");
+    }
+}
+
 #[test]
 fn sigterm_is_forwarded_to_ranks() {
     let dir = tempfile::tempdir().unwrap();
