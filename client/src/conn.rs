@@ -189,17 +189,32 @@ pub(super) struct Mux {
 #[derive(Default)]
 struct MuxState {
     next: u64,
-    /// Outstanding requests: thrid -> expected reply command.
-    pending: std::collections::BTreeMap<u64, String>,
-    ready: HashMap<u64, Message>,
+    /// Outstanding requests: thrid -> what they expect.
+    pending: std::collections::BTreeMap<u64, Expect>,
+    /// Replies received, in order, per request.
+    ready: HashMap<u64, std::collections::VecDeque<Message>>,
     deframer: Deframer,
     reading: bool,
     dead: Option<String>,
 }
 
+/// The replies a request waits for: the one that ends it, and those that
+/// may come before (a `kvs-getall`'s count and pairs).
+struct Expect {
+    last: String,
+    before: &'static [&'static str],
+}
+
+impl Expect {
+    fn accepts(&self, cmd: &str) -> bool {
+        self.last == cmd || self.before.contains(&cmd)
+    }
+}
+
 impl MuxState {
     /// Hand a reply to its request: by echoed `thrid`, or (a server that
-    /// does not echo it) to the oldest request expecting that command.
+    /// does not echo it) to the oldest request expecting that command. A
+    /// request is done with the reply that ends it, or with an error.
     fn route(&mut self, m: Message) {
         let by_thrid = m
             .thrid
@@ -209,13 +224,20 @@ impl MuxState {
         let id = by_thrid.or_else(|| {
             self.pending
                 .iter()
-                .find(|(_, c)| **c == m.cmd)
+                .find(|(_, e)| e.accepts(&m.cmd))
                 .map(|(id, _)| *id)
         });
         match id {
             Some(id) => {
-                self.pending.remove(&id);
-                self.ready.insert(id, m);
+                let ends = self
+                    .pending
+                    .get(&id)
+                    .is_some_and(|e| e.last == m.cmd || !e.before.contains(&m.cmd.as_str()))
+                    || m.get_int("rc").is_some_and(|rc| rc != 0);
+                if ends {
+                    self.pending.remove(&id);
+                }
+                self.ready.entry(id).or_default().push_back(m);
             }
             None => tracing::debug!("pmi: dropping unsolicited reply {}", m.cmd),
         }
@@ -253,6 +275,24 @@ impl Mux {
         req: &Request,
         expect: &str,
     ) -> Result<Message, PmiError> {
+        let mut replies = self.exchange(std::slice::from_ref(req), expect, &[])?;
+        let m = replies
+            .pop()
+            .ok_or_else(|| PmiError::Protocol(format!("no {expect} from the PMI server")))?;
+        check_reply(m, expect)
+    }
+
+    /// Send `reqs` in one write (no other thread's request comes between
+    /// them), all under one `thrid`, and gather the replies up to the one
+    /// that ends the exchange: `last`, or any reply with `rc != 0` (so the
+    /// caller checks only the final message), with those of `before` that
+    /// come first.
+    pub(super) fn exchange(
+        &self,
+        reqs: &[Request],
+        last: &str,
+        before: &'static [&'static str],
+    ) -> Result<Vec<Message>, PmiError> {
         let id = {
             let mut st = lock(&self.state);
             if let Some(d) = &st.dead {
@@ -260,10 +300,20 @@ impl Mux {
             }
             st.next += 1;
             let id = st.next;
-            st.pending.insert(id, expect.to_string());
+            st.pending.insert(
+                id,
+                Expect {
+                    last: last.to_string(),
+                    before,
+                },
+            );
             id
         };
-        let bytes = encode_request_thrid(req, id.to_string().as_bytes());
+        let thrid = id.to_string();
+        let mut bytes = Vec::new();
+        for req in reqs {
+            bytes.extend(encode_request_thrid(req, thrid.as_bytes()));
+        }
         if tracing::enabled!(tracing::Level::DEBUG) {
             tracing::debug!("pmi -> {}", fastpmi_codec::show(&bytes));
         }
@@ -275,8 +325,8 @@ impl Mux {
         loop {
             let mut st = lock(&self.state);
             loop {
-                if let Some(m) = st.ready.remove(&id) {
-                    return check_reply(m, expect);
+                if !st.pending.contains_key(&id) {
+                    return Ok(st.ready.remove(&id).map(Vec::from).unwrap_or_default());
                 }
                 if let Some(d) = &st.dead {
                     return Err(PmiError::Protocol(d.clone()));

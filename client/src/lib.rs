@@ -25,6 +25,8 @@ mod conn;
 mod env;
 mod groups;
 mod init;
+mod kvscopy;
+pub use kvscopy::Pair;
 mod names;
 mod os;
 mod spawn;

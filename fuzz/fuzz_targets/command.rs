@@ -60,6 +60,22 @@ fn replies_are_well_formed(
             Request::JobConnect { jobid } => {
                 resps.push(Response::error(format!("no job {jobid} in this launcher")));
             }
+            // A pair put by one client is what a getall hands another.
+            Request::PutAllPair { key, value } => {
+                resps.push(Response::GetAllPair {
+                    key: key.clone(),
+                    value: value.clone(),
+                });
+                resps.push(Response::PutAllDone(Err((
+                    1,
+                    format!("pair 1 ({}): refused", show(key)),
+                ))));
+            }
+            Request::GetAll { .. } | Request::PutAll { .. } => {
+                resps.push(Response::GetAllCount(0));
+                resps.push(Response::GetAllDone);
+                resps.push(Response::PutAllDone(Ok(())));
+            }
             _ => {}
         }
     }
@@ -71,6 +87,7 @@ fn replies_are_well_formed(
             let m = pmi2::decode(&bytes[6..]).expect("checked reply");
             let want = match r {
                 Response::Value { value: Some(v), .. } => Some(v.as_slice()),
+                Response::GetAllPair { value, .. } => Some(value.as_slice()),
                 Response::Lookup(Some(p)) => Some(p.as_bytes()),
                 _ => None,
             };
@@ -90,7 +107,9 @@ fn replies_are_well_formed(
 fn carries(proto: Protocol, req: &Request) -> bool {
     let fields: Vec<&[u8]> = match req {
         // Values of puts carry `;` (tested); keys never do.
-        Request::Put { key, value } | Request::PutNodeAttr { key, value } => match proto {
+        Request::Put { key, value }
+        | Request::PutNodeAttr { key, value }
+        | Request::PutAllPair { key, value } => match proto {
             Protocol::Pmi2 => vec![key],
             Protocol::Pmi1 => vec![key, value],
         },
@@ -101,6 +120,7 @@ fn carries(proto: Protocol, req: &Request) -> bool {
         Request::Publish { service, port } => vec![service.as_bytes(), port.as_bytes()],
         Request::Unpublish { service } | Request::Lookup { service } => vec![service.as_bytes()],
         Request::JobConnect { jobid } | Request::JobDisconnect { jobid } => vec![jobid.as_bytes()],
+        Request::GetAll { jobid } => vec![jobid.as_deref().unwrap_or("").as_bytes()],
         Request::Spawn(s) => {
             let mut f: Vec<&[u8]> = Vec::new();
             for (k, v) in &s.preput {

@@ -163,6 +163,11 @@ fn bound(
             None
         }
         Request::JobConnect { jobid } => Some(super::connect::job_connect(s, job, &jobid)),
+        Request::GetAll { jobid } => Some(super::kvscopy::getall(s, job, to, jobid, out)),
+        Request::PutAll { paircount } => super::kvscopy::putall(s, to.conn, paircount),
+        Request::PutAllPair { key, value } => {
+            super::kvscopy::putall_pair(s, job, rank, to.conn, key, value)
+        }
         Request::JobDisconnect { jobid } => Some(super::connect::job_disconnect(s, job, &jobid)),
         Request::Spawn(req) => super::spawn::request(s, job, rank, to, req, out),
         Request::Group(req) => {

@@ -18,11 +18,13 @@ mod failure;
 mod groups;
 mod handlers;
 mod hold;
+mod kvscopy;
 pub mod nameserv;
 pub mod psets;
 pub mod spawn;
 pub mod status;
 pub mod store;
+pub use kvscopy::{PUTALL_BYTES_MAX, PUTALL_PAIRS_MAX};
 mod waits;
 
 use std::collections::{BTreeSet, HashMap};
@@ -182,6 +184,8 @@ struct Conn {
     peer: Option<String>,
     /// An identification waiting for its next step.
     pending: Option<auth::Pending>,
+    /// A `kvs-putall` waiting for its pairs.
+    putall: Option<kvscopy::PutAll>,
 }
 
 /// The protocol state of every job and connection of one launcher.
@@ -293,6 +297,7 @@ impl Server {
                 trust: auth::Trust::Remote,
                 peer: None,
                 pending: None,
+                putall: None,
             },
         );
     }

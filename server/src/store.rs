@@ -41,6 +41,9 @@ pub trait Store: Send {
     fn max_value(&self) -> usize;
     fn put(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
     fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
+    /// Every pair of the KVS (`kvs-getall`), in no particular order; a key
+    /// put twice appears once, with its last value.
+    fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)>;
     fn put_node_attr(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
     fn get_node_attr(&self, key: &[u8]) -> Option<Vec<u8>>;
     /// A node attribute the launcher itself sets (`localRanks`, ...): its
@@ -174,6 +177,13 @@ impl Store for MemStore {
 
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.kvs.get(key).cloned()
+    }
+
+    fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.kvs
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     fn put_node_attr(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {

@@ -83,6 +83,24 @@ pub enum Request {
     JobDisconnect {
         jobid: String,
     },
+    /// `kvs-getall;[jobid=J;]`: every pair of the caller's job's KVS (or of
+    /// connected job J), answered by a pair count, one message per pair and
+    /// an end ([`Response::GetAllCount`], [`Response::GetAllPair`],
+    /// [`Response::GetAllDone`]).
+    GetAll {
+        jobid: Option<String>,
+    },
+    /// `kvs-putall;paircount=N;`: the next N messages of the connection
+    /// are `kvs-putall-pair`s, put as one ([`Response::PutAllDone`] after
+    /// the last).
+    PutAll {
+        paircount: u64,
+    },
+    /// `kvs-putall-pair;key=K;value=V;`: one pair of a `kvs-putall`.
+    PutAllPair {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
     /// The group extension (`group-*`, `docs/groups.md`).
     Group(super::group::GroupRequest),
 }
@@ -136,6 +154,18 @@ pub enum Response {
         errcodes: Vec<i32>,
     },
     Connected,
+    /// `kvs-getall`: how many pairs follow (`kvs-getall-paircount-response`).
+    GetAllCount(u64),
+    /// `kvs-getall`: one pair (`kvs-getall-pair-response`).
+    GetAllPair {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// `kvs-getall`: the end (`kvs-getall-response`); a failed getall sends
+    /// only this, with the error ([`Response::Error`] to `kvs-getall`).
+    GetAllDone,
+    /// `kvs-putall`: the end (`kvs-putall-response`), success or failure.
+    PutAllDone(Result<(), (i32, String)>),
     /// A group request succeeded (PMI-2 only).
     Group(super::group::GroupReply),
     /// Any failure: `rc` non-zero and a one-line message.
@@ -361,6 +391,28 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
         },
         (Pmi2, "job-disconnect") => Request::JobDisconnect {
             jobid: need_str(msg, "jobid")?,
+        },
+        (Pmi2, "kvs-getall") => Request::GetAll {
+            jobid: msg
+                .get_str("jobid")
+                .filter(|j| !j.is_empty())
+                .map(str::to_string),
+        },
+        (Pmi2, "kvs-putall") => Request::PutAll {
+            paircount: match need_int(msg, "paircount")? {
+                n if n >= 0 => n as u64,
+                n => {
+                    return Err(WireError::BadValue {
+                        cmd: msg.cmd.clone(),
+                        key: "paircount",
+                        value: n.to_string(),
+                    })
+                }
+            },
+        },
+        (Pmi2, "kvs-putall-pair") => Request::PutAllPair {
+            key: key_of(msg, "key")?,
+            value: need(msg, "value")?.to_vec(),
         },
         (Pmi2, c) if c.starts_with("group-") => match super::group::decode_request(msg) {
             Some(r) => Request::Group(r?),

@@ -49,6 +49,17 @@ pub fn encode_response(
     }
 }
 
+/// An error message as a PMI-2 value: never a ';' (messages quote client
+/// bytes, escaped, up to 4x longer: kept under PMI2_MAX_VALLEN).
+fn errmsg(msg: &str) -> String {
+    let mut text = msg.replace(';', ",");
+    if text.len() > 900 {
+        let cut = (0..=900).rev().find(|&i| text.is_char_boundary(i));
+        text.truncate(cut.unwrap_or(0));
+    }
+    text
+}
+
 pub(super) fn bool_str(b: bool) -> &'static str {
     if b {
         "TRUE"
@@ -167,6 +178,14 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
             m.push("rc", "1");
             m.push("info", "fail");
         }
+        // PMI-2 commands only: never the answer to a PMI-1 request.
+        Response::GetAllCount(_)
+        | Response::GetAllPair { .. }
+        | Response::GetAllDone
+        | Response::PutAllDone(_) => {
+            m.push("rc", "-1");
+            m.push("msg", "not_a_PMI-1_reply");
+        }
         Response::Spawned { jobid, errcodes } => {
             m.push("rc", "0");
             m.push("jobid", jobid);
@@ -280,7 +299,33 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
         }
         Response::Connected => {
             m.push("rc", "0");
+            // Jobs of one launcher read each other's KVS through it.
             m.push("kvscopy", "FALSE");
+        }
+        Response::GetAllCount(n) => {
+            m.cmd = "kvs-getall-paircount-response".into();
+            m.push("rc", "0");
+            m.push("paircount", n.to_string());
+        }
+        Response::GetAllPair { key, value } => {
+            m.cmd = "kvs-getall-pair-response".into();
+            m.push("rc", "0");
+            m.push("key", key);
+            m.push("value", value);
+        }
+        Response::GetAllDone => {
+            m.cmd = "kvs-getall-response".into();
+            m.push("rc", "0");
+        }
+        Response::PutAllDone(r) => {
+            m.cmd = "kvs-putall-response".into();
+            match r {
+                Ok(()) => m.push("rc", "0"),
+                Err((rc, msg)) => {
+                    m.push("rc", rc.to_string());
+                    m.push("errmsg", errmsg(msg));
+                }
+            }
         }
         Response::Group(g) => {
             m.push("rc", "0");
@@ -288,14 +333,7 @@ fn pmi2_message(cmd: &str, resp: &Response) -> Message {
         }
         Response::Error { rc, msg } => {
             m.push("rc", rc.to_string());
-            // Never produce a ';' in a value. Messages quote client bytes
-            // (escaped, up to 4x longer): keep them under PMI2_MAX_VALLEN.
-            let mut text = msg.replace(';', ",");
-            if text.len() > 900 {
-                let cut = (0..=900).rev().find(|&i| text.is_char_boundary(i));
-                text.truncate(cut.unwrap_or(0));
-            }
-            m.push("errmsg", text);
+            m.push("errmsg", errmsg(msg));
         }
         Response::InitAck { .. }
         | Response::Maxes { .. }

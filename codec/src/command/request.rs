@@ -131,6 +131,19 @@ fn pmi2_request(r: &Request) -> Message {
         Request::Lookup { service } => Message::new("name-lookup").with("name", service),
         Request::JobConnect { jobid } => Message::new("job-connect").with("jobid", jobid),
         Request::JobDisconnect { jobid } => Message::new("job-disconnect").with("jobid", jobid),
+        Request::GetAll { jobid } => {
+            let m = Message::new("kvs-getall");
+            match jobid {
+                Some(j) => m.with("jobid", j),
+                None => m,
+            }
+        }
+        Request::PutAll { paircount } => {
+            Message::new("kvs-putall").with("paircount", paircount.to_string())
+        }
+        Request::PutAllPair { key, value } => Message::new("kvs-putall-pair")
+            .with("key", key)
+            .with("value", value),
         Request::Group(g) => crate::group::encode_request(g),
         Request::Spawn(s) => {
             let mut m = Message::new("spawn")
@@ -183,6 +196,9 @@ pub fn request_name(r: &Request) -> &'static str {
         Request::Spawn(_) => "spawn",
         Request::JobConnect { .. } => "job-connect",
         Request::JobDisconnect { .. } => "job-disconnect",
+        Request::GetAll { .. } => "kvs-getall",
+        Request::PutAll { .. } => "kvs-putall",
+        Request::PutAllPair { .. } => "kvs-putall-pair",
         Request::AuthComplete { .. } => "auth-response-complete",
         Request::Group(g) => g.name(),
     }

@@ -234,3 +234,100 @@ fn replies_pmi2() {
     );
     assert_eq!(&r[6..], b"cmd=kvs-put-response;rc=1;errmsg=a,b;");
 }
+
+#[test]
+fn getall_and_putall_requests() {
+    assert_eq!(dec2("cmd=kvs-getall;"), Request::GetAll { jobid: None });
+    assert_eq!(
+        dec2("cmd=kvs-getall;jobid=;"),
+        Request::GetAll { jobid: None }
+    );
+    assert_eq!(
+        dec2("cmd=kvs-getall;jobid=J1;"),
+        Request::GetAll {
+            jobid: Some("J1".into())
+        }
+    );
+    assert_eq!(
+        dec2("cmd=kvs-putall;paircount=3;"),
+        Request::PutAll { paircount: 3 }
+    );
+    assert_eq!(
+        dec2("cmd=kvs-putall-pair;key=k;value=v;;w;"),
+        Request::PutAllPair {
+            key: b"k".to_vec(),
+            value: b"v;w".to_vec()
+        }
+    );
+    let bad = |body: &str| {
+        request_from(Protocol::Pmi2, &pmi2::decode(body.as_bytes()).unwrap()).unwrap_err()
+    };
+    for body in [
+        "cmd=kvs-putall;",
+        "cmd=kvs-putall;paircount=-1;",
+        "cmd=kvs-putall;paircount=x;",
+        "cmd=kvs-putall-pair;value=v;",
+        "cmd=kvs-putall-pair;key=;value=v;",
+    ] {
+        bad(body);
+    }
+    // Not in PMI-1.
+    assert!(request_from(Protocol::Pmi1, &pmi1::decode(b"cmd=kvs-getall\n").unwrap()).is_err());
+    // Each request round-trips through its encoding.
+    for r in [
+        Request::GetAll { jobid: None },
+        Request::GetAll {
+            jobid: Some("J".into()),
+        },
+        Request::PutAll { paircount: 7 },
+        Request::PutAllPair {
+            key: b"a".to_vec(),
+            value: b"x;y".to_vec(),
+        },
+    ] {
+        let bytes = encode_request(Protocol::Pmi2, &r);
+        let body = std::str::from_utf8(&bytes[6..]).unwrap();
+        assert_eq!(dec2(body), r, "{body}");
+    }
+}
+
+#[test]
+fn getall_and_putall_replies() {
+    let enc = |cmd: &str, r: &Response| {
+        String::from_utf8(encode_response(Protocol::Pmi2, cmd, None, r)[6..].to_vec()).unwrap()
+    };
+    assert_eq!(
+        enc("kvs-getall", &Response::GetAllCount(2)),
+        "cmd=kvs-getall-paircount-response;rc=0;paircount=2;"
+    );
+    assert_eq!(
+        enc(
+            "kvs-getall",
+            &Response::GetAllPair {
+                key: b"k".to_vec(),
+                value: b"a;b".to_vec()
+            }
+        ),
+        "cmd=kvs-getall-pair-response;rc=0;key=k;value=a;;b;"
+    );
+    assert_eq!(
+        enc("kvs-getall", &Response::GetAllDone),
+        "cmd=kvs-getall-response;rc=0;"
+    );
+    assert_eq!(
+        enc("kvs-getall", &Response::error("no job J")),
+        "cmd=kvs-getall-response;rc=-1;errmsg=no job J;"
+    );
+    // The end of a putall answers its last pair, under the putall's name.
+    assert_eq!(
+        enc("kvs-putall-pair", &Response::PutAllDone(Ok(()))),
+        "cmd=kvs-putall-response;rc=0;"
+    );
+    assert_eq!(
+        enc(
+            "kvs-putall-pair",
+            &Response::PutAllDone(Err((1, "pair 2; too long".into())))
+        ),
+        "cmd=kvs-putall-response;rc=1;errmsg=pair 2, too long;"
+    );
+}

@@ -114,6 +114,24 @@ impl Store for ShmStore {
             .or_else(|| self.overflow.get(key).cloned())
     }
 
+    fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        // The segment's pairs, then those that did not fit it (a key is in
+        // one or the other: a put that fits the table leaves the overflow).
+        let seg = self.seg.seg();
+        let mut all: Vec<(Vec<u8>, Vec<u8>)> = seg
+            .kvs()
+            .entries()
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        all.extend(
+            self.overflow
+                .iter()
+                .filter(|(k, _)| seg.kvs().get(k).is_none())
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        all
+    }
+
     fn put_node_attr(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         match self.seg.seg().node_attrs().put(key, value, &SharedFutex) {
             Ok(_) => {
@@ -217,5 +235,38 @@ impl Store for ShmStore {
         if let Some(g) = self.seg.seg().group(slot) {
             g.fail(rank, &SharedFutex);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `entries` (kvs-getall) lists the segment's pairs and those that
+    /// overflowed it, each key once, with its last value.
+    #[test]
+    fn entries_cover_the_segment_and_its_overflow() {
+        // A tiny table: 1 MiB of KVS for 2 ranks fills after some puts.
+        let params = shm_layout::SegmentParams::for_ranks(2).with_kvs_mb(1);
+        let seg =
+            JobSegment::create(fastpmi_segment::MemPool::AnonMmap, &params, "t").expect("segment");
+        let mut st = ShmStore::new(Arc::new(seg));
+        let value = vec![b'v'; 1000];
+        let mut n = 0;
+        while st.overflow.is_empty() {
+            st.put(0, format!("k{n}").as_bytes(), &value).unwrap();
+            n += 1;
+            assert!(n < 100_000, "the segment never filled");
+        }
+        st.put(1, b"k0", b"new").unwrap();
+        let mut got = st.entries();
+        got.sort();
+        let mut want: Vec<(Vec<u8>, Vec<u8>)> = (1..n)
+            .map(|i| (format!("k{i}").into_bytes(), value.clone()))
+            .chain([(b"k0".to_vec(), b"new".to_vec())])
+            .collect();
+        want.sort();
+        assert_eq!(got.len(), want.len());
+        assert_eq!(got, want);
     }
 }

@@ -152,6 +152,9 @@ impl Store for SegmentSays {
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.inner.get(key)
     }
+    fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        self.inner.entries()
+    }
     fn put_node_attr(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         self.inner.put_node_attr(rank, key, value)
     }

@@ -137,7 +137,7 @@ fn an_endless_spawn_block_is_cut_off_and_the_connection_closed() {
 }
 
 /// A second one-rank job, "other", its rank initialized on connection 100.
-fn other_job(s: &mut Server) -> JobIdx {
+pub(super) fn other_job(s: &mut Server) -> JobIdx {
     let other = s.add_job(JobSpec {
         id: "other".into(),
         apps: vec![1],

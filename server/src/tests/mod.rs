@@ -74,5 +74,6 @@ pub(super) fn init_all(s: &mut Server, n: u32) {
 mod failure;
 mod jobs;
 mod kvs;
+mod kvscopy;
 mod port_mode;
 mod wire;
