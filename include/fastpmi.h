@@ -1,6 +1,7 @@
 /*
  * fastpmi.h: fastpmi's extension of libpmi2.so.0 -- process groups (PMIx
- * RFC0033) and process sets (`fastpmi --pset NAME`). See docs/groups.md.
+ * RFC0033) and process sets (`fastpmi --pset NAME`), see docs/groups.md;
+ * a job's whole KVS in one exchange, see docs/dynamic-jobs.md.
  *
  * Link with -lpmi2 (fastpmi's libpmi2.so.0; pkg-config --libs fastpmi).
  * Call PMI2_Init first. Return codes are the PMI2_* codes of pmi2.h plus
@@ -49,6 +50,20 @@ int FPMI_Group_join(const char *id, int leader, int accept, int timeout_ms, int 
                     int *group_size, uint64_t *ctxid);
 /* Leave group `id`; the other members go on without the caller. */
 int FPMI_Group_leave(const char *id);
+
+/* A job's whole KVS in one exchange (docs/dynamic-jobs.md). */
+typedef int (*FPMI_Pair_fn)(const char *key, const char *value, int vallen, void *arg);
+/* Every pair of this job's KVS (jobid NULL or "") or of a job connected to
+ * it, as the server holds them now: fn(key, value, vallen, arg) once per
+ * pair, in no order (the strings are valid during the call); *npairs (if
+ * not NULL) gets the count. A non-zero return of fn stops the walk and is
+ * returned. PMI2_ERR_OTHER where the server has no kvs-getall (Hydra,
+ * slurmstepd) or the job is not connected. */
+int FPMI_KVS_Getall(const char *jobid, FPMI_Pair_fn fn, void *arg, int *npairs);
+/* Put keys[i] = values[i], i < n, into this job's KVS in one exchange: the
+ * server checks every pair before it puts any. Visible to every rank after
+ * the next PMI2_KVS_Fence, like PMI2_KVS_Put's. */
+int FPMI_KVS_Putall(const char *const *keys, const char *const *values, int n);
 
 /* Process sets: names of all sets, comma-separated ("" for none). */
 int FPMI_Pset_names(char *names, int len);

@@ -103,6 +103,8 @@ const FPMI_FUNCTIONS: &[&str] = &[
     "FPMI_Group_invite",
     "FPMI_Group_join",
     "FPMI_Group_leave",
+    "FPMI_KVS_Getall",
+    "FPMI_KVS_Putall",
     "FPMI_Pset_members",
     "FPMI_Pset_mine",
     "FPMI_Pset_names",

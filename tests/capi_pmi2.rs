@@ -21,6 +21,17 @@ fn lib_dir() -> &'static str {
     capi_lib_dir().to_str().expect("UTF-8 library path")
 }
 
+/// `exe ARGS` with fastpmi's libpmi2 and no launcher: a singleton.
+fn singleton(exe: &std::path::Path, args: &[&str]) -> Outcome {
+    launch(args)
+        .program(exe)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env_remove("PMI_FD")
+        .env_remove("PMI_PORT")
+        .timeout(Duration::from_secs(30))
+        .run()
+}
+
 fn assert_lines(out: &Outcome, want: &str) {
     assert_eq!(
         out.stdout_lines(),
@@ -237,13 +248,7 @@ fn capi_conformance_under_fastpmi_n4() {
 #[test]
 fn capi_conformance_as_singleton() {
     let exe = prog(Prog::Pmi2Capi);
-    let out = launch(["1", "singleton"])
-        .program(exe)
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .env_remove("PMI_FD")
-        .env_remove("PMI_PORT")
-        .timeout(Duration::from_secs(30))
-        .run();
+    let out = singleton(exe, &["1", "singleton"]);
     out.assert_success();
     assert_lines(&out, "pmi2 capi ok size=1");
 }
@@ -283,4 +288,30 @@ fn slurm_program_compiled_against_fastpmi_header_n4() {
     assert_eq!(sock[..3], [0, 0, 0], "{}", out.report());
     assert_eq!(shm[0], 4, "{}", out.report());
     assert!(Path::new(exe).is_file());
+}
+
+/// `fpmi_kvscopy.c`: `FPMI_KVS_Getall` and `FPMI_KVS_Putall` of
+/// `include/fastpmi.h`, 5 ranks on shared memory, on the socket, and as a
+/// singleton (its own store): every rank's card once, a putall seen by
+/// every rank after the next fence, a bad key refused with nothing put.
+#[test]
+fn fpmi_kvscopy_getall_and_putall() {
+    let exe = prog(Prog::FpmiKvscopy);
+    for transport in ["shm", "socket"] {
+        let out = launch(["-n", "5", exe.to_str().unwrap()])
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .env("FASTPMI_TRANSPORT", transport)
+            .timeout(Duration::from_secs(60))
+            .run();
+        out.assert_success();
+        let mut lines = out.stdout_lines();
+        lines.sort();
+        let want: Vec<String> = (0..5)
+            .map(|r| format!("fpmi kvscopy ok rank {r} size 5"))
+            .collect();
+        assert_eq!(lines, want, "{transport}\n{}", out.report());
+    }
+    let out = singleton(exe, &["1"]);
+    out.assert_success();
+    assert_eq!(out.stdout_lines(), vec!["fpmi kvscopy ok rank 0 size 1"]);
 }

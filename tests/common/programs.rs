@@ -66,6 +66,10 @@ pub enum Prog {
     Pmi2FenceLoopSlurm,
     /// `pmi2_fence_loop.c` (fastpmi's `include/pmi2.h` and `libpmi2.so`).
     Pmi2FenceLoopFastpmi,
+    /// `fpmi_kvscopy.c` (fastpmi's `include/fastpmi.h` and `libpmi2.so`):
+    /// `FPMI_KVS_Getall` and `FPMI_KVS_Putall`; `fpmi kvscopy ok rank R
+    /// size N` from every rank.
+    FpmiKvscopy,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -101,6 +105,7 @@ impl Prog {
             Prog::MpiInitMark => "mpi_init_mark",
             Prog::Pmi2FenceLoopSlurm => "pmi2_fence_loop_slurm",
             Prog::Pmi2FenceLoopFastpmi => "pmi2_fence_loop_fastpmi",
+            Prog::FpmiKvscopy => "fpmi_kvscopy",
         }
     }
 
@@ -133,12 +138,13 @@ impl Prog {
             | Prog::Pmi2SlurmCalls
             | Prog::FpmiGroups
             | Prog::Pmi2LateFastpmi
-            | Prog::Pmi2FenceLoopFastpmi => Toolchain::FastpmiPmi2,
+            | Prog::Pmi2FenceLoopFastpmi
+            | Prog::FpmiKvscopy => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 20] = [const { OnceLock::new() }; 20];
+        static CELLS: [OnceLock<PathBuf>; 21] = [const { OnceLock::new() }; 21];
         &CELLS[self as usize]
     }
 }

@@ -33,12 +33,14 @@ pub mod groups;
 mod info;
 mod job;
 mod kvs;
+mod kvscopy;
 mod nameserv;
 mod spawn;
 
 pub use info::*;
 pub use job::*;
 pub use kvs::*;
+pub use kvscopy::*;
 pub use nameserv::*;
 pub use spawn::*;
 
