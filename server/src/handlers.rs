@@ -59,6 +59,9 @@ pub(super) fn handle(
                     return Some(Response::error(format!("job aborted: {why}")));
                 }
             }
+            if !matches!(other, Request::PutAllPair { .. }) {
+                super::kvscopy::interrupt_putall(s, to, &other, out);
+            }
             bound(s, job, rank, to, other, out)
         }
     }

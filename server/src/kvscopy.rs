@@ -7,7 +7,10 @@
 //! on the same connection; the server answers once, after the last pair.
 //! The pairs are checked as they come and held (at most
 //! [`PUTALL_PAIRS_MAX`] pairs and [`PUTALL_BYTES_MAX`] bytes), then put
-//! together; one bad pair fails the putall and none is put.
+//! together; one bad pair fails the putall and none is put. Any other
+//! command before the last pair ends the putall with an error (its count
+//! lied): nothing is put, the command is served, and pairs after it are
+//! errors of their own.
 
 use super::{reply, ConnId, Event, JobIdx, ReplyTo, Server};
 use fastpmi_codec::{codes, Response};
@@ -54,12 +57,9 @@ pub(super) fn getall(
 /// `kvs-putall;paircount=N;`: expect N pairs on `conn` (an empty putall is
 /// done at once).
 pub(super) fn putall(s: &mut Server, conn: ConnId, paircount: u64) -> Option<Response> {
+    // A previous putall of this connection was ended by this request
+    // (`interrupt_putall`).
     let c = s.conns.get_mut(&conn)?;
-    if c.putall.is_some() {
-        return Some(Response::error(
-            "kvs-putall while this connection's previous one still waits for pairs",
-        ));
-    }
     if paircount > PUTALL_PAIRS_MAX {
         return Some(Response::error(format!(
             "kvs-putall of {paircount} pairs: at most {PUTALL_PAIRS_MAX}"
@@ -73,6 +73,31 @@ pub(super) fn putall(s: &mut Server, conn: ConnId, paircount: u64) -> Option<Res
         ..PutAll::default()
     });
     None
+}
+
+/// `req` came on the connection of `to` while its putall waits for pairs:
+/// the putall fails (its count lied), answered before `req` is.
+pub(super) fn interrupt_putall(
+    s: &mut Server,
+    to: &ReplyTo,
+    req: &fastpmi_codec::Request,
+    out: &mut Vec<Event>,
+) {
+    let Some(p) = s.conns.get_mut(&to.conn).and_then(|c| c.putall.take()) else {
+        return;
+    };
+    let msg = format!(
+        "kvs-putall announced {} pairs, {} came before {}: nothing put",
+        p.seen + p.remaining,
+        p.seen,
+        fastpmi_codec::command::request_name(req)
+    );
+    reply(
+        out,
+        to,
+        &Response::PutAllDone(Err((codes::FAIL, msg))),
+        None,
+    );
 }
 
 /// One `kvs-putall-pair`: held until the last, then all are put as `rank`

@@ -153,10 +153,16 @@ fn putall_misuse_is_an_error_and_bounded() {
     );
     assert_eq!(m.cmd, "kvs-putall-response");
     assert!(m.get_str("errmsg").unwrap().contains("at most"));
-    // A second putall while one waits.
+    // A second putall while one waits: the first fails (its count lied),
+    // the second goes on.
     send2(&mut s, 0, "cmd=kvs-putall;paircount=2;");
     let m = pmi2_body(&sent(&send2(&mut s, 0, "cmd=kvs-putall;paircount=1;"), 0)[0]);
-    assert!(m.get_str("errmsg").unwrap().contains("still waits"));
+    assert!(m
+        .get_str("errmsg")
+        .unwrap()
+        .contains("0 came before kvs-putall"));
+    let m = pmi2_body(&sent(&send2(&mut s, 0, "cmd=kvs-putall-pair;key=k;value=v;"), 0)[0]);
+    assert_eq!(m.get_str("rc"), Some("0"));
     // Malformed counts and pairs are wire errors.
     for bad in [
         "cmd=kvs-putall;",
@@ -166,4 +172,46 @@ fn putall_misuse_is_an_error_and_bounded() {
         let m = pmi2_body(&sent(&send2(&mut s, 0, bad), 0)[0]);
         assert_ne!(m.get_str("rc"), Some("0"), "{bad}");
     }
+}
+
+#[test]
+fn a_putall_whose_count_lies_fails_before_the_next_command() {
+    let (mut s, _) = server(2);
+    init_all(&mut s, 2);
+    // Two pairs announced, one sent, then a fence: the putall fails first
+    // (nothing put), then the fence is served as usual.
+    send2(&mut s, 0, "cmd=kvs-putall;paircount=2;");
+    send2(&mut s, 0, "cmd=kvs-putall-pair;key=p;value=1;");
+    let msgs = bodies(&send2(&mut s, 0, "cmd=kvs-fence;"), 0);
+    assert_eq!(msgs.len(), 1, "the fence waits for rank 1: {msgs:?}");
+    assert_eq!(msgs[0].cmd, "kvs-putall-response");
+    assert_ne!(msgs[0].get_str("rc"), Some("0"));
+    let why = msgs[0].get_str("errmsg").unwrap();
+    assert!(
+        why.contains("announced 2 pairs, 1 came before fence"),
+        "{why}"
+    );
+    let out = send2(&mut s, 1, "cmd=kvs-fence;");
+    assert_eq!(bodies(&out, 0)[0].cmd, "kvs-fence-response");
+    // A pair after the fence is an error of its own; nothing was put.
+    let m = pmi2_body(&sent(&send2(&mut s, 0, "cmd=kvs-putall-pair;key=q;value=2;"), 0)[0]);
+    assert!(m
+        .get_str("errmsg")
+        .unwrap()
+        .contains("without a kvs-putall"));
+    assert_eq!(
+        getall_pairs(&bodies(&send2(&mut s, 1, "cmd=kvs-getall;"), 1)),
+        vec![]
+    );
+    // More pairs than announced: the extra one is an error, the putall
+    // itself went through.
+    send2(&mut s, 0, "cmd=kvs-putall;paircount=1;");
+    let m = pmi2_body(&sent(&send2(&mut s, 0, "cmd=kvs-putall-pair;key=a;value=1;"), 0)[0]);
+    assert_eq!(m.get_str("rc"), Some("0"));
+    let m = pmi2_body(&sent(&send2(&mut s, 0, "cmd=kvs-putall-pair;key=b;value=2;"), 0)[0]);
+    assert_ne!(m.get_str("rc"), Some("0"));
+    assert_eq!(
+        getall_pairs(&bodies(&send2(&mut s, 1, "cmd=kvs-getall;"), 1)),
+        vec![("a".into(), "1".into())]
+    );
 }
