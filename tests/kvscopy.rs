@@ -2,7 +2,8 @@
 //! launcher and ranks, on shared memory and on the socket: after a fence,
 //! a getall returns every rank's pair once; a putall's pairs are visible
 //! to every rank after the next fence; a putall with a bad pair fails
-//! with the server's reason and puts none. The wire details (framing,
+//! with the server's reason and puts none. On shared memory the getall
+//! reads the segment (no get reaches the server). The wire details (framing,
 //! bounds, connected jobs) are the server's tests (server/src/tests).
 
 mod common;
@@ -64,12 +65,25 @@ fn run(test: &str, transport: &str) {
     if rank_role::role().is_some() {
         rank_role::finish(role_kvscopy());
     }
-    let out = rank_role::launch(test, "kvscopy", N, &[])
+    let out = rank_role::launch(test, "kvscopy", N, &["--stats"])
         .env("FASTPMI_TRANSPORT", transport)
         .env("FASTPMI_TEST_TRANSPORT", transport)
         .timeout(Duration::from_secs(60))
         .run();
     out.assert_success();
+    // On shared memory a getall of the job's own pairs reads the segment:
+    // no get reaches the server. On the socket every rank's getall does.
+    let gets = fastpmi::launcher::stats_row(&out.stderr, "socket")
+        .unwrap_or_else(|| panic!("no socket row in --stats\n{}", out.report()))[1];
+    if transport == "shm" {
+        assert_eq!(gets, 0, "socket gets on shared memory\n{}", out.report());
+    } else {
+        assert!(
+            gets >= u64::from(N * N),
+            "{gets} socket gets\n{}",
+            out.report()
+        );
+    }
 }
 
 #[test]

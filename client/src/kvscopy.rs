@@ -15,8 +15,25 @@ impl Pmi {
     /// Every pair of this job's KVS (`jobid` None), or of job `jobid`
     /// connected to it, as the server holds them now (put before the last
     /// fence, or since: a fence first makes every rank's puts part of it).
+    /// On shared memory this job's pairs are read from the segment, with
+    /// no word to the server.
     pub fn kvs_getall(&self, jobid: Option<&str>) -> Result<Vec<Pair>, PmiError> {
         self.live()?;
+        let own = jobid.is_none_or(|j| j.is_empty() || j == self.jobid);
+        // This job's pairs on shared memory: read from the segment, unless
+        // some overflowed it into the launcher (then the server has them
+        // all).
+        if let Some(shm) = self.shm().filter(|_| own) {
+            if !self.overflowed(&shm.seg) {
+                return Ok(shm
+                    .seg
+                    .seg()
+                    .kvs()
+                    .entries()
+                    .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                    .collect());
+            }
+        }
         self.with(|t| match t {
             Peer::Wire(c) => {
                 let req = Request::GetAll {
