@@ -146,7 +146,7 @@ fn rendezvous_removed_after_exit_failure_and_sigkill() {
         "{:?}",
         rendezvous_files(xdg.path())
     );
-    // SIGKILL: the file stays until the next `fastpmi ps`.
+    // SIGKILL: the file stays until the next `fastpmi ps` or launcher.
     let job = launch(["-n", "2", "sleep", "30"])
         .env("XDG_RUNTIME_DIR", xdg.path())
         .spawn();
@@ -167,6 +167,35 @@ fn rendezvous_removed_after_exit_failure_and_sigkill() {
     assert!(text(&o.stderr).contains("stale"), "{}", text(&o.stderr));
     assert!(!sock.exists(), "fastpmi ps removes the stale socket");
     assert!(!text(&o.stdout).contains(&pid.to_string()));
+    // SIGKILL again: the next launcher removes the dead one's socket. A
+    // socket whose pid lives on (this test's, a process that is no
+    // launcher) is left to `fastpmi ps`.
+    let job = launch(["-n", "1", "sleep", "30"])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .spawn();
+    let pid = job.pid();
+    let sock = xdg.path().join("fastpmi").join(format!("{pid}.sock"));
+    wait_for(Duration::from_secs(20), "socket", || {
+        sock.exists().then_some(())
+    });
+    common::signal(pid, libc::SIGKILL);
+    job.wait_or_kill(Duration::from_secs(30));
+    let alive = xdg
+        .path()
+        .join("fastpmi")
+        .join(format!("{}.sock", std::process::id()));
+    drop(std::os::unix::net::UnixListener::bind(&alive).unwrap());
+    assert!(sock.exists() && alive.exists());
+    launch(["-n", "1", "true"])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .run()
+        .assert_success();
+    assert!(
+        !sock.exists(),
+        "the next launcher removes a dead one's socket"
+    );
+    assert!(alive.exists(), "a live pid's socket stays");
+    fs::remove_file(&alive).unwrap();
 }
 
 fn raw_request(sock: &Path, bytes: &[u8]) -> String {

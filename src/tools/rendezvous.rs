@@ -49,6 +49,7 @@ impl Rendezvous {
     /// they start and end one thread fewer).
     pub fn bind(dir: &Path) -> io::Result<(Rendezvous, UnixListener)> {
         ensure_dir(dir)?;
+        remove_dead(dir);
         let path = socket_path(dir, std::process::id());
         // A file of that name is from a dead process that had our pid.
         let _ = fs::remove_file(&path);
@@ -70,6 +71,32 @@ impl Drop for Rendezvous {
         // Only ours: never a socket a later process with our pid created.
         if fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.inode) {
             let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Remove the sockets in `dir` of launchers that are gone (their process
+/// no longer exists: killed with SIGKILL, they could not remove their own),
+/// so that the directory does not grow with them. A socket whose pid lives
+/// on, perhaps in another process, is left to `fastpmi ps`, which asks it.
+pub fn remove_dead(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_suffix(".sock"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let is_socket = e
+            .file_type()
+            .is_ok_and(|t| std::os::unix::fs::FileTypeExt::is_socket(&t));
+        if is_socket && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_file(e.path());
         }
     }
 }
