@@ -77,12 +77,7 @@ fn launchers(dir: &Path) -> io::Result<Vec<Found>> {
     let mut out = Vec::new();
     for ent in std::fs::read_dir(dir)? {
         let ent = ent?;
-        let name = ent.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".sock"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let Some(pid) = rendezvous::socket_pid(&ent.file_name()) else {
             continue;
         };
         let path = ent.path();

@@ -28,6 +28,11 @@ pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
 
 pub use crate::private_dir::{check_dir, dir, ensure_dir};
 
+/// The launcher pid a rendezvous socket's file name (`<pid>.sock`) names.
+pub fn socket_pid(name: &std::ffi::OsStr) -> Option<u32> {
+    name.to_str()?.strip_suffix(".sock")?.parse().ok()
+}
+
 /// The socket of launcher `pid` in `dir`.
 pub fn socket_path(dir: &Path, pid: u32) -> PathBuf {
     dir.join(format!("{pid}.sock"))
@@ -84,12 +89,7 @@ pub fn remove_dead(dir: &Path) {
         return;
     };
     for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_suffix(".sock"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let Some(pid) = socket_pid(&e.file_name()) else {
             continue;
         };
         let is_socket = e
