@@ -210,11 +210,7 @@ pub fn report(t: &JobTable) -> String {
         }
     }
     for g in &t.group_fences {
-        out += &format!("fastpmi: {name}: {}", group_head(g));
-        if g.barrier == "server" {
-            out += &format!(", waiting for {:.1} s", g.seconds);
-        }
-        out += "\n";
+        out += &format!("fastpmi: {name}: {}\n", group_head(g));
         for m in &g.missing {
             out += &format!("fastpmi:   missing {}\n", group_member(t, m));
         }
