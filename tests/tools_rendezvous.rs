@@ -147,17 +147,7 @@ fn rendezvous_removed_after_exit_failure_and_sigkill() {
         rendezvous_files(xdg.path())
     );
     // SIGKILL: the file stays until the next `fastpmi ps` or launcher.
-    let job = launch(["-n", "2", "sleep", "30"])
-        .env("XDG_RUNTIME_DIR", xdg.path())
-        .spawn();
-    let pid = job.pid();
-    let sock = xdg.path().join("fastpmi").join(format!("{pid}.sock"));
-    wait_for(Duration::from_secs(20), "socket", || {
-        sock.exists().then_some(())
-    });
-    common::signal(pid, libc::SIGKILL);
-    let out = job.wait_or_kill(Duration::from_secs(30));
-    assert_eq!(out.status.code(), None, "killed");
+    let (pid, sock) = killed_launcher(xdg.path());
     assert!(
         sock.exists(),
         "a SIGKILLed launcher cannot remove its socket"
@@ -170,16 +160,7 @@ fn rendezvous_removed_after_exit_failure_and_sigkill() {
     // SIGKILL again: the next launcher removes the dead one's socket. A
     // socket whose pid lives on (this test's, a process that is no
     // launcher) is left to `fastpmi ps`.
-    let job = launch(["-n", "1", "sleep", "30"])
-        .env("XDG_RUNTIME_DIR", xdg.path())
-        .spawn();
-    let pid = job.pid();
-    let sock = xdg.path().join("fastpmi").join(format!("{pid}.sock"));
-    wait_for(Duration::from_secs(20), "socket", || {
-        sock.exists().then_some(())
-    });
-    common::signal(pid, libc::SIGKILL);
-    job.wait_or_kill(Duration::from_secs(30));
+    let (_, sock) = killed_launcher(xdg.path());
     let alive = xdg
         .path()
         .join("fastpmi")
@@ -196,6 +177,23 @@ fn rendezvous_removed_after_exit_failure_and_sigkill() {
     );
     assert!(alive.exists(), "a live pid's socket stays");
     fs::remove_file(&alive).unwrap();
+}
+
+/// A launcher (a sleeping job) in runtime dir `xdg`, SIGKILLed once its
+/// rendezvous socket exists: its pid and that socket's path.
+fn killed_launcher(xdg: &Path) -> (u32, PathBuf) {
+    let job = launch(["-n", "1", "sleep", "30"])
+        .env("XDG_RUNTIME_DIR", xdg)
+        .spawn();
+    let pid = job.pid();
+    let sock = xdg.join("fastpmi").join(format!("{pid}.sock"));
+    wait_for(Duration::from_secs(20), "socket", || {
+        sock.exists().then_some(())
+    });
+    common::signal(pid, libc::SIGKILL);
+    let out = job.wait_or_kill(Duration::from_secs(30));
+    assert_eq!(out.status.code(), None, "killed");
+    (pid, sock)
 }
 
 fn raw_request(sock: &Path, bytes: &[u8]) -> String {

@@ -10,7 +10,7 @@
 //! [`RankState::group_wait`]: shm_layout::RankState::group_wait
 
 use super::proto::{GroupFenceRow, RankRow};
-use super::{instant_ns, mono_ns};
+use super::{instant_ns, mono_ns, secs};
 use fastpmi_server::status::GroupFence;
 
 /// The group fences in progress (one row each) of the job whose segment is
@@ -95,11 +95,4 @@ pub fn group_fences(
         });
     }
     out
-}
-
-fn secs(now: u64, since: u64) -> f64 {
-    if since == 0 {
-        return 0.0;
-    }
-    now.saturating_sub(since) as f64 / 1e9
 }

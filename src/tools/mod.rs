@@ -37,6 +37,15 @@ pub fn instant_ns(i: Instant) -> u64 {
     mono_ns().saturating_sub(ago.as_nanos() as u64)
 }
 
+/// Seconds from `since` to `now` (both [`mono_ns`]); 0 when `since` is
+/// unknown (0).
+pub fn secs(now: u64, since: u64) -> f64 {
+    if since == 0 {
+        return 0.0;
+    }
+    now.saturating_sub(since) as f64 / 1e9
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use shm_layout::{RankOp, RankPhase};
 
-use super::mono_ns;
 use super::procfs::{self, ProcState, SchedNow};
 use super::proto::{JobTable, RankRow};
 use super::report::{fence_progress, summary};
+use super::{mono_ns, secs};
 use fastpmi_segment::JobSegment;
 use fastpmi_server::status::{JobStatus, SockState};
 
@@ -48,13 +48,6 @@ pub struct Snapshot {
     pub command: String,
     pub age_seconds: f64,
     pub jobs: Vec<JobSnap>,
-}
-
-fn secs(now: u64, since: u64) -> f64 {
-    if since == 0 {
-        return 0.0;
-    }
-    now.saturating_sub(since) as f64 / 1e9
 }
 
 /// The proc table of one job, read now.

@@ -58,7 +58,6 @@ pub struct Forkers {
     pool: Arc<Pool>,
     /// Starts made on the caller's thread, not reported yet.
     inline_done: Vec<ForkDone>,
-    waker: Arc<mio::Waker>,
 }
 
 /// The forker threads' side of the pool.
@@ -80,7 +79,7 @@ struct Pool {
     /// Threads started so far.
     started: AtomicUsize,
     job_rx: Mutex<Receiver<ForkJob>>,
-    done_tx: Mutex<Sender<ForkDone>>,
+    done_tx: Sender<ForkDone>,
     waker: Arc<mio::Waker>,
 }
 
@@ -105,8 +104,8 @@ impl Forkers {
             idle: AtomicUsize::new(0),
             started: AtomicUsize::new(0),
             job_rx: Mutex::new(job_rx),
-            done_tx: Mutex::new(done_tx),
-            waker: waker.clone(),
+            done_tx,
+            waker,
         });
         Ok(Forkers {
             jobs,
@@ -115,7 +114,6 @@ impl Forkers {
             busy: 0,
             pool,
             inline_done: Vec::new(),
-            waker,
         })
     }
 
@@ -127,11 +125,6 @@ impl Forkers {
     /// Whether a forker is free for another rank.
     pub fn has_room(&self) -> bool {
         self.busy < self.threads
-    }
-
-    /// Ranks handed over and not yet reported back.
-    pub fn in_flight(&self) -> usize {
-        self.busy
     }
 
     /// Hand a rank to the forkers. A rank that is `alone` (no other waits
@@ -156,7 +149,7 @@ impl Forkers {
                 drop(job);
                 self.inline_done.push(ForkDone { id, result });
                 self.busy += 1;
-                let _ = self.waker.wake();
+                let _ = self.pool.waker.wake();
                 return Ok(());
             }
         }
@@ -220,11 +213,7 @@ impl Pool {
     /// wait and no thread is free, create the rank, report it.
     fn run(self: Arc<Pool>, mut spawner: Spawner) {
         block_signals();
-        let tx = self
-            .done_tx
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let tx = self.done_tx.clone();
         loop {
             self.idle.fetch_add(1, Ordering::AcqRel);
             // One thread at a time waits for the next job.
