@@ -1,7 +1,8 @@
 /*
  * fastpmi.h: fastpmi's extension of libpmi2.so.0 -- process groups (PMIx
  * RFC0033) and process sets (`fastpmi --pset NAME`), see docs/groups.md;
- * a job's whole KVS in one exchange, see docs/dynamic-jobs.md.
+ * a job's whole KVS in one exchange, see docs/dynamic-jobs.md; the
+ * out-of-band channel (abort notices, checkpoint requests), see docs/oob.md.
  *
  * Link with -lpmi2 (fastpmi's libpmi2.so.0; pkg-config --libs fastpmi).
  * Call PMI2_Init first. Return codes are the PMI2_* codes of pmi2.h plus
@@ -64,6 +65,31 @@ int FPMI_KVS_Getall(const char *jobid, FPMI_Pair_fn fn, void *arg, int *npairs);
  * server checks every pair before it puts any. Visible to every rank after
  * the next PMI2_KVS_Fence, like PMI2_KVS_Put's. */
 int FPMI_KVS_Putall(const char *const *keys, const char *const *values, int n);
+
+/* The out-of-band channel (docs/oob.md): notices the launcher sends unasked,
+ * each followed by the signal chosen at FPMI_Oob_open. */
+#define FPMI_OOB_ABORT 1      /* the job is being torn down */
+#define FPMI_OOB_CHECKPOINT 2 /* `fastpmi checkpoint` asks for a checkpoint */
+typedef struct {
+    int kind;           /* FPMI_OOB_ABORT or FPMI_OOB_CHECKPOINT */
+    int rank;           /* abort: the rank that failed; -1 when the launcher
+                         * ended the job or a connected job failed */
+    int exitcode;       /* abort: the exit code the job ends with */
+    long long seq;      /* checkpoint: the request's number in the job, from 1 */
+    char jobid[256];    /* the job's id */
+    char message[1024]; /* abort: why */
+} FPMI_Oob_notice;
+/* Open this process's channel; signal: "SIGUSR2", "USR2", ... or NULL /
+ * "NONE" for no signal (install its handler first). *fd (if not NULL) is
+ * readable when a notice has arrived. FPMI_ERR_NOT_SUPPORTED under a server
+ * without the channel (Hydra, slurmstepd) and as a singleton. */
+int FPMI_Oob_open(const char *signal, int *fd);
+/* The next notice, waiting up to timeout_ms (0: no wait, < 0: until one
+ * comes): *received = 1 and *notice filled, or *received = 0. Not from a
+ * signal handler. PMI2_ERR_OTHER once the launcher closed the channel. */
+int FPMI_Oob_poll(int timeout_ms, FPMI_Oob_notice *notice, int *received);
+/* Close the channel; the job goes on. */
+int FPMI_Oob_close(void);
 
 /* Process sets: names of all sets, comma-separated ("" for none). */
 int FPMI_Pset_names(char *names, int len);

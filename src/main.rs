@@ -29,6 +29,9 @@ fn main() -> ExitCode {
         Ok(Command::Release { target, socket }) => {
             fastpmi::tools::ps::release(&target, socket.as_deref())
         }
+        Ok(Command::Checkpoint { target, socket }) => {
+            fastpmi::tools::ps::checkpoint(&target, socket.as_deref())
+        }
         Err(e) => {
             fastpmi::errln!("fastpmi: {e}");
             2

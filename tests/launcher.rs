@@ -60,7 +60,8 @@ fn demo_exchanges_and_verifies_cards() {
     assert!(s.contains("fence") && s.contains("get-all"), "{s}");
 }
 
-/// Each rank's descriptors as `fd:target` pairs (stdio, PMI socket, segment).
+/// Each rank's descriptors as `fd:target` pairs (stdio, PMI socket, segment,
+/// out-of-band socket).
 const FD_SCRIPT: &str = r#"out=""; for f in /proc/$$/fd/*; do [ -e "$f" ] && out="$out ${f##*/}:$(readlink $f)"; done; echo "FDS$out""#;
 
 fn rank_fds(stdout: &str, rank: u32) -> Vec<(u32, String)> {
@@ -84,7 +85,7 @@ fn rank_fds(stdout: &str, rank: u32) -> Vec<(u32, String)> {
 #[test]
 fn rank_environment_and_descriptors() {
     let script = format!(
-        r#"echo "R=$PMI_RANK S=$PMI_SIZE J=$PMI_JOBID F=$PMI_FD L=$MPI_LOCALRANKID/$MPI_LOCALNRANKS G=$FOO SP=${{PMI_SPAWNED-unset}} PX=${{PMIX_RANK-unset}}"; {FD_SCRIPT}"#
+        r#"echo "R=$PMI_RANK S=$PMI_SIZE J=$PMI_JOBID F=$PMI_FD O=$PMI_OOB_FD L=$MPI_LOCALRANKID/$MPI_LOCALNRANKS G=$FOO SP=${{PMI_SPAWNED-unset}} PX=${{PMIX_RANK-unset}}"; {FD_SCRIPT}"#
     );
     for (pool, segment_fd) in [("anonmmap", true), ("sysv", false), ("none", false)] {
         let s = stdout_of(
@@ -111,21 +112,22 @@ fn rank_environment_and_descriptors() {
                 .unwrap_or_else(|| panic!("{s}"));
             assert!(line.contains(&format!("R={r} S=3 J=fastpmi_")), "{line}");
             assert!(
-                line.contains(&format!("F=3 L={r}/3 G=bar SP=unset PX=unset")),
+                line.contains(&format!("F=3 O=6 L={r}/3 G=bar SP=unset PX=unset")),
                 "{line}"
             );
             let fds = rank_fds(&s, r);
             let numbers: Vec<u32> = fds.iter().map(|(fd, _)| *fd).collect();
             let want: Vec<u32> = if segment_fd {
-                vec![0, 1, 2, 3, 4]
+                vec![0, 1, 2, 3, 4, 6]
             } else {
-                vec![0, 1, 2, 3]
+                vec![0, 1, 2, 3, 6]
             };
             assert_eq!(
                 numbers, want,
                 "--mem-pool {pool}: rank {r} inherited unexpected descriptors: {fds:?}"
             );
             assert!(fds[3].1.starts_with("socket:"), "{fds:?}");
+            assert!(fds.last().unwrap().1.starts_with("socket:"), "{fds:?}");
             if segment_fd {
                 assert!(fds[4].1.starts_with("/memfd:fastpmi-job"), "{fds:?}");
             }
@@ -137,8 +139,9 @@ fn rank_environment_and_descriptors() {
 /// first rank starts, instead of growing it while ranks start (each growth
 /// in a threaded process waits for an RCU grace period with no rank
 /// starting; see `reserve_descriptors`). Rank 0, the first started, reads
-/// the launcher's table size: it must already hold the three descriptors
-/// per rank that 256 ranks need.
+/// the launcher's table size: it must already hold the four descriptors
+/// per rank (PMI and out-of-band sockets, stdout, stderr) that 256 ranks
+/// need.
 #[test]
 fn descriptor_table_is_sized_for_the_job_before_ranks_start() {
     const N: u32 = 256;
@@ -150,19 +153,19 @@ fn descriptor_table_is_sized_for_the_job_before_ranks_start() {
         .unwrap_or_else(|| panic!("no FDSize from rank 0: {s}"));
     let size = field_of(line, "FDSIZE");
     assert!(
-        size >= 3 * N as i32,
+        size >= 4 * N as i32,
         "launcher descriptor table when rank 0 started: {size} slots, fewer than the {} a {N}-rank job holds",
-        3 * N
+        4 * N
     );
 }
 
 /// Every descriptor numbered below a forker's last slot is copied into each
 /// rank it creates and closed again at exec (`Spawner`), so the forkers'
 /// slots, opened on `/dev/null`, sit at the lowest numbers above the
-/// targets 0-5, 6 per forker. Rank 0 lists the launcher's `/dev/null`
+/// targets 0-6, 7 per forker. Rank 0 lists the launcher's `/dev/null`
 /// descriptors (the only rank: no forker is busy, so every slot is on
-/// `/dev/null`): with 4 forkers, 24 slots and the shared `/dev/null`, all
-/// below 6 + 24 + 8 (the launcher's own few opened before them).
+/// `/dev/null`): with 4 forkers, 28 slots and the shared `/dev/null`, all
+/// below 7 + 28 + 8 (the launcher's own few opened before them).
 #[test]
 fn forker_slots_take_the_lowest_descriptor_numbers() {
     const FORKERS: u32 = 4;
@@ -181,10 +184,10 @@ fn forker_slots_take_the_lowest_descriptor_numbers() {
     // Stdio of the launcher may be /dev/null too.
     fds.retain(|&fd| fd > 2);
     assert!(
-        fds.len() > 6 * FORKERS as usize,
+        fds.len() > 7 * FORKERS as usize,
         "the launcher's /dev/null descriptors: {fds:?}"
     );
-    let bound = 6 + 6 * FORKERS as i32 + 8;
+    let bound = 7 + 7 * FORKERS as i32 + 8;
     assert!(
         fds.iter().all(|&fd| fd < bound),
         "forker slots at {fds:?}, not all below {bound}"

@@ -82,6 +82,15 @@ pub(super) enum Stream {
     Tcp(std::net::TcpStream),
 }
 
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Unix(s) => s.as_fd(),
+            Stream::Tcp(s) => s.as_fd(),
+        }
+    }
+}
+
 impl Stream {
     fn try_clone(&self) -> std::io::Result<Stream> {
         Ok(match self {

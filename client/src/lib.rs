@@ -28,6 +28,8 @@ mod init;
 mod kvscopy;
 pub use kvscopy::Pair;
 mod names;
+mod oob;
+pub use oob::{Notice as OobNotice, OobChannel, SIGNALS as OOB_SIGNALS};
 mod os;
 mod spawn;
 mod transport;

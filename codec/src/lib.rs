@@ -13,6 +13,7 @@ pub mod command;
 pub mod frame;
 pub mod group;
 pub mod names;
+pub mod oob;
 pub mod pmi1;
 pub mod pmi2;
 pub mod spawn;

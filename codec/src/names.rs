@@ -77,6 +77,9 @@ pub mod fullinit {
 pub mod env {
     /// Inherited socket to the PMI server.
     pub const PMI_FD: &str = "PMI_FD";
+    /// Inherited socket of the rank's out-of-band channel (fastpmi's
+    /// launcher in FD mode; docs/oob.md).
+    pub const PMI_OOB_FD: &str = "PMI_OOB_FD";
     /// `host:port` of the PMI server.
     pub const PMI_PORT: &str = "PMI_PORT";
     /// The process's id on `PMI_PORT` (PMI-1).

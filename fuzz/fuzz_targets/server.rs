@@ -1,6 +1,7 @@
 //! The server core driven like the launcher's event loop drives it: two
 //! jobs (one FD-mode, one port-mode) on a MemStore each, five connections
-//! (see `fastpmi_fuzz::CONNS`), interleaved reads, closes, rank exits,
+//! (see `fastpmi_fuzz::CONNS`; the port-mode ones local peers, whose
+//! claims and out-of-band channels the launcher checks), interleaved reads, closes, rank exits,
 //! reconnects, a launcher-side failure, spawned jobs (made as the launcher
 //! makes them, up to a few small ones) and the loop's housekeeping, in the
 //! order a script (`fastpmi_fuzz::parse_script`) says.
@@ -67,7 +68,16 @@ fn process_of(conn: usize) -> Option<(usize, u32)> {
 fn connect(s: &mut Server, conn: usize) {
     match conn {
         0 | 1 => s.connect(conn as ConnId, process_of(conn), None),
-        2 | 3 => s.connect(conn as ConnId, None, Some(1)),
+        2 | 3 => {
+            s.connect(conn as ConnId, None, Some(1));
+            // Local peers: their claims reach the launcher's check (and
+            // out-of-band channels open), answered in `apply`.
+            s.set_peer(
+                conn as ConnId,
+                fastpmi_server::auth::Trust::Local,
+                format!("127.0.0.1:{conn}"),
+            );
+        }
         _ => s.connect(conn as ConnId, None, None),
     }
 }
@@ -150,9 +160,13 @@ impl Harness {
                         // A getall's count and pairs precede its one
                         // reply (`kvs-getall-response`): bounded by the
                         // job's KVS, not by the messages.
+                        // Out-of-band notices answer nothing: one per job
+                        // failure (checkpoints are not asked for here).
                         let body = bytes.get(6..).unwrap_or_default();
+                        let notice = bytes.starts_with(b"cmd=abort ");
                         if !body.starts_with(b"cmd=kvs-getall-paircount-response;")
                             && !body.starts_with(b"cmd=kvs-getall-pair-response;")
+                            && !notice
                         {
                             c.replies += 1;
                         }
@@ -163,7 +177,15 @@ impl Harness {
                             c.messages,
                             show(&bytes)
                         );
-                        check_reply(&bytes, self.longest);
+                        if notice {
+                            // A notice: well-formed and bounded.
+                            assert!(bytes.len() <= fastpmi_codec::oob::MESSAGE_MAX + 256);
+                            let line = bytes.strip_suffix(b"\n").expect("a whole line");
+                            let m = pmi1::decode(line).expect("a PMI-1 line");
+                            fastpmi_codec::oob::Notice::decode(&m).expect("a notice");
+                        } else {
+                            check_reply(&bytes, self.longest);
+                        }
                         if conn == FOREIGN {
                             no_job_data(&bytes);
                         }
@@ -183,6 +205,16 @@ impl Harness {
                     Event::CheckPeer { conn, job, rank } => {
                         assert!(conn < CONNS && job < self.s.job_count());
                         self.s.peer_checked(conn, rank % 2 == 0, &mut more);
+                    }
+                    Event::Signal {
+                        conn,
+                        job,
+                        rank,
+                        signal,
+                    } => {
+                        assert!(conn < CONNS && self.conns[conn].open);
+                        assert!(job < self.s.job_count() && rank < self.s.job_size(job));
+                        assert!(fastpmi_codec::oob::SIGNALS.contains(&signal));
                     }
                     Event::Refuse { conn, reason } => {
                         assert!(conn < CONNS, "refusal of unknown connection {conn}");

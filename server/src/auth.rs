@@ -14,7 +14,7 @@
 //! Anything else is refused ([`Event::Refuse`]) and the connection closed;
 //! the rank it claimed is untouched and may still connect.
 
-use super::{ConnId, Event, JobIdx, Phase, ReplyTo, Server};
+use super::{ConnId, Event, JobIdx, OobChannel, Phase, ReplyTo, Server};
 use fastpmi_codec::auth::{self, AUTHTYPE};
 use fastpmi_codec::names::attr;
 use fastpmi_codec::Response;
@@ -34,6 +34,10 @@ pub enum Trust {
 pub(crate) enum Claim {
     InitAck,
     FullInit,
+    /// The rank's out-of-band channel (`init_oob`, [`super::oob`]).
+    Oob {
+        signal: Option<&'static str>,
+    },
 }
 
 /// An identification waiting for the next step.
@@ -43,6 +47,7 @@ pub(crate) enum Pending {
         nonce: String,
         rank: i64,
         to: ReplyTo,
+        claim: Claim,
     },
     Check {
         rank: i64,
@@ -80,23 +85,7 @@ impl Server {
             refuse(self, conn, Some(&to), reason, out);
             return;
         }
-        let resp = match bind(self, conn, rank) {
-            Ok((job, r)) => match claim {
-                Claim::InitAck => Response::InitAck {
-                    size: self.jobs[job].size,
-                    rank: r,
-                },
-                Claim::FullInit => fullinit_response(self, job, r),
-            },
-            Err(why) => {
-                refuse(self, conn, Some(&to), why.to_string(), out);
-                return;
-            }
-        };
-        // --stop-in-init may hold the reply that completes init.
-        if let Some(resp) = self.deliver_init(conn, &to, resp) {
-            super::reply(out, &to, &resp, None);
-        }
+        answer_claim(self, conn, &to, rank, claim, out);
     }
 
     fn peer_name(&self, conn: ConnId) -> String {
@@ -131,6 +120,45 @@ pub(super) fn refuse(
     out.push(Event::Close { conn });
 }
 
+/// The claim of `conn` to be `rank` is proven: bind it and answer `to`.
+fn answer_claim(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    rank: i64,
+    claim: Claim,
+    out: &mut Vec<Event>,
+) {
+    if let Claim::Oob { signal } = claim {
+        let opened = match s.conns.get(&conn).and_then(|c| c.port_job) {
+            Some(job) => bind_oob(s, conn, job, rank as u32, signal),
+            None => Err(Unclaimable::NoJob.to_string()),
+        };
+        match opened {
+            Ok(()) => super::reply(out, to, &Response::Ok, None),
+            Err(why) => refuse(s, conn, Some(to), why, out),
+        }
+        return;
+    }
+    let resp = match bind(s, conn, rank) {
+        Ok((job, r)) => match claim {
+            Claim::InitAck => Response::InitAck {
+                size: s.jobs[job].size,
+                rank: r,
+            },
+            _ => fullinit_response(s, job, r),
+        },
+        Err(why) => {
+            refuse(s, conn, Some(to), why.to_string(), out);
+            return;
+        }
+    };
+    // --stop-in-init may hold the reply that completes init.
+    if let Some(resp) = s.deliver_init(conn, to, resp) {
+        super::reply(out, to, &resp, None);
+    }
+}
+
 /// Why a connection cannot be the rank it claims (the reason it is refused).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 enum Unclaimable {
@@ -144,8 +172,9 @@ enum Unclaimable {
     Taken(i64),
 }
 
-/// The rank `rank` of the connection's job, if it may still connect.
-fn free_rank(s: &Server, conn: ConnId, rank: i64) -> Result<JobIdx, Unclaimable> {
+/// The rank `rank` of the connection's job, if it may still connect (an
+/// out-of-band channel: if it exists; [`bind_oob`] checks more).
+fn free_rank(s: &Server, conn: ConnId, rank: i64, claim: Claim) -> Result<JobIdx, Unclaimable> {
     let c = s.conns.get(&conn).ok_or(Unclaimable::UnknownConnection)?;
     let job = c.port_job.ok_or(Unclaimable::NoJob)?;
     let j = &s.jobs[job];
@@ -153,6 +182,9 @@ fn free_rank(s: &Server, conn: ConnId, rank: i64) -> Result<JobIdx, Unclaimable>
         return Err(Unclaimable::OutOfRange { rank, size: j.size });
     }
     let slot = &j.ranks[rank as usize];
+    if matches!(claim, Claim::Oob { .. }) {
+        return Ok(job);
+    }
     if slot.conn.is_some() || slot.phase != Phase::Idle {
         return Err(Unclaimable::Taken(rank));
     }
@@ -161,7 +193,7 @@ fn free_rank(s: &Server, conn: ConnId, rank: i64) -> Result<JobIdx, Unclaimable>
 
 /// Bind the connection to the rank it proved to be.
 fn bind(s: &mut Server, conn: ConnId, rank: i64) -> Result<(JobIdx, u32), Unclaimable> {
-    let job = free_rank(s, conn, rank)?;
+    let job = free_rank(s, conn, rank, Claim::FullInit)?;
     let b = (job, rank as u32);
     if let Some(c) = s.conns.get_mut(&conn) {
         c.bound = Some(b);
@@ -249,9 +281,23 @@ pub(super) fn fullinit(
         );
         return None;
     };
+    claim_rank(s, conn, to, rank, authtype, Claim::FullInit, out)
+}
+
+/// A port-mode connection claims `rank`: with `authtype`, by the
+/// challenge; without, if the launcher vouches for it.
+pub(super) fn claim_rank(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    rank: i64,
+    authtype: Option<String>,
+    what: Claim,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
     match authtype.as_deref() {
-        None => claim(s, conn, to, rank, Claim::FullInit, out),
-        Some(AUTHTYPE) => challenge(s, conn, to, rank, out),
+        None => claim(s, conn, to, rank, what, out),
+        Some(AUTHTYPE) => challenge(s, conn, to, rank, what, out),
         Some(other) => {
             let reason = format!("authtype {other} is not supported (use {AUTHTYPE})");
             refuse(s, conn, Some(to), reason, out);
@@ -270,7 +316,7 @@ fn claim(
     claim: Claim,
     out: &mut Vec<Event>,
 ) -> Option<Response> {
-    let job = match free_rank(s, conn, rank) {
+    let job = match free_rank(s, conn, rank, claim) {
         Ok(j) => j,
         Err(why) => {
             refuse(s, conn, Some(to), why.to_string(), out);
@@ -304,9 +350,10 @@ fn challenge(
     conn: ConnId,
     to: &ReplyTo,
     rank: i64,
+    claim: Claim,
     out: &mut Vec<Event>,
 ) -> Option<Response> {
-    let job = match free_rank(s, conn, rank) {
+    let job = match free_rank(s, conn, rank, claim) {
         Ok(j) => j,
         Err(why) => {
             refuse(s, conn, Some(to), why.to_string(), out);
@@ -340,6 +387,7 @@ fn challenge(
         nonce: nonce.clone(),
         rank,
         to: to.clone(),
+        claim,
     });
     Some(Response::AuthChallenge { nonce })
 }
@@ -357,6 +405,7 @@ pub(super) fn complete(
         nonce,
         rank,
         to: init,
+        claim,
     }) = pending
     else {
         refuse(
@@ -383,14 +432,42 @@ pub(super) fn complete(
         );
         return None;
     }
-    match bind(s, conn, rank) {
-        Ok((job, r)) => {
-            let resp = fullinit_response(s, job, r);
-            if let Some(resp) = s.deliver_init(conn, &init, resp) {
-                super::reply(out, &init, &resp, None);
-            }
-        }
-        Err(why) => refuse(s, conn, Some(&init), why.to_string(), out),
-    }
+    answer_claim(s, conn, &init, rank, claim, out);
     None
+}
+
+/// Make `conn` rank `rank`'s out-of-band channel ([`super::oob`]): the
+/// rank must have initialized PMI and hold no other.
+pub(super) fn bind_oob(
+    s: &mut Server,
+    conn: ConnId,
+    job: JobIdx,
+    rank: u32,
+    signal: Option<&'static str>,
+) -> Result<(), String> {
+    s.sync_from_segment(job, rank);
+    let slot = &s.jobs[job].ranks[rank as usize];
+    match slot.phase {
+        Phase::Idle => {
+            return Err(format!(
+                "init_oob before init: rank {rank} has not initialized PMI"
+            ))
+        }
+        Phase::Finalized => return Err(format!("init_oob after rank {rank} finalized PMI")),
+        Phase::Initialized => {}
+    }
+    if let Some(ch) = slot
+        .oob
+        .filter(|ch| ch.conn != conn && s.conns.contains_key(&ch.conn))
+    {
+        return Err(format!(
+            "rank {rank} already has an out-of-band channel (connection {})",
+            ch.conn
+        ));
+    }
+    s.jobs[job].ranks[rank as usize].oob = Some(OobChannel { conn, signal });
+    if let Some(c) = s.conns.get_mut(&conn) {
+        c.bound = Some((job, rank));
+    }
+    Ok(())
 }

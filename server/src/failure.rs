@@ -22,6 +22,11 @@ impl Server {
         self.forget_spawns_of(conn);
         self.forget_names_of(conn);
         self.forget_held(conn);
+        if c.oob {
+            // A rank may close its channel: that fails nothing.
+            self.oob_closed(conn, c.bound);
+            return;
+        }
         let Some((job, rank)) = c.bound else { return };
         self.sync_from_segment(job, rank);
         let j = &mut self.jobs[job];
@@ -208,6 +213,14 @@ impl Server {
         for r in waiters {
             reply(out, &r, &Response::error(msg.clone()), None);
         }
+        // Ranks that asked to hear of it, before the launcher stops them.
+        let notice = fastpmi_codec::oob::Notice::Abort {
+            jobid: self.jobs[job].id.clone(),
+            rank,
+            exitcode: code,
+            message: message.to_string(),
+        };
+        self.notify(job, &notice, out);
         self.groups_job_failed(job, &msg, out);
         self.fail_held(job, &msg, out);
     }

@@ -20,6 +20,9 @@ pub(super) fn handle(
     req: Request,
     out: &mut Vec<Event>,
 ) -> Option<Response> {
+    if super::oob::routes_here(s, conn, &req) {
+        return super::oob::handle(s, conn, to, req, out);
+    }
     match req {
         Request::Init {
             version,
@@ -186,8 +189,9 @@ fn bound(
         Request::Lookup { service } => {
             nameserv::handle(s, job, to, NameOp::Lookup { service }, out)
         }
-        // Handled before binding.
+        // Handled before binding (init_oob by `oob::handle`).
         Request::Init { .. }
+        | Request::InitOob { .. }
         | Request::InitAck { .. }
         | Request::FullInit { .. }
         | Request::AuthComplete { .. }

@@ -20,6 +20,7 @@ mod handlers;
 mod hold;
 mod kvscopy;
 pub mod nameserv;
+pub mod oob;
 pub mod psets;
 pub mod spawn;
 pub mod status;
@@ -74,6 +75,14 @@ pub enum Event {
         conn: ConnId,
         job: JobIdx,
         rank: u32,
+    },
+    /// Send `signal` to rank `rank` of `job` once the bytes queued on its
+    /// out-of-band channel `conn` are written (the notice before it).
+    Signal {
+        conn: ConnId,
+        job: JobIdx,
+        rank: u32,
+        signal: &'static str,
     },
     /// The server refused a connection (it also asks to close it): the
     /// launcher logs `reason` (which names the peer).
@@ -149,6 +158,16 @@ pub(crate) struct RankSlot {
     since: std::time::Instant,
     /// The last request the rank sent (its wire command).
     last_op: String,
+    /// Its out-of-band channel, when open.
+    oob: Option<OobChannel>,
+}
+
+/// A rank's open out-of-band channel ([`oob`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OobChannel {
+    conn: ConnId,
+    /// The signal that follows each notice (None: `signal=NONE`).
+    signal: Option<&'static str>,
 }
 
 pub(crate) struct Job {
@@ -168,6 +187,8 @@ pub(crate) struct Job {
     secret: Option<String>,
     /// What each rank was doing when the job failed (for reports).
     at_failure: Option<Vec<Activity>>,
+    /// Checkpoint requests sent so far (`fastpmi checkpoint`).
+    checkpoints: u64,
 }
 
 struct Conn {
@@ -186,6 +207,9 @@ struct Conn {
     pending: Option<auth::Pending>,
     /// A `kvs-putall` waiting for its pairs.
     putall: Option<kvscopy::PutAll>,
+    /// An out-of-band channel ([`oob`]): FD mode from the start, port mode
+    /// from its `init_oob`. `bound` is its rank once open.
+    oob: bool,
 }
 
 /// The protocol state of every job and connection of one launcher.
@@ -249,6 +273,7 @@ impl Server {
                 fences: 0,
                 since: std::time::Instant::now(),
                 last_op: String::new(),
+                oob: None,
             })
             .collect();
         self.jobs.push(Job {
@@ -265,6 +290,7 @@ impl Server {
             connected: BTreeSet::new(),
             secret: None,
             at_failure: None,
+            checkpoints: 0,
         });
         let job = self.jobs.len() - 1;
         // A spawned job can read its parent's KVS and fails with it.
@@ -298,6 +324,7 @@ impl Server {
                 peer: None,
                 pending: None,
                 putall: None,
+                oob: false,
             },
         );
     }
@@ -377,9 +404,16 @@ impl Server {
     }
 
     fn who(&self, conn: ConnId) -> String {
-        match self.conns.get(&conn).and_then(|c| c.bound) {
-            Some((job, rank)) => rank_label(job, &self.jobs[job].id, rank),
-            None => format!("connection {conn}"),
+        let Some(c) = self.conns.get(&conn) else {
+            return format!("connection {conn}");
+        };
+        match (c.bound, c.oob) {
+            (Some((job, rank)), false) => rank_label(job, &self.jobs[job].id, rank),
+            (Some((job, rank)), true) => format!(
+                "{} (out of band)",
+                rank_label(job, &self.jobs[job].id, rank)
+            ),
+            (None, _) => format!("connection {conn}"),
         }
     }
 

@@ -22,10 +22,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
             it.next();
             return parse_nameserver(it);
         }
-        Some(cmd @ ("ps" | "release")) => {
-            let release = cmd == "release";
+        Some(cmd @ ("ps" | "release" | "checkpoint")) => {
+            let cmd = cmd.to_string();
             it.next();
-            return parse_tool(release, it);
+            return parse_tool(&cmd, it);
         }
         _ => {}
     }

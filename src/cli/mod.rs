@@ -46,6 +46,11 @@ pub enum Command {
         target: String,
         socket: Option<PathBuf>,
     },
+    /// `fastpmi checkpoint PID|JOBID [--socket PATH]`.
+    Checkpoint {
+        target: String,
+        socket: Option<PathBuf>,
+    },
     Help,
     Version,
 }

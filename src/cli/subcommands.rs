@@ -1,4 +1,4 @@
-//! The subcommands: `ps`, `release`, `nameserver` and `demo`.
+//! The subcommands: `ps`, `release`, `checkpoint`, `nameserver` and `demo`.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -7,17 +7,18 @@ use super::options::{global_option, parse_count};
 use super::{CliError, Command, LaunchConfig};
 use crate::config::Knobs;
 
-/// `ps [PID|JOBID] [--json] [--socket PATH]`, `release PID|JOBID [--socket PATH]`.
+/// `ps [PID|JOBID] [--json] [--socket PATH]`, `release PID|JOBID [--socket
+/// PATH]`, `checkpoint PID|JOBID [--socket PATH]`.
 pub(super) fn parse_tool(
-    release: bool,
+    name: &str,
     mut it: impl Iterator<Item = OsString>,
 ) -> Result<Command, CliError> {
-    let name = if release { "release" } else { "ps" };
+    let needs_target = name != "ps";
     let (mut target, mut json, mut socket) = (None, false, None);
     while let Some(arg) = it.next() {
         let s = arg.to_string_lossy().into_owned();
         match s.as_str() {
-            "--json" if !release => json = true,
+            "--json" if !needs_target => json = true,
             "--socket" => {
                 socket = Some(PathBuf::from(
                     it.next()
@@ -32,10 +33,14 @@ pub(super) fn parse_tool(
             _ => return Err(CliError(format!("{name}: unexpected argument {s}"))),
         }
     }
-    if release {
+    if needs_target {
         let target =
-            target.ok_or_else(|| CliError("release needs a launcher pid or a job id".into()))?;
-        return Ok(Command::Release { target, socket });
+            target.ok_or_else(|| CliError(format!("{name} needs a launcher pid or a job id")))?;
+        return Ok(if name == "checkpoint" {
+            Command::Checkpoint { target, socket }
+        } else {
+            Command::Release { target, socket }
+        });
     }
     Ok(Command::Ps {
         target,

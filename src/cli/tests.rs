@@ -119,3 +119,27 @@ fn psets() {
     let long = format!("--pset {} ./a", "x".repeat(60));
     assert!(p(&long).is_err());
 }
+
+#[test]
+fn tool_subcommands() {
+    assert_eq!(
+        p("checkpoint 4242").unwrap(),
+        Command::Checkpoint {
+            target: "4242".into(),
+            socket: None
+        }
+    );
+    assert_eq!(
+        p("release fastpmi_1_0 --socket /s").unwrap(),
+        Command::Release {
+            target: "fastpmi_1_0".into(),
+            socket: Some("/s".into())
+        }
+    );
+    assert!(p("checkpoint").unwrap_err().0.contains("checkpoint needs"));
+    assert!(p("checkpoint 1 --json").is_err());
+    assert!(matches!(
+        p("ps --json").unwrap(),
+        Command::Ps { json: true, .. }
+    ));
+}

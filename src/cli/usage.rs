@@ -6,6 +6,7 @@ usage: fastpmi [options] [-n N] PROG [ARGS...] [: [-n M] PROG2 [ARGS...]]...
        fastpmi nameserver [--port P] [--bind ADDR]
        fastpmi ps [PID|JOBID] [--json]
        fastpmi release PID|JOBID
+       fastpmi checkpoint PID|JOBID
 
 Launch N ranks of PROG on this node with a PMI-1/PMI-2 server (MPICH,
 Intel MPI and Slurm's libpmi2 clients run unmodified). Each `:` section is
@@ -79,6 +80,8 @@ prints one row per rank (pid, PMI transport, state and for how long, last
 PMI operation, fences) and what each job waits for; --json for tools.
 SIGUSR1 to a launcher prints the same report on its stderr.
 `fastpmi release PID|JOBID` lets ranks held by --stop-in-init go on.
+`fastpmi checkpoint PID|JOBID` asks the ranks for an application
+checkpoint on their out-of-band channels (docs/oob.md).
 
 Ranks may spawn new jobs (MPI_Comm_spawn); the launcher exits when every
 job has ended. A failing rank ends its job and every job connected to it.

@@ -403,6 +403,28 @@ impl Launcher {
         Ok(())
     }
 
+    /// A rank's out-of-band socketpair end (FD mode).
+    pub(super) fn add_oob_conn(&mut self, sock: Sock, job: JobIdx, rank: u32) -> io::Result<()> {
+        let tok = self.conns.add(sock)?;
+        self.server.connect_oob(tok.0, job, rank);
+        Ok(())
+    }
+
+    /// Send out-of-band `signal` to rank `rank` of `job` once the notice
+    /// queued on its channel `conn` is written (or cannot be: a rank that
+    /// does not read its channel still gets the signal).
+    pub(super) fn oob_signal(&mut self, conn: ConnId, job: JobIdx, rank: u32, signal: &str) {
+        self.flush(Token(conn));
+        let (Some(sig), Some(p)) = (
+            super::os::signal_by_name(signal),
+            self.procs.running_rank(job, rank),
+        ) else {
+            return;
+        };
+        tracing::debug!(job, rank, "out-of-band {signal} to pid {}", p.pid);
+        super::os::signal(p.pid, sig);
+    }
+
     /// Take the port-mode connections waiting on listener `tok`.
     pub(super) fn accept(&mut self, tok: Token) {
         while let Some((s, peer, job)) = self.conns.accept(tok) {

@@ -11,7 +11,9 @@ use std::sync::{Arc, OnceLock};
 use super::output::Forwarder;
 use super::starting::{AppPlan, PendingRank};
 use super::watch::{self, FenceWatcher};
-use super::{os, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
+use super::{
+    os, Launcher, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK,
+};
 use crate::config::LaunchConfig;
 use fastpmi_codec::names::{self, attr, parent_segment, pool};
 use fastpmi_segment::{JobSegment, MemPool};
@@ -408,6 +410,7 @@ impl Launcher {
                 } else {
                     // Always fd 3 in the rank (even `sh` can use it).
                     set(names::env::PMI_FD, PMI_FD_IN_RANK.to_string());
+                    set(names::env::PMI_OOB_FD, OOB_FD_IN_RANK.to_string());
                     set(names::env::PMI_RANK, rank.to_string());
                     set(names::env::PMI_SIZE, size.to_string());
                     for (k, v) in &direct {

@@ -64,6 +64,9 @@ const SEGMENT_FD_IN_RANK: i32 = 4;
 /// (node attribute `fastpmi-parentSegment` = `fd:5`): fastpmi's clients
 /// read the parent's KVS from it.
 const PARENT_SEGMENT_FD_IN_RANK: i32 = 5;
+/// Descriptor number of the rank's out-of-band channel (`PMI_OOB_FD`,
+/// docs/oob.md).
+const OOB_FD_IN_RANK: i32 = 6;
 /// The first token of a PMI connection (those below are the loop's own).
 const FIRST_CONN: usize = 16;
 
@@ -365,6 +368,12 @@ impl Launcher {
                         self.server.peer_checked(conn, ok, &mut self.events);
                         self.note_identified(Token(conn));
                     }
+                    Event::Signal {
+                        conn,
+                        job,
+                        rank,
+                        signal,
+                    } => self.oob_signal(conn, job, rank, signal),
                     Event::Refuse { conn, reason } => {
                         crate::errln!("fastpmi: refused PMI connection {conn} from {reason}");
                     }

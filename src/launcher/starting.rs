@@ -15,7 +15,9 @@ use mio::net::UnixStream;
 
 use super::conn::{stream_nonblocking, Sock};
 use super::supervise::RankProc;
-use super::{os, Launcher, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK};
+use super::{
+    os, Launcher, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK,
+};
 use fastpmi_codec::names;
 use fastpmi_server::{ConnId, JobIdx, SpawnOutcome};
 
@@ -377,6 +379,13 @@ impl Launcher {
             let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
             stream_nonblocking(&stream)?;
             self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)))?;
+            // Its out-of-band channel, used only if the rank opens it.
+            let (ours, theirs) = os::socketpair()?;
+            pass.push((theirs.as_raw_fd(), OOB_FD_IN_RANK));
+            owned.push(theirs);
+            let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
+            stream_nonblocking(&stream)?;
+            self.add_oob_conn(Sock::Unix(stream), p.job, p.rank)?;
         }
         let image = p.image()?;
         // Rank 0 of the first job reads the terminal's stdin.
@@ -435,6 +444,7 @@ impl Launcher {
 /// refuse to start.
 const ENV_REMOVE: &[&str] = &[
     names::env::PMI_FD,
+    names::env::PMI_OOB_FD,
     names::env::PMI_PORT,
     names::env::PMI_ID,
     names::env::PMI_RANK,

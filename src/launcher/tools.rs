@@ -22,7 +22,9 @@ use super::{mpir, os, Launcher};
 use crate::ranges::ranges;
 use crate::tools::group_view;
 use crate::tools::instant_ns;
-use crate::tools::proto::{GroupFenceRow, JobBrief, LauncherInfo, Op, Reply, Request};
+use crate::tools::proto::{
+    CheckpointSent, GroupFenceRow, JobBrief, LauncherInfo, Op, Reply, Request,
+};
 use crate::tools::rendezvous::{self, Rendezvous};
 use crate::tools::report;
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
@@ -42,6 +44,7 @@ pub(super) enum Query {
     Info(Sender<LauncherInfo>),
     Snapshot(Sender<Arc<Snapshot>>),
     Release(Option<String>, Sender<Result<usize, ReleaseError>>),
+    Checkpoint(Option<String>, Sender<Result<Vec<CheckpointSent>, String>>),
 }
 
 /// Why `fastpmi release` released nothing.
@@ -201,22 +204,43 @@ fn handler(tx: Sender<Query>, waker: Arc<mio::Waker>, published: Published) -> r
                     ..Reply::ok()
                 }
             }
-            Op::Release => {
-                let (s, r) = mpsc::channel();
-                if !ask(Query::Release(req.job.clone(), s)) {
-                    return gone();
-                }
-                match r.recv_timeout(LOOP_DEADLINE) {
-                    Ok(Ok(n)) => Reply {
-                        released: Some(n),
-                        ..Reply::ok()
-                    },
-                    Ok(Err(e)) => Reply::error(e.to_string()),
-                    Err(_) => gone(),
-                }
-            }
+            Op::Release => answer(
+                &ask,
+                |s| Query::Release(req.job.clone(), s),
+                |n| Reply {
+                    released: Some(n),
+                    ..Reply::ok()
+                },
+            ),
+            Op::Checkpoint => answer(
+                &ask,
+                |s| Query::Checkpoint(req.job.clone(), s),
+                |sent| Reply {
+                    checkpoints: Some(sent),
+                    ..Reply::ok()
+                },
+            ),
         }
     })
+}
+
+/// Ask the event loop `query` (built around the sender of its answer) and
+/// make the reply of its answer: `ok` of a success, the error's text else.
+fn answer<T, E: std::fmt::Display>(
+    ask: &impl Fn(Query) -> bool,
+    query: impl FnOnce(Sender<Result<T, E>>) -> Query,
+    ok: impl FnOnce(T) -> Reply,
+) -> Reply {
+    let gone = || Reply::error("the launcher is shutting down or busy");
+    let (s, r) = mpsc::channel();
+    if !ask(query(s)) {
+        return gone();
+    }
+    match r.recv_timeout(LOOP_DEADLINE) {
+        Ok(Ok(v)) => ok(v),
+        Ok(Err(e)) => Reply::error(e.to_string()),
+        Err(_) => gone(),
+    }
 }
 
 impl Launcher {
@@ -294,6 +318,9 @@ impl Launcher {
                 }
                 Query::Release(job, tx) => {
                     let _ = tx.send(self.release(job.as_deref()));
+                }
+                Query::Checkpoint(job, tx) => {
+                    let _ = tx.send(self.checkpoint(job.as_deref()));
                 }
             }
         }
@@ -374,6 +401,36 @@ impl Launcher {
             procs,
             sock_since_ns,
         }
+    }
+
+    /// `fastpmi checkpoint`: ask the ranks of `job` (an id), or of every
+    /// job still running, for a checkpoint on their out-of-band channels.
+    fn checkpoint(&mut self, job: Option<&str>) -> Result<Vec<CheckpointSent>, String> {
+        let ids: Vec<String> = match job {
+            Some(id) => vec![id.to_string()],
+            None => (0..self.jobs.len())
+                .filter(|&j| !self.jobs.torn_down(j) && !self.server.job_failed(j))
+                .map(|j| self.server.job_id(j).to_string())
+                .collect(),
+        };
+        if ids.is_empty() {
+            return Err("no running job in this launcher".into());
+        }
+        let mut sent = Vec::new();
+        for id in ids {
+            let r = self
+                .server
+                .checkpoint(&id, &mut self.events)
+                .map_err(|e| e.to_string())?;
+            tracing::debug!(job = %id, "checkpoint {} sent to {} of {} ranks", r.seq, r.ranks, r.size);
+            sent.push(CheckpointSent {
+                job: id,
+                seq: r.seq,
+                ranks: r.ranks,
+                size: r.size,
+            });
+        }
+        Ok(sent)
     }
 
     /// Release held ranks: of `job` (an id), or of every job (then later

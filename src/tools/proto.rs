@@ -31,6 +31,20 @@ pub enum Op {
     Ps,
     /// Release ranks held in init (`--stop-in-init`).
     Release,
+    /// Ask the ranks for an application checkpoint (out-of-band
+    /// `cmd=checkpoint`, docs/oob.md).
+    Checkpoint,
+}
+
+/// One job's checkpoint request, as `checkpoint` reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointSent {
+    pub job: String,
+    /// The request's number in this job (from 1).
+    pub seq: u64,
+    /// Ranks that got it: those with an open out-of-band channel.
+    pub ranks: u32,
+    pub size: u32,
 }
 
 /// The launcher, as `info` describes it.
@@ -158,6 +172,9 @@ pub struct Reply {
     /// `release`: ranks released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<usize>,
+    /// `checkpoint`: one entry per job asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<Vec<CheckpointSent>>,
 }
 
 impl Reply {
@@ -169,6 +186,7 @@ impl Reply {
             launcher: None,
             jobs: None,
             released: None,
+            checkpoints: None,
         }
     }
 
@@ -180,6 +198,7 @@ impl Reply {
             launcher: None,
             jobs: None,
             released: None,
+            checkpoints: None,
         }
     }
 }

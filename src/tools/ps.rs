@@ -317,16 +317,7 @@ fn process_cell(r: &RankRow) -> String {
 
 /// `fastpmi release PID|JOBID`: let ranks held in init go on.
 pub fn release(target: &str, socket: Option<&Path>) -> i32 {
-    let dir = rendezvous::dir();
-    let r = match socket {
-        Some(p) => Ok((
-            p.to_path_buf(),
-            target.parse::<u32>().is_err().then(|| target.to_string()),
-        )),
-        None => resolve(&dir, target),
-    }
-    .and_then(|(path, job)| ask(&path, &request(Op::Release, job)));
-    match r {
+    match ask_target(target, socket, Op::Release) {
         Ok(r) => {
             crate::outln!("fastpmi: released {} ranks", r.released.unwrap_or(0));
             0
@@ -336,4 +327,48 @@ pub fn release(target: &str, socket: Option<&Path>) -> i32 {
             1
         }
     }
+}
+
+/// `fastpmi checkpoint PID|JOBID`: ask the ranks of a job (or of every
+/// running job of a launcher) for an application checkpoint, on their
+/// out-of-band channels. Exit status 0 when the request was sent, even to
+/// no rank (the line says how many have a channel).
+pub fn checkpoint(target: &str, socket: Option<&Path>) -> i32 {
+    match ask_target(target, socket, Op::Checkpoint) {
+        Ok(r) => {
+            for c in r.checkpoints.unwrap_or_default() {
+                crate::outln!(
+                    "fastpmi: checkpoint {} of job {} sent to {} of {} ranks{}",
+                    c.seq,
+                    c.job,
+                    c.ranks,
+                    c.size,
+                    if c.ranks < c.size {
+                        " (the others have no out-of-band channel open)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            0
+        }
+        Err(e) => {
+            crate::errln!("fastpmi: {e}");
+            1
+        }
+    }
+}
+
+/// Send `op` for `target` (a launcher pid or a job id) and wait for the
+/// answer.
+fn ask_target(target: &str, socket: Option<&Path>, op: Op) -> Result<Reply, PsError> {
+    let dir = rendezvous::dir();
+    match socket {
+        Some(p) => Ok((
+            p.to_path_buf(),
+            target.parse::<u32>().is_err().then(|| target.to_string()),
+        )),
+        None => resolve(&dir, target),
+    }
+    .and_then(|(path, job)| ask(&path, &request(op, job)))
 }

@@ -70,6 +70,9 @@ pub enum Prog {
     /// `FPMI_KVS_Getall` and `FPMI_KVS_Putall`; `fpmi kvscopy ok rank R
     /// size N` from every rank.
     FpmiKvscopy,
+    /// `fpmi_oob.c` (fastpmi's `include/fastpmi.h` and `libpmi2.so`): the
+    /// out-of-band channel.
+    FpmiOob,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -106,6 +109,7 @@ impl Prog {
             Prog::Pmi2FenceLoopSlurm => "pmi2_fence_loop_slurm",
             Prog::Pmi2FenceLoopFastpmi => "pmi2_fence_loop_fastpmi",
             Prog::FpmiKvscopy => "fpmi_kvscopy",
+            Prog::FpmiOob => "fpmi_oob",
         }
     }
 
@@ -139,12 +143,13 @@ impl Prog {
             | Prog::FpmiGroups
             | Prog::Pmi2LateFastpmi
             | Prog::Pmi2FenceLoopFastpmi
-            | Prog::FpmiKvscopy => Toolchain::FastpmiPmi2,
+            | Prog::FpmiKvscopy
+            | Prog::FpmiOob => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 21] = [const { OnceLock::new() }; 21];
+        static CELLS: [OnceLock<PathBuf>; 22] = [const { OnceLock::new() }; 22];
         &CELLS[self as usize]
     }
 }

@@ -35,6 +35,7 @@ mod job;
 mod kvs;
 mod kvscopy;
 mod nameserv;
+mod oob;
 mod spawn;
 
 pub use info::*;

@@ -27,6 +27,16 @@ pub enum Request {
         /// `authtype`: the client wants to authenticate (port mode).
         auth: Option<String>,
     },
+    /// `cmd=init_oob pmi_version=V signal=S [pmiid=R] [authtype=T]`: opens
+    /// a rank's out-of-band channel (always a PMI-1 line; docs/oob.md).
+    InitOob {
+        version: u32,
+        /// The signal to follow each notice, or None (`signal=NONE`).
+        signal: Option<&'static str>,
+        /// Port mode: the rank this connection claims.
+        pmiid: Option<i64>,
+        auth: Option<String>,
+    },
     /// `auth-response-complete;authinfo=H;`: the answer to a challenge.
     AuthComplete {
         authinfo: Vec<u8>,
@@ -293,6 +303,22 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
                 .unwrap_or(0)
                 .clamp(0, u32::MAX as i64) as u32,
         },
+        (Pmi1, "init_oob") => Request::InitOob {
+            version: need_int(msg, "pmi_version")?.clamp(0, u32::MAX as i64) as u32,
+            signal: {
+                let v = need_str(msg, "signal")?;
+                super::oob::parse_signal(&v).map_err(|_| WireError::BadValue {
+                    cmd: msg.cmd.clone(),
+                    key: "signal",
+                    value: v,
+                })?
+            },
+            pmiid: opt_int(msg, "pmiid")?,
+            auth: msg
+                .get_str("authtype")
+                .filter(|s| !s.is_empty())
+                .map(str::to_string),
+        },
         (Pmi1, "initack") => Request::InitAck {
             pmiid: need_int(msg, "pmiid")?,
         },
@@ -351,7 +377,7 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
                 .filter(|s| !s.is_empty())
                 .map(str::to_string),
         },
-        (Pmi2, "auth-response-complete") => Request::AuthComplete {
+        (_, "auth-response-complete") => Request::AuthComplete {
             authinfo: need(msg, "authinfo")?.to_vec(),
         },
         (Pmi2, "info-putnodeattr") => Request::PutNodeAttr {

@@ -8,6 +8,7 @@ use crate::{pmi1, pmi2, Message, Protocol, KEYLEN_MAX};
 pub fn pmi1_reply_name(cmd: &str) -> String {
     match cmd {
         "init" => "response_to_init".into(),
+        crate::oob::INIT_OOB => crate::oob::INIT_OOB_RESPONSE.into(),
         "initack" => "initack".into(),
         "get_maxes" => "maxes".into(),
         "get_appnum" => "appnum".into(),
@@ -114,15 +115,18 @@ fn encode_pmi1(cmd: &str, resp: &Response) -> Vec<u8> {
             m.push("rc", "0");
             m.push("size", n.to_string());
         }
-        Response::Ok
-        | Response::Connected
-        | Response::Group(_)
-        | Response::FullInit { .. }
-        | Response::AuthChallenge { .. } => {
+        Response::Ok | Response::Connected | Response::Group(_) | Response::FullInit { .. } => {
             m.push("rc", "0");
             if cmd == "publish_name" || cmd == "unpublish_name" {
                 m.push("info", "ok");
             }
+        }
+        Response::AuthChallenge { nonce } => {
+            // Its own command, as in PMI-2 (the out-of-band channel's
+            // challenge); the answer to the request follows it.
+            m.cmd = "auth-response".into();
+            m.push("rc", "0");
+            m.push("authinfo", nonce);
         }
         Response::Value {
             key,

@@ -38,6 +38,26 @@ pub fn encode_request(proto: Protocol, req: &Request) -> Vec<u8> {
 fn pmi1_request(r: &Request) -> Message {
     match r {
         Request::InitAck { pmiid } => Message::new("initack").with("pmiid", pmiid.to_string()),
+        Request::InitOob {
+            version,
+            signal,
+            pmiid,
+            auth,
+        } => {
+            let mut m = Message::new(crate::oob::INIT_OOB)
+                .with("pmi_version", version.to_string())
+                .with("signal", signal.unwrap_or("NONE"));
+            if let Some(r) = pmiid {
+                m.push("pmiid", r.to_string());
+            }
+            if let Some(a) = auth {
+                m.push("authtype", a);
+            }
+            m
+        }
+        Request::AuthComplete { authinfo } => {
+            Message::new("auth-response-complete").with("authinfo", authinfo)
+        }
         Request::GetMaxes => Message::new("get_maxes"),
         Request::GetAppnum => Message::new("get_appnum"),
         Request::GetJobId => Message::new("get_my_kvsname"),
@@ -177,6 +197,7 @@ pub fn request_name(r: &Request) -> &'static str {
     match r {
         Request::Init { .. } => "init",
         Request::InitAck { .. } => "initack",
+        Request::InitOob { .. } => "init_oob",
         Request::FullInit { .. } => "fullinit",
         Request::GetMaxes => "get_maxes",
         Request::GetAppnum => "get_appnum",

@@ -331,3 +331,56 @@ fn getall_and_putall_replies() {
         "cmd=kvs-putall-response;rc=1;errmsg=pair 2, too long;"
     );
 }
+
+#[test]
+fn init_oob_requests() {
+    assert_eq!(
+        dec1("cmd=init_oob pmi_version=2 signal=usr2 pmiid=3 authtype=challenge-sha256"),
+        Request::InitOob {
+            version: 2,
+            signal: Some("SIGUSR2"),
+            pmiid: Some(3),
+            auth: Some("challenge-sha256".into()),
+        }
+    );
+    let none = Request::InitOob {
+        version: 1,
+        signal: None,
+        pmiid: None,
+        auth: None,
+    };
+    assert_eq!(dec1("cmd=init_oob pmi_version=1 signal=NONE"), none);
+    // What the client sends decodes to what it meant.
+    let line = encode_request(Protocol::Pmi1, &none);
+    assert_eq!(line, b"cmd=init_oob pmi_version=1 signal=NONE\n");
+    assert_eq!(dec1(std::str::from_utf8(&line).unwrap().trim_end()), none);
+    for bad in [
+        "cmd=init_oob pmi_version=2",
+        "cmd=init_oob pmi_version=2 signal=SIGKILL",
+        "cmd=init_oob signal=NONE",
+        "cmd=init_oob pmi_version=2 signal=NONE pmiid=x",
+    ] {
+        let d = decode_frame(&Frame::Pmi1(bad.as_bytes().to_vec())).unwrap();
+        assert!(d.request.is_err(), "{bad}");
+    }
+    // The channel's replies: its own names in PMI-1.
+    assert_eq!(
+        encode_response(Protocol::Pmi1, "init_oob", None, &Response::Ok),
+        b"cmd=response_to_init_oob rc=0\n"
+    );
+    assert_eq!(
+        encode_response(
+            Protocol::Pmi1,
+            "init_oob",
+            None,
+            &Response::AuthChallenge { nonce: "ab".into() }
+        ),
+        b"cmd=auth-response rc=0 authinfo=ab\n"
+    );
+    assert_eq!(
+        dec1("cmd=auth-response-complete authinfo=cd"),
+        Request::AuthComplete {
+            authinfo: b"cd".to_vec()
+        }
+    );
+}

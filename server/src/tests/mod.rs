@@ -75,5 +75,6 @@ mod failure;
 mod jobs;
 mod kvs;
 mod kvscopy;
+mod oob;
 mod port_mode;
 mod wire;

@@ -52,12 +52,12 @@ pub fn raise_nofile_limit() -> u64 {
     getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
 }
 
-/// Descriptors the launcher holds per rank: PMI socket, stdout and stderr
-/// pipes.
-const FDS_PER_RANK: u64 = 3;
+/// Descriptors the launcher holds per rank: PMI socket, out-of-band socket,
+/// stdout and stderr pipes.
+const FDS_PER_RANK: u64 = 4;
 /// Descriptors per forker thread: its slots, and both ends of each of a
-/// starting rank's three.
-const FDS_PER_FORKER: u64 = SLOTS_PER_SPAWNER as u64 + 6;
+/// starting rank's four.
+const FDS_PER_FORKER: u64 = SLOTS_PER_SPAWNER as u64 + 8;
 
 /// Grow the descriptor table once, up front, to what a job of `ranks`
 /// ranks started by `forkers` threads needs (capped by `nofile`, the
@@ -167,6 +167,27 @@ pub fn signal(pid: u32, sig: Signal) {
     }
 }
 
+/// The signal of a name the out-of-band channel accepts
+/// (`fastpmi_codec::oob::SIGNALS`).
+pub fn signal_by_name(name: &str) -> Option<Signal> {
+    let raw = match name {
+        "SIGHUP" => libc::SIGHUP,
+        "SIGINT" => libc::SIGINT,
+        "SIGQUIT" => libc::SIGQUIT,
+        "SIGUSR1" => libc::SIGUSR1,
+        "SIGUSR2" => libc::SIGUSR2,
+        "SIGALRM" => libc::SIGALRM,
+        "SIGTERM" => libc::SIGTERM,
+        "SIGCONT" => libc::SIGCONT,
+        "SIGURG" => libc::SIGURG,
+        "SIGWINCH" => libc::SIGWINCH,
+        "SIGIO" => libc::SIGIO,
+        "SIGPWR" => libc::SIGPWR,
+        _ => return None,
+    };
+    Signal::from_named_raw(raw)
+}
+
 /// Reap every exited child without blocking.
 pub fn reap() -> Vec<(u32, ExitStatus)> {
     let mut out = Vec::new();
@@ -213,6 +234,18 @@ pub fn signal_name(sig: i32) -> &'static str {
         libc::SIGSEGV => "SIGSEGV",
         libc::SIGPIPE => "SIGPIPE",
         libc::SIGTERM => "SIGTERM",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
         _ => "signal",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_out_of_band_signal_name_has_a_signal() {
+        for name in fastpmi_codec::oob::SIGNALS {
+            assert!(super::signal_by_name(name).is_some(), "{name}");
+        }
     }
 }

@@ -27,8 +27,8 @@ use std::sync::Arc;
 /// Stack of the vfork child: it runs a handful of libc calls, then execs.
 const CHILD_STACK: usize = 64 * 1024;
 /// Most descriptors a rank gets placed: stdio, the PMI socket, the job's
-/// segment and its parent's (numbers 0 to 5).
-const MAX_MOVES: usize = 6;
+/// segment and its parent's, the out-of-band channel (numbers 0 to 6).
+const MAX_MOVES: usize = 7;
 /// Descriptors a spawner holds for its children: one slot per move.
 pub const SLOTS_PER_SPAWNER: usize = MAX_MOVES;
 /// A spawner's slots (see [`Spawner`]) are at or above this number, clear
