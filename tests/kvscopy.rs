@@ -16,11 +16,7 @@ const N: u32 = 6;
 fn role_kvscopy() -> Result<(), String> {
     let pmi = rank_role::init()?;
     let (rank, size) = (pmi.rank(), pmi.size());
-    let want = rank_role::env("FASTPMI_TEST_TRANSPORT")?;
-    let got = format!("{:?}", pmi.transport()).to_lowercase();
-    rank_role::ensure(got.contains(&want), || {
-        format!("transport {got}, want {want}")
-    })?;
+    rank_role::ensure_transport(&pmi)?;
     pmi.put(format!("card-{rank}"), format!("value-{rank};x"))
         .map_err(|e| e.to_string())?;
     pmi.fence().map_err(|e| e.to_string())?;

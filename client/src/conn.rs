@@ -71,6 +71,8 @@ pub(super) fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, Pm
             auth: secret
                 .as_ref()
                 .map(|_| fastpmi_codec::auth::AUTHTYPE.to_string()),
+            // Only fastpmi's launcher knows the key.
+            continued: env.fastpmi,
         },
         secret.as_deref(),
     )
@@ -203,6 +205,9 @@ struct MuxState {
     /// Replies received, in order, per request.
     ready: HashMap<u64, std::collections::VecDeque<Message>>,
     deframer: Deframer,
+    /// Replies too long for one frame, arriving in parts (boxed: rare, and
+    /// the connection is held by value in the transport).
+    cont: Box<fastpmi_codec::continued::Reassembly>,
     reading: bool,
     dead: Option<String>,
 }
@@ -221,6 +226,22 @@ impl Expect {
 }
 
 impl MuxState {
+    /// A part of a reply too long for one frame: the whole is routed once
+    /// its last part came.
+    fn part(&mut self, body: &[u8]) -> Result<(), PmiError> {
+        let m = fastpmi_codec::pmi2::decode(body)?;
+        let whole = self
+            .cont
+            .feed(&m, std::time::Instant::now())
+            .map_err(|e| PmiError::Protocol(e.to_string()))?;
+        if let Some(whole) = whole {
+            let m = decode_reply(&fastpmi_codec::Frame::Pmi2(whole))?;
+            tracing::debug!("pmi <- {} (continued)", m.cmd);
+            self.route(m);
+        }
+        Ok(())
+    }
+
     /// Hand a reply to its request: by echoed `thrid`, or (a server that
     /// does not echo it) to the oldest request expecting that command. A
     /// request is done with the reply that ends it, or with an error.
@@ -360,6 +381,14 @@ impl Mux {
                     st.deframer.feed(&buf[..n]);
                     loop {
                         match st.deframer.next_frame() {
+                            Ok(Some(fastpmi_codec::Frame::Pmi2(b)))
+                                if b.starts_with(fastpmi_codec::continued::PART_PREFIX) =>
+                            {
+                                if let Err(e) = st.part(&b) {
+                                    st.dead = Some(format!("bad continued reply: {e}"));
+                                    break;
+                                }
+                            }
                             Ok(Some(f)) => match decode_reply(&f) {
                                 Ok(m) => {
                                     tracing::debug!("pmi <- {}", m.cmd);

@@ -88,6 +88,10 @@ pub struct PmiEnv {
     pub direct: Option<Direct>,
     /// CPU yields before a shared-memory fence waiter sleeps.
     pub fence_yields: u32,
+    /// The server is fastpmi's launcher: it handed over a job segment, an
+    /// out-of-band channel (`PMI_OOB_FD`) or a job secret, which no other
+    /// server does. Only then are fastpmi's own wire keys sent.
+    pub fastpmi: bool,
 }
 
 impl PmiEnv {
@@ -155,6 +159,10 @@ impl PmiEnv {
             }
             _ => None,
         };
+        let fastpmi = !slurm
+            && (direct.is_some()
+                || var(fastpmi_codec::names::env::PMI_OOB_FD).is_some()
+                || var(fastpmi_codec::names::env::AUTH_SECRET).is_some());
         Ok(PmiEnv {
             endpoint,
             rank,
@@ -162,6 +170,7 @@ impl PmiEnv {
             spawned,
             direct,
             fence_yields,
+            fastpmi,
             server: if slurm {
                 ServerKind::SlurmStepd
             } else {

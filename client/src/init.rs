@@ -52,6 +52,7 @@ impl Pmi {
                             link: Mutex::new(link),
                         })),
                         server: env.server,
+                        large_values: env.fastpmi,
                         finalized: AtomicBool::new(false),
                         groups: Default::default(),
                     });
@@ -134,6 +135,7 @@ impl Pmi {
             server: env.server,
             finalized: AtomicBool::new(false),
             groups: Default::default(),
+            large_values: env.fastpmi,
         })
     }
 
@@ -148,6 +150,8 @@ impl Pmi {
             server: ServerKind::Generic,
             finalized: AtomicBool::new(false),
             groups: Default::default(),
+            // Its own store.
+            large_values: true,
         }
     }
 }

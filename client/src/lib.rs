@@ -114,6 +114,9 @@ pub struct Pmi {
     server: ServerKind,
     finalized: AtomicBool,
     groups: groups::GroupState,
+    /// The server keeps values longer than one PMI-2 value for this client
+    /// (fastpmi's launcher, which reads continued commands).
+    large_values: bool,
 }
 
 fn aborted(a: shm_layout::Aborted) -> PmiError {
@@ -171,6 +174,18 @@ impl Pmi {
         })
     }
 
+    /// Longest value [`Pmi::put`] takes: under fastpmi's launcher (and as a
+    /// singleton) [`fastpmi_codec::LARGE_VALUE_MAX`], kept by the launcher
+    /// and carried in continued commands when longer than a message
+    /// (docs/continued.md); under other servers [`Pmi::max_value_len`].
+    pub fn large_value_max(&self) -> usize {
+        if self.large_values {
+            fastpmi_codec::LARGE_VALUE_MAX.max(self.max_value_len())
+        } else {
+            self.max_value_len()
+        }
+    }
+
     fn live(&self) -> Result<(), PmiError> {
         if self.finalized.load(Ordering::Acquire) {
             Err(PmiError::Finalized)
@@ -211,11 +226,11 @@ impl Pmi {
             ));
         }
         if let Some(v) = value {
-            if v.len() > self.max_value_len() {
+            if v.len() > self.large_value_max() {
                 return Err(PmiError::InvalidArg(format!(
                     "value of {} bytes (max {})",
                     v.len(),
-                    self.max_value_len()
+                    self.large_value_max()
                 )));
             }
             if v.iter().any(|&b| b == 0 || b == b'\n') {
@@ -249,9 +264,11 @@ impl Pmi {
                     return Ok(());
                 }
                 Err(KvsError::Aborted(a)) => return Err(aborted(a)),
-                // Full: the launcher keeps it in its overflow table.
+                // Full, or longer than the segment's values: the launcher
+                // keeps it in its overflow table.
                 Err(KvsError::TableFull { .. } | KvsError::ArenaFull { .. })
                     if value.len() <= fastpmi_codec::VALLEN_MAX => {}
+                Err(KvsError::ValueTooLong { .. }) if self.large_values => {}
                 Err(e) => return Err(PmiError::InvalidArg(e.to_string())),
             }
         }

@@ -10,6 +10,7 @@
 pub mod auth;
 pub mod codes;
 pub mod command;
+pub mod continued;
 pub mod frame;
 pub mod group;
 pub mod names;
@@ -27,6 +28,10 @@ pub const KVSNAME_MAX: usize = 256;
 pub const KEYLEN_MAX: usize = 64;
 /// Longest value accepted over the wire (PMI2_MAX_VALLEN).
 pub const VALLEN_MAX: usize = 1024;
+/// Longest value fastpmi's launcher keeps for a client that speaks
+/// continued commands (docs/continued.md); others are held to
+/// [`VALLEN_MAX`].
+pub const LARGE_VALUE_MAX: usize = 16 << 20;
 /// Longest PMI-1 line the server reads (newer MPICH sends put lines > 1024 bytes).
 pub const PMI1_LINE_MAX: usize = 64 * 1024;
 /// Longest PMI-1 `mcmd=spawn` block (all its lines).

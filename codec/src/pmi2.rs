@@ -82,6 +82,16 @@ fn split_pairs(body: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// `cmd=NAME;`, `thrid` if any, then every pair. A `;` in a value is written
 /// `;;` so the frame stays parseable (fastpmi never produces one itself).
 pub fn encode(msg: &Message) -> Vec<u8> {
+    let body = encode_body(msg);
+    let mut out = Vec::with_capacity(PMI2_HEADER + body.len());
+    out.extend_from_slice(format!("{:>6}", body.len()).as_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The body [`encode`] frames: any length (one longer than
+/// [`crate::PMI2_BODY_MAX`] travels as continued parts, [`crate::continued`]).
+pub fn encode_body(msg: &Message) -> Vec<u8> {
     let mut body = Vec::with_capacity(64);
     body.extend_from_slice(b"cmd=");
     body.extend_from_slice(msg.cmd.as_bytes());
@@ -103,10 +113,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
         // `split_pairs`): a trailing pair no reader asks for moves it away.
         body.extend_from_slice(PAD_PAIR);
     }
-    let mut out = Vec::with_capacity(PMI2_HEADER + body.len());
-    out.extend_from_slice(format!("{:>6}", body.len()).as_bytes());
-    out.extend_from_slice(&body);
-    out
+    body
 }
 
 /// Appended to a body that would otherwise be misread (see [`encode`]).

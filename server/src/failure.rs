@@ -22,6 +22,7 @@ impl Server {
         self.forget_spawns_of(conn);
         self.forget_names_of(conn);
         self.forget_held(conn);
+        self.continuing.remove(&conn);
         if c.oob {
             // A rank may close its channel: that fails nothing.
             self.oob_closed(conn, c.bound);

@@ -34,7 +34,19 @@ pub(super) fn handle(
             "{} before init (send cmd=init pmi_version=... first)",
             fastpmi_codec::command::request_name(&other)
         ))),
-        Request::FullInit { rank, auth, .. } => super::auth::fullinit(s, conn, to, rank, auth, out),
+        Request::FullInit {
+            rank,
+            auth,
+            continued,
+            ..
+        } => {
+            if continued {
+                if let Some(c) = s.conns.get_mut(&conn) {
+                    c.continued = true;
+                }
+            }
+            super::auth::fullinit(s, conn, to, rank, auth, out)
+        }
         Request::AuthComplete { authinfo } => super::auth::complete(s, conn, to, &authinfo, out),
         Request::GetMaxes => Some(Response::Maxes {
             kvsname_max: KVSNAME_MAX,
@@ -85,7 +97,15 @@ fn bound(
         Request::GetUniverseSize => Some(Response::UniverseSize(j.universe_size)),
         Request::Put { key, value } => {
             s.stats.puts += 1;
-            Some(store_result(j.store.put(rank, &key, &value)))
+            // Longer than the store's own values: for a client of
+            // fastpmi's that speaks continued commands (docs/continued.md).
+            let large = value.len() > j.store.max_value() && s.speaks_continued(to.conn);
+            let j = &mut s.jobs[job];
+            Some(store_result(if large {
+                j.store.put_large(rank, &key, &value)
+            } else {
+                j.store.put(rank, &key, &value)
+            }))
         }
         Request::Get { jobid, key, .. } => {
             s.stats.gets += 1;
@@ -245,6 +265,15 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
         _ => None,
     }
     .or_else(|| j.store.get(&key));
+    if let Some(v) = value.as_ref().filter(|v| v.len() > VALLEN_MAX) {
+        if !s.speaks_continued(to.conn) {
+            return Response::error(format!(
+                "value of key {} is {} bytes, longer than this client reads ({VALLEN_MAX}): a client of fastpmi's reads it",
+                fastpmi_codec::show(&key),
+                v.len()
+            ));
+        }
+    }
     Response::Value { key, value }
 }
 

@@ -46,6 +46,19 @@ pub(super) fn getall(
         Err(e) => return e,
     };
     let pairs = s.jobs[target].store.entries();
+    if !s.speaks_continued(to.conn) {
+        if let Some((k, v)) = pairs
+            .iter()
+            .find(|(_, v)| v.len() > fastpmi_codec::VALLEN_MAX)
+        {
+            return Response::error(format!(
+                "the value of key {} is {} bytes, longer than this client reads ({})",
+                fastpmi_codec::show(k),
+                v.len(),
+                fastpmi_codec::VALLEN_MAX
+            ));
+        }
+    }
     s.stats.gets += pairs.len() as u64;
     reply(out, to, &Response::GetAllCount(pairs.len() as u64), None);
     for (key, value) in pairs {

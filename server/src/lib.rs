@@ -14,6 +14,7 @@
 
 pub mod auth;
 mod connect;
+mod continued;
 mod failure;
 mod groups;
 mod handlers;
@@ -31,7 +32,7 @@ mod waits;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::store::Store;
-use fastpmi_codec::command::{decode_frame, encode_response, Decoded};
+use fastpmi_codec::command::{decode_frame, encode_response, encode_response_body, Decoded};
 use fastpmi_codec::spawn::SpawnRequest;
 use fastpmi_codec::{self, Deframer, Protocol, Response};
 pub use nameserv::{NameError, NameOp, NameResult, NameTable};
@@ -210,6 +211,10 @@ struct Conn {
     /// An out-of-band channel ([`oob`]): FD mode from the start, port mode
     /// from its `init_oob`. `bound` is its rank once open.
     oob: bool,
+    /// Continued commands in progress ([`continued`]).
+    cont: fastpmi_codec::continued::Reassembly,
+    /// The client reads continued replies and may use large values.
+    continued: bool,
 }
 
 /// The protocol state of every job and connection of one launcher.
@@ -223,6 +228,8 @@ pub struct Server {
     groups: groups::Groups,
     /// `--stop-in-init`: init replies held until release.
     held: hold::Held,
+    /// Connections with a continued command in progress.
+    continuing: BTreeSet<ConnId>,
     pub stats: SocketStats,
 }
 
@@ -253,6 +260,7 @@ impl Server {
             hwloc_xmlfile: None,
             groups: Default::default(),
             held: Default::default(),
+            continuing: BTreeSet::new(),
             stats: SocketStats::default(),
         }
     }
@@ -325,6 +333,8 @@ impl Server {
                 pending: None,
                 putall: None,
                 oob: false,
+                cont: Default::default(),
+                continued: false,
             },
         );
     }
@@ -351,6 +361,14 @@ impl Server {
                 return;
             };
             let frame = match c.deframer.next_frame() {
+                Ok(Some(fastpmi_codec::Frame::Pmi2(b)))
+                    if b.starts_with(fastpmi_codec::continued::PART_PREFIX) =>
+                {
+                    match self.on_part(conn, &b, out) {
+                        Some(whole) => whole,
+                        None => continue,
+                    }
+                }
                 Ok(Some(f)) => f,
                 Ok(None) => break,
                 Err(e) => {
@@ -467,7 +485,24 @@ fn rank_label(job: JobIdx, id: &str, rank: u32) -> String {
 }
 
 pub(crate) fn reply(out: &mut Vec<Event>, to: &ReplyTo, resp: &Response, who: Option<&str>) {
-    let bytes = encode_response(to.proto, &to.cmd, to.thrid.as_deref(), resp);
+    let bytes = match to.proto {
+        // Longer than a frame (a large value, only ever served to a client
+        // that reads continued replies): in parts.
+        Protocol::Pmi2 => {
+            static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+            let body = encode_response_body(&to.cmd, to.thrid.as_deref(), resp);
+            let id = if body.len() > fastpmi_codec::PMI2_BODY_MAX {
+                format!(
+                    "r{}",
+                    IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                )
+            } else {
+                String::new()
+            };
+            fastpmi_codec::continued::frames(body, &id, None).concat()
+        }
+        Protocol::Pmi1 => encode_response(to.proto, &to.cmd, to.thrid.as_deref(), resp),
+    };
     if tracing::enabled!(tracing::Level::DEBUG) {
         let text = fastpmi_codec::show(&bytes);
         match who {

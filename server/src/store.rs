@@ -41,6 +41,16 @@ pub trait Store: Send {
     fn max_value(&self) -> usize;
     fn put(&mut self, rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError>;
     fn get(&self, key: &[u8]) -> Option<Vec<u8>>;
+    /// Put a value longer than [`Store::max_value`], up to
+    /// [`fastpmi_codec::LARGE_VALUE_MAX`], for a client that speaks
+    /// continued commands (docs/continued.md). A store without room for
+    /// them refuses.
+    fn put_large(&mut self, _rank: u32, _key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        Err(StoreError::ValueTooLong {
+            len: value.len(),
+            max: self.max_value(),
+        })
+    }
     /// Every pair of the KVS (`kvs-getall`), in no particular order; a key
     /// put twice appears once, with its last value.
     fn entries(&self) -> Vec<(Vec<u8>, Vec<u8>)>;
@@ -157,6 +167,17 @@ impl MemStore {
     }
 }
 
+/// A value within [`fastpmi_codec::LARGE_VALUE_MAX`].
+pub(crate) fn large_fits(value: &[u8]) -> Result<(), StoreError> {
+    if value.len() > fastpmi_codec::LARGE_VALUE_MAX {
+        return Err(StoreError::ValueTooLong {
+            len: value.len(),
+            max: fastpmi_codec::LARGE_VALUE_MAX,
+        });
+    }
+    Ok(())
+}
+
 fn insert(map: &mut HashMap<Vec<u8>, Vec<u8>>, bytes: &mut usize, key: &[u8], value: &[u8]) {
     *bytes += key.len() + value.len();
     if let Some(old) = map.insert(key.to_vec(), value.to_vec()) {
@@ -171,6 +192,16 @@ impl Store for MemStore {
 
     fn put(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         self.check(key, value)?;
+        insert(&mut self.kvs, &mut self.bytes, key, value);
+        Ok(())
+    }
+
+    fn put_large(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        large_fits(value)?;
+        self.check(key, &[])?;
+        if self.bytes + key.len() + value.len() > self.capacity {
+            return Err(StoreError::Full(format!("{} bytes in use", self.bytes)));
+        }
         insert(&mut self.kvs, &mut self.bytes, key, value);
         Ok(())
     }

@@ -55,6 +55,8 @@ const WAKER: Token = Token(2);
 const RENDEZVOUS: Token = Token(3);
 /// How often to look for fences that a finalized or exited rank blocks.
 const STUCK_CHECK: Duration = Duration::from_millis(100);
+/// How often to look for continued commands that stopped coming.
+const CONTINUED_CHECK: Duration = Duration::from_secs(1);
 /// Descriptor number of the PMI socket inside every rank.
 const PMI_FD_IN_RANK: i32 = 3;
 /// Descriptor number of the job segment's memfd inside every rank
@@ -219,8 +221,10 @@ impl Launcher {
                     .server
                     .next_group_deadline()
                     .map(|t| t.saturating_duration_since(Instant::now()));
+                let continued = self.server.has_continuations().then_some(CONTINUED_CHECK);
                 kill.into_iter()
                     .chain(stuck)
+                    .chain(continued)
                     .chain(groups)
                     .chain(self.tools_tick())
                     .min()
@@ -264,6 +268,10 @@ impl Launcher {
                 }
             }
             self.server.group_timers(Instant::now(), &mut self.events);
+            if self.server.has_continuations() {
+                self.server
+                    .expire_continuations(Instant::now(), &mut self.events);
+            }
             self.apply_events();
             self.update_watchers();
             self.check_fence_timeouts();

@@ -92,6 +92,16 @@ pub fn ensure(cond: bool, what: impl FnOnce() -> String) -> Result<(), String> {
     }
 }
 
+/// The rank's transport is the one the test asked for
+/// (`FASTPMI_TEST_TRANSPORT`: `shm` or `socket`).
+pub fn ensure_transport(pmi: &Pmi) -> Result<(), String> {
+    let want = env("FASTPMI_TEST_TRANSPORT")?;
+    let got = format!("{:?}", pmi.transport()).to_lowercase();
+    ensure(got.contains(&want), || {
+        format!("transport {got}, want {want}")
+    })
+}
+
 pub fn env(name: &str) -> Result<String, String> {
     std::env::var(name).map_err(|_| format!("{name} not set"))
 }

@@ -140,20 +140,20 @@ pub fn role_raw() -> Result<(), String> {
             "argc=3 but 1",
         ),
         (
-            "10000 args with argc",
+            "70000 args with argc",
             spawn_body(&format!(
-                "subcmd=/bin/true;maxprocs=1;argc=10000;{}infokeycount=0;",
-                (0..10000)
+                "subcmd=/bin/true;maxprocs=1;argc=70000;{}infokeycount=0;",
+                (0..70000)
                     .map(|i| format!("argv{i}=a;"))
                     .collect::<String>()
             )),
-            "argc=10000 out of range",
+            "argc=70000 out of range",
         ),
         (
-            "10000 args without argc",
+            "70000 args without argc",
             spawn_body(&format!(
                 "subcmd=/bin/true;maxprocs=1;{}infokeycount=0;",
-                (0..10000)
+                (0..70000)
                     .map(|i| format!("argv{i}=a;"))
                     .collect::<String>()
             )),

@@ -26,6 +26,9 @@ pub enum Request {
         threaded: bool,
         /// `authtype`: the client wants to authenticate (port mode).
         auth: Option<String>,
+        /// `fastpmi-continued=TRUE`: fastpmi's client, which reads continued
+        /// replies (docs/continued.md); sent to fastpmi's launcher only.
+        continued: bool,
     },
     /// `cmd=init_oob pmi_version=V signal=S [pmiid=R] [authtype=T]`: opens
     /// a rank's out-of-band channel (always a PMI-1 line; docs/oob.md).
@@ -376,6 +379,9 @@ pub fn request_from(proto: Protocol, msg: &Message) -> Result<Request, WireError
                 .get_str("authtype")
                 .filter(|s| !s.is_empty())
                 .map(str::to_string),
+            continued: msg
+                .get_bool(crate::continued::FULLINIT_KEY)
+                .unwrap_or(false),
         },
         (_, "auth-response-complete") => Request::AuthComplete {
             authinfo: need(msg, "authinfo")?.to_vec(),
@@ -454,5 +460,5 @@ mod request;
 #[cfg(test)]
 mod tests;
 
-pub use reply::{encode_response, pmi1_reply_name};
+pub use reply::{encode_response, encode_response_body, pmi1_reply_name};
 pub use request::{encode_request, encode_request_thrid, request_name};

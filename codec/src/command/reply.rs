@@ -50,6 +50,14 @@ pub fn encode_response(
     }
 }
 
+/// The PMI-2 body of a response (any length: one longer than a frame goes
+/// out as continued parts, [`crate::continued::frames`]).
+pub fn encode_response_body(cmd: &str, thrid: Option<&[u8]>, resp: &Response) -> Vec<u8> {
+    let mut m = pmi2_message(cmd, resp);
+    m.thrid = thrid.map(<[u8]>::to_vec);
+    pmi2::encode_body(&m)
+}
+
 /// An error message as a PMI-2 value: never a ';' (messages quote client
 /// bytes, escaped, up to 4x longer: kept under PMI2_MAX_VALLEN).
 fn errmsg(msg: &str) -> String {

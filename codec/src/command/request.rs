@@ -7,10 +7,15 @@ use crate::{pmi1, pmi2, Message, Protocol};
 
 /// Client side: a PMI-2 request carrying `thrid`, which the server echoes
 /// so a client with several threads can match replies to requests.
+///
+/// A request longer than one frame comes back as its continued parts
+/// (docs/continued.md), under continuation id `c<thrid>`.
 pub fn encode_request_thrid(req: &Request, thrid: &[u8]) -> Vec<u8> {
     let mut m = pmi2_request(req);
     m.thrid = Some(thrid.to_vec());
-    pmi2::encode(&m)
+    let body = pmi2::encode_body(&m);
+    let id = format!("c{}", String::from_utf8_lossy(thrid));
+    crate::continued::frames(body, &id, Some(thrid)).concat()
 }
 
 /// Client side: encode a request in `proto` (used by the Rust client).
@@ -93,6 +98,7 @@ fn pmi2_request(r: &Request) -> Message {
             jobid,
             threaded,
             auth,
+            continued,
         } => {
             let mut m = Message::new("fullinit");
             if let Some(j) = jobid {
@@ -104,6 +110,9 @@ fn pmi2_request(r: &Request) -> Message {
             m.push("threaded", bool_str(*threaded));
             if let Some(a) = auth {
                 m.push("authtype", a);
+            }
+            if *continued {
+                m.push(crate::continued::FULLINIT_KEY, "TRUE");
             }
             m
         }

@@ -18,6 +18,7 @@ fn fullinit_rank_forms() {
             jobid: None,
             threaded: false,
             auth: None,
+            continued: false,
         }
     );
     assert_eq!(
@@ -27,6 +28,7 @@ fn fullinit_rank_forms() {
             jobid: None,
             threaded: true,
             auth: None,
+            continued: false,
         }
     );
     assert_eq!(
@@ -36,6 +38,7 @@ fn fullinit_rank_forms() {
             jobid: Some("46.0".into()),
             threaded: false,
             auth: Some("challenge-sha256".into()),
+            continued: false,
         }
     );
     assert_eq!(

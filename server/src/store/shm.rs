@@ -105,6 +105,37 @@ impl Store for ShmStore {
         }
     }
 
+    fn put_large(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        super::large_fits(value)?;
+        let seg = self.seg.seg();
+        let kvs = seg.kvs();
+        if let Some(a) = seg.abort_status() {
+            return Err(StoreError::Aborted {
+                code: a.code,
+                rank: a.rank,
+            });
+        }
+        // A get reads the segment first: a key there would hide the value.
+        if kvs.get(key).is_some() {
+            return Err(StoreError::Full(format!(
+                "key {} already has a value in the job segment; a value longer than {} bytes needs a key of its own",
+                fastpmi_codec::show(key),
+                self.max_value()
+            )));
+        }
+        let e = KvsError::ValueTooLong {
+            len: value.len(),
+            max: self.max_value(),
+        };
+        if key.is_empty() {
+            return Err(StoreError::EmptyKey);
+        }
+        if let Some(old) = self.overflow.get(key) {
+            self.overflow_bytes -= key.len() + old.len();
+        }
+        self.spill(false, key, value, e)
+    }
+
     fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
         self.seg
             .seg()

@@ -71,6 +71,7 @@ pub(super) fn init_all(s: &mut Server, n: u32) {
     }
 }
 
+mod continued;
 mod failure;
 mod jobs;
 mod kvs;
