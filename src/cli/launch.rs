@@ -48,6 +48,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                     .ok_or_else(|| CliError(format!("{s} needs a directory")))?;
                 app.wdir = Some(PathBuf::from(d));
             }
+            "--pmi" | "-pmi" => {
+                let v = it
+                    .next()
+                    .ok_or_else(|| CliError(format!("{s} needs auto, pmi or pmix")))?;
+                app.personality = v.to_string_lossy().parse().map_err(CliError)?;
+            }
             "--pset" | "-pset" => {
                 let v = it
                     .next()

@@ -60,6 +60,12 @@ pub(super) fn global_option(
             cfg.pmi_port = true;
         }
         "--stats" => cfg.stats = true,
+        "--pmix-lib" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError("--pmix-lib needs the path of libpmix.so".into()))?;
+            cfg.pmix_lib = Some(std::path::PathBuf::from(v));
+        }
         "-bind-to" | "--bind-to" | "-binding" => {
             let v = it
                 .next()

@@ -59,6 +59,8 @@ Options (global, before the first program):
                     other launchers, instead of this launcher's own table
   -h, --help        this help
   -V, --version     print the version
+  --pmix-lib PATH   OpenPMIx server library to load (default Debian's
+                    libpmix.so.2; also FASTPMI_PMIX_LIB)
 
 Options (per section, before its program):
   -n, -np N         number of ranks of this section (default 1)
@@ -67,6 +69,12 @@ Options (per section, before its program):
   --pset NAME[,NAME...]
                     put this section's ranks in the named process sets (job
                     attributes psetNames, pset:NAME, mypsets; repeatable)
+  --pmi auto|pmi|pmix
+                    what this section's ranks are served: PMI-1/PMI-2, or
+                    PMIx through OpenPMIx's server library (Open MPI);
+                    auto (default): PMIx for programs linking libpmix or
+                    Open MPI's libmpi.so.40; name it for interpreters
+                    (python3 -m mpi4py) and scripts
 
 Environment:
   FASTPMI_LOG=debug log every PMI command and reply with its rank (stderr)

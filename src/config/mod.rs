@@ -26,6 +26,33 @@ pub struct App {
     pub wdir: Option<PathBuf>,
     /// Process sets this section's ranks belong to (`--pset`).
     pub psets: Vec<String>,
+    /// Which process-management interface its ranks get (`--pmi`).
+    pub personality: Personality,
+}
+
+/// The interface a section's ranks are served (`--pmi auto|pmi|pmix`,
+/// docs/pmix.md): one per rank, never both (MPICH refuses to start with
+/// both `PMI_SIZE` and `PMIX_NAMESPACE` in its environment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Personality {
+    /// PMIx when the program links `libpmix` or Open MPI's `libmpi.so.40`,
+    /// PMI otherwise.
+    #[default]
+    Auto,
+    Pmi,
+    Pmix,
+}
+
+impl std::str::FromStr for Personality {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Personality::Auto),
+            "pmi" | "pmi2" | "pmi1" => Ok(Personality::Pmi),
+            "pmix" => Ok(Personality::Pmix),
+            other => Err(format!("--pmi {other}: auto, pmi or pmix")),
+        }
+    }
 }
 
 /// An empty section: one rank, no program yet.
@@ -38,6 +65,7 @@ impl Default for App {
             env: vec![],
             wdir: None,
             psets: vec![],
+            personality: Personality::Auto,
         }
     }
 }
@@ -72,6 +100,9 @@ pub struct LaunchConfig {
     pub placement: PlacementOpts,
     /// Tuning knobs from the environment ([`Knobs::from_env`]).
     pub knobs: Knobs,
+    /// OpenPMIx's server library (`--pmix-lib`, `FASTPMI_PMIX_LIB`); the
+    /// usual names when `None`.
+    pub pmix_lib: Option<PathBuf>,
 }
 
 impl Default for LaunchConfig {
@@ -92,6 +123,9 @@ impl Default for LaunchConfig {
             verbose: false,
             placement: PlacementOpts::default(),
             knobs: Knobs::default(),
+            pmix_lib: std::env::var_os("FASTPMI_PMIX_LIB")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from),
         }
     }
 }

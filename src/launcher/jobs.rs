@@ -14,7 +14,7 @@ use super::watch::{self, FenceWatcher};
 use super::{
     os, Launcher, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK,
 };
-use crate::config::LaunchConfig;
+use crate::config::{LaunchConfig, Personality};
 use fastpmi_codec::names::{self, attr, parent_segment, pool};
 use fastpmi_segment::{JobSegment, MemPool};
 use fastpmi_server::store::{MemStore, ShmStore, Store};
@@ -302,6 +302,13 @@ impl Launcher {
                 }
             }
             let program = os::resolve_program(&app.program, app.wdir.as_deref())?;
+            let pmix = match app.personality {
+                Personality::Pmi => false,
+                Personality::Pmix => true,
+                Personality::Auto => {
+                    super::pmix::detect::speaks_pmix(&super::pmix::detect::needed(&program))
+                }
+            };
             let mut env = cfg.genv.clone();
             env.extend(app.env.iter().cloned());
             plans.push(AppPlan {
@@ -312,6 +319,7 @@ impl Launcher {
                 env,
                 wdir: app.wdir.clone(),
                 image: OnceLock::new(),
+                pmix,
             });
         }
         super::timeline::step("programs resolved");
@@ -354,6 +362,9 @@ impl Launcher {
         } else {
             direct_env(&*store, spawner.as_deref())
         };
+        if apps.iter().any(|a| a.pmix && a.nranks > 0) {
+            self.register_pmix_job(&id, &apps, universe_size)?;
+        }
         let job = self.server.add_job(JobSpec {
             id: id.clone(),
             apps: apps.iter().map(|a| a.nranks).collect(),
@@ -400,8 +411,14 @@ impl Launcher {
             let app = Arc::new(app);
             for _ in 0..app.nranks {
                 let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(8);
+                if app.pmix {
+                    // PMIx's environment only: one personality per rank.
+                    env = self.pmix_rank_env(&id, rank)?;
+                }
                 let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
-                if let Some(addr) = port {
+                if app.pmix {
+                    // Nothing of PMI's.
+                } else if let Some(addr) = port {
                     set(names::env::PMI_PORT, addr.to_string());
                     set(names::env::PMI_ID, rank.to_string());
                     if let Some(sec) = &secret {
@@ -420,9 +437,11 @@ impl Launcher {
                         set(fastpmi_codec::names::env::APPNUM, appnum.to_string());
                     }
                 }
-                set(names::env::PMI_JOBID, id.clone());
-                if spawned {
-                    set(names::env::PMI_SPAWNED, "1".into());
+                if !app.pmix {
+                    set(names::env::PMI_JOBID, id.clone());
+                    if spawned {
+                        set(names::env::PMI_SPAWNED, "1".into());
+                    }
                 }
                 set("MPI_LOCALNRANKS", size.to_string());
                 set("MPI_LOCALRANKID", rank.to_string());
@@ -435,7 +454,7 @@ impl Launcher {
                     rank,
                     app.clone(),
                     env,
-                    port.is_none(),
+                    port.is_none() && !app.pmix,
                 ));
                 rank += 1;
             }

@@ -22,6 +22,7 @@ pub mod os;
 pub mod output;
 mod peer;
 pub mod placement;
+mod pmix;
 mod spawn;
 mod starting;
 mod supervise;
@@ -98,6 +99,8 @@ pub struct Launcher {
     binding: Binding,
     /// Rendezvous, stop-in-init, MPIR, fence timeout (see [`tools`]).
     tools: tools::ToolsRt,
+    /// The PMIx server, once a job has a PMIx section (see [`pmix`]).
+    pmix: Option<pmix::PmixHost>,
 }
 
 /// Why the launcher could not set itself up.
@@ -119,10 +122,17 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
             return 1;
         }
     };
-    match l.launch() {
+    let launched = l.launch();
+    let code = match &launched {
+        Ok(()) => l.serve(),
+        Err(_) => 0,
+    };
+    timeline::step("exit");
+    if let Some(p) = &l.pmix {
+        p.remove_files();
+    }
+    match launched {
         Ok(()) => {
-            let code = l.serve();
-            timeline::step("exit");
             // What is left (descriptors, mappings, parked threads) is the
             // kernel's to free at exit, all at once; the rendezvous is
             // already removed and the output flushed. Freeing it piece by
@@ -197,6 +207,7 @@ impl Launcher {
             binding,
             tools,
             waker,
+            pmix: None,
         })
     }
 
@@ -242,6 +253,7 @@ impl Launcher {
                 match ev.token() {
                     SIGNALS => self.on_signals(),
                     WAKER => {
+                        self.pmix_upcalls();
                         self.forks_done();
                         self.server.poll_store(&mut self.events);
                         self.name_replies();

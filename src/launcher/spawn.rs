@@ -109,6 +109,7 @@ impl Launcher {
                         env: Vec::new(),
                         wdir: None,
                         image: Default::default(),
+                        pmix: false,
                     });
                 }
             }
@@ -188,6 +189,8 @@ fn plan(cmd: &SpawnCmd, genv: &[(OsString, OsString)]) -> Result<AppPlan, Comman
         env,
         wdir,
         image: Default::default(),
+        // Spawned by a PMI client: PMI (PMIx spawn is the PMIx server's).
+        pmix: false,
     })
 }
 

@@ -33,6 +33,8 @@ pub(super) struct AppPlan {
     pub wdir: Option<PathBuf>,
     /// argv and environment of its ranks, built when the first one starts.
     pub image: OnceLock<Arc<os::ExecImage>>,
+    /// Its ranks are PMIx clients (`--pmi`, docs/pmix.md).
+    pub pmix: bool,
 }
 
 /// A rank not started yet.

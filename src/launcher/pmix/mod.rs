@@ -1,0 +1,230 @@
+//! The launcher as a PMIx server (docs/pmix.md): OpenPMIx's server library
+//! ([`os::pmix`]) started at the first job with a PMIx section, each such
+//! job registered as a namespace (its fastpmi job id), each of its ranks
+//! registered before it starts and given the library's environment instead
+//! of PMI's. Upcalls (abort, finalize) come back through the event loop.
+
+pub mod detect;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::Arc;
+
+use super::os::pmix::{InfoList, PmixError, Server, Upcall};
+
+/// The running PMIx server of a launcher.
+pub(super) struct PmixHost {
+    server: Server,
+    /// The library's rendezvous files (this launcher's, in the private
+    /// directory), removed at exit.
+    tmpdir: PathBuf,
+    upcalls: Receiver<Upcall>,
+    hostname: String,
+}
+
+/// One application of a job to register: its rank count.
+pub(super) struct AppInfo {
+    pub nranks: u32,
+}
+
+impl PmixHost {
+    /// Load the library and start the server.
+    pub(super) fn start(lib: Option<&Path>, waker: Arc<mio::Waker>) -> Result<PmixHost, PmixError> {
+        let dir = crate::private_dir::dir();
+        let tmpdir = dir.join(format!("pmix-{}", std::process::id()));
+        let made = crate::private_dir::ensure_dir(&dir).and_then(|()| {
+            std::fs::create_dir_all(&tmpdir)?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&tmpdir, std::fs::Permissions::from_mode(0o700))
+        });
+        if let Err(e) = made {
+            return Err(PmixError::Failed {
+                call: "creating the PMIx server's directory",
+                status: -1,
+                text: format!("{}: {e}", tmpdir.display()),
+            });
+        }
+        let (tx, rx) = mpsc::channel();
+        let tx = std::sync::Mutex::new(tx);
+        let sink = Box::new(move |u: Upcall| {
+            let _ = tx.lock().map(|t| t.send(u));
+            let _ = waker.wake();
+        });
+        let server = match Server::start(lib, &tmpdir, sink) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&tmpdir);
+                return Err(e);
+            }
+        };
+        tracing::debug!("PMIx server library {} started", server.path.display());
+        let hostname = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        Ok(PmixHost {
+            server,
+            tmpdir,
+            upcalls: rx,
+            hostname,
+        })
+    }
+
+    /// Register job `nspace` of `size` ranks, all on this node, in `apps`.
+    pub(super) fn register_job(
+        &self,
+        nspace: &str,
+        apps: &[AppInfo],
+        universe: u32,
+    ) -> Result<(), PmixError> {
+        let size: u32 = apps.iter().map(|a| a.nranks).sum();
+        let mut job = InfoList::default();
+        job.u32("pmix.univ.size", universe.max(size));
+        job.u32("pmix.job.size", size);
+        job.u32("pmix.max.size", universe.max(size));
+        job.string("pmix.jobid", nspace)?;
+        job.u32("pmix.num.nodes", 1);
+        job.string("pmix.nmap", &self.server.regex(&self.hostname, false)?)?;
+        // Every rank on this node, listed (the library's "raw" parser does
+        // not expand ranges).
+        let peers: Vec<String> = (0..size).map(|r| r.to_string()).collect();
+        let peers = peers.join(",");
+        job.string("pmix.pmap", &self.server.regex(&peers, true)?)?;
+        job.u32("pmix.job.napps", apps.len() as u32);
+        // This node: every rank (what PRRTE registers per node).
+        let mut node = InfoList::default();
+        node.u32("pmix.nodeid", 0);
+        node.string("pmix.hname", &self.hostname)?;
+        node.string("pmix.lpeers", &peers)?;
+        node.u32("pmix.local.size", size);
+        node.u32("pmix.node.size", size);
+        node.rank("pmix.lldr", 0);
+        job.array("pmix.node.arr", node);
+        let mut first = 0u32;
+        for (appnum, app) in apps.iter().enumerate() {
+            let mut a = InfoList::default();
+            a.u32("pmix.appnum", appnum as u32);
+            a.u32("pmix.app.size", app.nranks);
+            a.rank("pmix.aldr", first);
+            job.array("pmix.app.arr", a);
+            for r in 0..app.nranks {
+                let rank = first + r;
+                let mut p = InfoList::default();
+                p.rank("pmix.rank", rank);
+                p.u32("pmix.appnum", appnum as u32);
+                p.rank("pmix.apprank", r);
+                p.rank("pmix.grank", rank);
+                p.u16("pmix.lrank", rank.min(u16::MAX as u32) as u16);
+                p.u16("pmix.nrank", rank.min(u16::MAX as u32) as u16);
+                p.u32("pmix.nodeid", 0);
+                p.string("pmix.hname", &self.hostname)?;
+                job.array("pmix.pdata", p);
+            }
+            first += app.nranks;
+        }
+        self.server.register_nspace(nspace, size, job)
+    }
+
+    /// The environment of rank `rank` of `nspace`, registered now.
+    pub(super) fn rank_env(
+        &self,
+        nspace: &str,
+        rank: u32,
+    ) -> Result<Vec<(OsString, OsString)>, PmixError> {
+        let uid = rustix::process::geteuid().as_raw();
+        let gid = rustix::process::getegid().as_raw();
+        let mut env: Vec<(OsString, OsString)> = self
+            .server
+            .register_client(nspace, rank, uid, gid)?
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        // The library's native security (same uid): without it every rank
+        // warns that the munge component is missing.
+        env.push(("PMIX_MCA_psec".into(), "native".into()));
+        Ok(env)
+    }
+
+    /// Upcalls that arrived since the last call.
+    pub(super) fn upcalls(&self) -> Vec<Upcall> {
+        self.upcalls.try_iter().collect()
+    }
+
+    /// Remove the rendezvous files (the launcher is exiting).
+    pub(super) fn remove_files(&self) {
+        let _ = std::fs::remove_dir_all(&self.tmpdir);
+    }
+}
+
+impl super::Launcher {
+    /// The PMIx server, started now if this is the first PMIx job.
+    fn pmix_host(&mut self) -> std::io::Result<&PmixHost> {
+        if self.pmix.is_none() {
+            let host = PmixHost::start(self.cfg.pmix_lib.as_deref(), self.waker.clone())
+                .map_err(|e| std::io::Error::other(format!("cannot serve PMIx clients: {e}")))?;
+            self.pmix = Some(host);
+        }
+        Ok(self.pmix.as_ref().expect("started above"))
+    }
+
+    /// Register job `id` (its PMIx sections' ranks among `apps`).
+    pub(super) fn register_pmix_job(
+        &mut self,
+        id: &str,
+        apps: &[super::starting::AppPlan],
+        universe: u32,
+    ) -> std::io::Result<()> {
+        let infos: Vec<AppInfo> = apps.iter().map(|a| AppInfo { nranks: a.nranks }).collect();
+        self.pmix_host()?
+            .register_job(id, &infos, universe)
+            .map_err(|e| std::io::Error::other(format!("PMIx job {id}: {e}")))
+    }
+
+    /// The environment of PMIx rank `rank` of job `id`.
+    pub(super) fn pmix_rank_env(
+        &mut self,
+        id: &str,
+        rank: u32,
+    ) -> std::io::Result<Vec<(OsString, OsString)>> {
+        self.pmix_host()?
+            .rank_env(id, rank)
+            .map_err(|e| std::io::Error::other(format!("PMIx rank {rank} of {id}: {e}")))
+    }
+
+    /// What PMIx clients asked for since the last look.
+    pub(super) fn pmix_upcalls(&mut self) {
+        let Some(host) = &self.pmix else { return };
+        for u in host.upcalls() {
+            match u {
+                Upcall::Abort {
+                    nspace,
+                    rank,
+                    status,
+                    message,
+                } => {
+                    let Some(job) = self.server.job_index(&nspace) else {
+                        continue;
+                    };
+                    let name = self.server.rank_name(job, rank);
+                    let code = if status == 0 { 1 } else { status.clamp(1, 255) };
+                    let message = if message.is_empty() {
+                        format!("{name} called PMIx_Abort with status {status}")
+                    } else {
+                        format!("{name} called PMIx_Abort with status {status}: {message}")
+                    };
+                    if self.procs.interrupted().is_none() {
+                        self.record_failure(job, rank, message.clone(), code, String::new(), false);
+                        self.server
+                            .fail_job(job, Some(rank), code, &message, &mut self.events);
+                        self.fail_group(job, code, &message);
+                    }
+                }
+                Upcall::Finalized { nspace, rank } => {
+                    tracing::debug!("PMIx rank {rank} of {nspace} finalized");
+                }
+            }
+        }
+        self.apply_events();
+    }
+}

@@ -1,0 +1,27 @@
+/*
+ * pmix_layout.c: the sizes and offsets of OpenPMIx's types that fastpmi's
+ * FFI (src/launcher/os/pmix.rs, `LAYOUT`) declares itself, from the
+ * installed headers (libpmix-dev), one "name = value" per line.
+ */
+#include <stddef.h>
+#include <stdio.h>
+
+#include <pmix_server.h>
+
+int main(void)
+{
+    printf("sizeof(pmix_info_t) = %zu\n", sizeof(pmix_info_t));
+    printf("sizeof(pmix_value_t) = %zu\n", sizeof(pmix_value_t));
+    printf("sizeof(pmix_proc_t) = %zu\n", sizeof(pmix_proc_t));
+    printf("sizeof(pmix_data_array_t) = %zu\n", sizeof(pmix_data_array_t));
+    printf("offsetof(pmix_info_t, flags) = %zu\n", offsetof(pmix_info_t, flags));
+    printf("offsetof(pmix_info_t, value) = %zu\n", offsetof(pmix_info_t, value));
+    printf("offsetof(pmix_value_t, data) = %zu\n", offsetof(pmix_value_t, data));
+    printf("sizeof(pmix_server_module_t) = %zu\n", sizeof(pmix_server_module_t));
+    printf("offsetof(pmix_server_module_t, fence_nb) = %zu\n",
+           offsetof(pmix_server_module_t, fence_nb));
+    printf("PMIX_UINT32 = %d\n", PMIX_UINT32);
+    printf("PMIX_DATA_ARRAY = %d\n", PMIX_DATA_ARRAY);
+    printf("PMIX_OPERATION_SUCCEEDED = %d\n", PMIX_OPERATION_SUCCEEDED);
+    return 0;
+}

