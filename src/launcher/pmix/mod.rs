@@ -143,6 +143,17 @@ impl PmixHost {
         // The library's native security (same uid): without it every rank
         // warns that the munge component is missing.
         env.push(("PMIX_MCA_psec".into(), "native".into()));
+        // Open MPI 4.1's ORTE takes a process nobody claims for a singleton
+        // (its `schizo/orte` sets ess=singleton) unless a resource manager's
+        // variables are present: its own MCA parameters switch that off,
+        // no resource manager impersonated. Open MPI 5 has neither
+        // framework in the application and ignores both. The user's own
+        // settings win.
+        for (k, v) in [("OMPI_MCA_schizo", "^orte"), ("OMPI_MCA_ess", "pmi")] {
+            if std::env::var_os(k).is_none() {
+                env.push((k.into(), v.into()));
+            }
+        }
         Ok(env)
     }
 
