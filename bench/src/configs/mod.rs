@@ -243,7 +243,7 @@ impl Config {
                 "the exchange with the last rank 4 s late (N-1 ranks sit in fence 1), `fastpmi ps PID --json` every 100 ms"
             }
             Config::Placement(_) => {
-                "bench/c/mpi_hello.c or mpi_allreduce.c (Intel MPI, MPICH 4, MPICH 5): whole job"
+                "bench/c/mpi_hello.c or mpi_allreduce.c (Intel MPI, MPICH 4, MPICH 5, Open MPI 5): whole job"
             }
         }
     }

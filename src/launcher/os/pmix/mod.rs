@@ -316,6 +316,7 @@ impl Server {
         let dir = tmpdir.to_string_lossy();
         infos.string("pmix.srvr.tmpdir", &dir)?;
         infos.string("pmix.sys.tmpdir", &dir)?;
+
         // SAFETY: `module` is a zero-padded pmix_server_module_t of function
         // pointers with the prototypes above; `infos` lives for the call.
         let rc = unsafe {
