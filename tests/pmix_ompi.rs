@@ -30,7 +30,7 @@ fn lines_with(out: &common::Outcome, prefix: &str) -> Vec<String> {
 fn open_mpi_5_hello_is_one_job_of_n_ranks() {
     let _g = heavy();
     let hello = S.program("mpi_hello");
-    for n in [1u32, 4] {
+    for n in [1u32, 4, 64] {
         let out = S
             .fastpmi(["-n", &n.to_string(), hello.to_str().unwrap()])
             .timeout(Duration::from_secs(120))
@@ -100,6 +100,60 @@ fn open_mpi_5_abort_fails_the_job_with_its_code_naming_the_rank() {
     out.assert_stderr_names_rank(3);
     assert!(out.stderr.contains("PMIx_Abort"), "{}", out.report());
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
+
+/// A rank SIGKILLed while the others wait for it in a barrier fails the
+/// job within 2 s, naming it.
+#[test]
+fn open_mpi_5_a_killed_rank_fails_the_job_naming_it() {
+    let _g = heavy();
+    let prog = S.program("mpi_stall");
+    let marks = common::scratch_dir("pmix-stall");
+    let job = S
+        .fastpmi(["-n", "4", prog.to_str().unwrap()])
+        .env("FASTPMI_TEST_MARK_DIR", marks.path())
+        .timeout(Duration::from_secs(120))
+        .spawn();
+    let ready = |r: u32| std::fs::read_to_string(marks.path().join(format!("ready.{r}"))).ok();
+    let t0 = Instant::now();
+    while (0..4).any(|r| ready(r).is_none()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "ranks never got past MPI_Init"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid: i32 = ready(3).unwrap().trim().parse().unwrap();
+    let killed = Instant::now();
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+    let out = job.wait_or_kill(Duration::from_secs(60));
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "the job took {:?} to fail",
+        killed.elapsed()
+    );
+    assert_eq!(out.code(), Some(137), "{}", out.report());
+    out.assert_stderr_names_rank(3);
+    assert!(out.stderr.contains("SIGKILL"), "{}", out.report());
+}
+
+/// Two sections (MPMD) are one job; each rank sees its section's appnum.
+#[test]
+fn open_mpi_5_mpmd_sections_are_one_job_with_their_appnums() {
+    let _g = heavy();
+    let prog = S.program("mpmd_appnum");
+    let p = prog.to_str().unwrap();
+    let out = S
+        .fastpmi(["-n", "2", p, ":", "-n", "3", p])
+        .timeout(Duration::from_secs(120))
+        .run();
+    out.assert_success();
+    let want: Vec<String> = (0..5)
+        .map(|r| format!("rank {r} size 5 appnum {}", u32::from(r >= 2)))
+        .collect();
+    assert_eq!(lines_with(&out, "rank "), want, "{}", out.report());
 }
 
 #[test]
