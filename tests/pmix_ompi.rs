@@ -252,3 +252,41 @@ fn debian_open_mpi_4_1_is_one_job_of_n_ranks() {
     own.assert_success();
     assert_eq!(lines_with(&own, "allreduce"), [want], "{}", own.report());
 }
+
+/// The server library's files live in `pmix-<pid>/` of the user's private
+/// directory: removed when the launcher exits, and those of a launcher
+/// that was killed are removed by the next PMIx launch.
+#[test]
+fn pmix_files_are_removed_at_exit_and_after_a_killed_launcher() {
+    let _g = heavy();
+    let hello = S.program("mpi_hello");
+    let xdg = tempfile::tempdir().unwrap();
+    let private = xdg.path().join("fastpmi");
+    std::fs::create_dir_all(&private).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A launcher that is gone: the pid of a process that has exited.
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    let stale = private.join(format!("pmix-{dead}"));
+    std::fs::create_dir_all(stale.join("inner")).unwrap();
+    // And one whose launcher lives (this test): kept.
+    let live = private.join(format!("pmix-{}", std::process::id()));
+    std::fs::create_dir_all(&live).unwrap();
+    let out = S
+        .fastpmi(["-n", "2", hello.to_str().unwrap()])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .timeout(Duration::from_secs(120))
+        .run();
+    out.assert_success();
+    assert!(!stale.exists(), "a dead launcher's directory is left");
+    assert!(live.exists(), "a live launcher's directory was removed");
+    let left: Vec<_> = std::fs::read_dir(&private)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pmix-") && *n != format!("pmix-{}", std::process::id()))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}

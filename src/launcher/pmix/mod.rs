@@ -34,6 +34,7 @@ impl PmixHost {
         let dir = crate::private_dir::dir();
         let tmpdir = dir.join(format!("pmix-{}", std::process::id()));
         let made = crate::private_dir::ensure_dir(&dir).and_then(|()| {
+            remove_dead(&dir);
             std::fs::create_dir_all(&tmpdir)?;
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&tmpdir, std::fs::Permissions::from_mode(0o700))
@@ -179,6 +180,29 @@ impl PmixHost {
     /// Remove the rendezvous files (the launcher is exiting).
     pub(super) fn remove_files(&self) {
         let _ = std::fs::remove_dir_all(&self.tmpdir);
+    }
+}
+
+/// Remove the PMIx directories of launchers that are gone (a launcher
+/// killed with SIGKILL leaves its own behind).
+fn remove_dead(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("pmix-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::debug!("removing {} (its launcher is gone)", e.path().display());
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
