@@ -5,35 +5,13 @@
 
 use std::process::Command;
 
+mod common;
+
 #[test]
 fn the_pmix_ffi_matches_the_installed_headers() {
-    let cflags = Command::new("pkg-config")
-        .args(["--cflags", "pmix"])
-        .output()
-        .expect("pkg-config (Debian: apt-get install pkg-config)");
-    assert!(
-        cflags.status.success(),
-        "pkg-config pmix failed: install Debian's libpmix-dev (scripts/test-all does)\n{}",
-        String::from_utf8_lossy(&cflags.stderr)
-    );
-    let dir = std::env::temp_dir().join(format!("fastpmi-pmix-abi-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("pmix_layout");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/pmix_layout.c");
-    let cc = Command::new("gcc")
-        .args(String::from_utf8_lossy(&cflags.stdout).split_whitespace())
-        .args(["-O0", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .output()
-        .expect("gcc");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    let exe = common::pmix::compile("pmix_layout", false);
     let out = Command::new(&exe).output().expect("run pmix_layout");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&exe);
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     let mut seen = 0;

@@ -290,3 +290,39 @@ fn pmix_files_are_removed_at_exit_and_after_a_killed_launcher() {
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
+
+/// `fastpmi ps` shows PMIx ranks as such: transport `pmix`, running once
+/// they connected (`PMIx_Init`, last operation), and the job's size.
+#[test]
+fn fastpmi_ps_shows_pmix_ranks() {
+    let _g = heavy();
+    let prog = S.program("mpi_stall");
+    let marks = common::scratch_dir("pmix-ps");
+    let xdg = common::tools::runtime_dir("pmix-ps");
+    let job = S
+        .fastpmi(["-n", "3", prog.to_str().unwrap()])
+        .env("FASTPMI_TEST_MARK_DIR", marks.path())
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .timeout(Duration::from_secs(120))
+        .spawn();
+    let pid = job.pid();
+    let t = common::tools::wait_for(Duration::from_secs(90), "3 PMIx ranks running", || {
+        let t = common::tools::ps_json(xdg.path(), pid)
+            .ok()?
+            .into_iter()
+            .next()?;
+        t.ranks
+            .iter()
+            .all(|r| r.transport == "pmix" && r.kind == "running")
+            .then_some(t)
+    });
+    assert_eq!(t.ranks.len(), 3);
+    assert!(
+        t.ranks
+            .iter()
+            .all(|r| r.last_op.as_deref() == Some("PMIx_Init")),
+        "{:?}",
+        t.ranks
+    );
+    drop(job.kill_all());
+}

@@ -161,6 +161,9 @@ pub(crate) struct RankSlot {
     last_op: String,
     /// Its out-of-band channel, when open.
     oob: Option<OobChannel>,
+    /// A PMIx client, served by the launcher's PMIx server: the server
+    /// core knows of it only what the launcher tells ([`Server::pmix_rank`]).
+    pmix: bool,
 }
 
 /// A rank's open out-of-band channel ([`oob`]).
@@ -282,6 +285,7 @@ impl Server {
                 since: std::time::Instant::now(),
                 last_op: String::new(),
                 oob: None,
+                pmix: false,
             })
             .collect();
         self.jobs.push(Job {

@@ -34,6 +34,19 @@ pub struct SockRank {
     pub fences: u64,
     /// It has a PMI connection open now.
     pub connected: bool,
+    /// It is a PMIx client (the launcher's PMIx server serves it).
+    pub pmix: bool,
+}
+
+/// What the launcher's PMIx server saw a PMIx rank do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PmixStep {
+    /// It will be a PMIx client (registered before it starts).
+    Registered,
+    /// `PMIx_Init`: it connected.
+    Connected,
+    /// `PMIx_Finalize`.
+    Finalized,
 }
 
 /// A process group with a member in the job, as its fence stands.
@@ -113,6 +126,33 @@ impl Server {
         }
     }
 
+    /// A PMIx rank's progress, from the launcher's PMIx server: its phase
+    /// then follows PMI's (a rank that connected and exits before
+    /// finalizing fails the job, as a PMI rank does).
+    pub fn pmix_rank(&mut self, job: JobIdx, rank: u32, step: PmixStep) {
+        let Some(slot) = self
+            .jobs
+            .get_mut(job)
+            .and_then(|j| j.ranks.get_mut(rank as usize))
+        else {
+            return;
+        };
+        slot.pmix = true;
+        match step {
+            PmixStep::Registered => {}
+            PmixStep::Connected => {
+                if slot.phase == Phase::Idle {
+                    slot.set_phase(Phase::Initialized);
+                }
+                slot.last_op = "PMIx_Init".into();
+            }
+            PmixStep::Finalized => {
+                slot.set_phase(Phase::Finalized);
+                slot.last_op = "PMIx_Finalize".into();
+            }
+        }
+    }
+
     /// Whether some rank of `job` waits over the socket for a node attribute.
     pub fn waits_for_attr(&self, job: JobIdx) -> bool {
         !self.jobs[job].attr_waiters.is_empty()
@@ -164,6 +204,7 @@ impl Server {
                     last_op: slot.last_op.clone(),
                     fences: slot.fences,
                     connected: slot.conn.is_some(),
+                    pmix: slot.pmix,
                 }
             })
             .collect();

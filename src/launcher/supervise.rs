@@ -319,6 +319,9 @@ impl Launcher {
     }
 
     pub(super) fn reap(&mut self) {
+        // What PMIx ranks told the server before they exited (finalize,
+        // abort) comes first: the exit may be read before its upcall.
+        self.pmix_upcalls();
         for (pid, status) in os::reap() {
             super::timeline::step("rank reaped");
             match self.procs.index_of(pid) {

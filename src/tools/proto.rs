@@ -72,7 +72,7 @@ pub struct RankRow {
     pub pid: Option<u32>,
     pub executable: String,
     pub appnum: i32,
-    /// `shm`, `socket` or `none` (no PMI yet).
+    /// `shm`, `socket`, `pmix` (a PMIx client) or `none` (no PMI yet).
     pub transport: String,
     /// Machine-readable state: `launching`, `no_pmi`, `held_in_init`,
     /// `in_init`, `running`, `in_fence`, `between_fences`, `waiting_attr`,

@@ -83,7 +83,9 @@ pub fn job_table(js: &JobSnap) -> JobTable {
             pid: proc.pid,
             executable: proc.executable.clone(),
             appnum: st.appnum.get(r).copied().unwrap_or(0),
-            transport: if attached {
+            transport: if sock.pmix {
+                "pmix"
+            } else if attached {
                 "shm"
             } else if sock.state != SockState::NoPmi {
                 "socket"

@@ -42,6 +42,7 @@ mod capi;
 mod job;
 pub mod nameserver;
 pub mod placement;
+pub mod pmix;
 pub mod port;
 mod procs;
 mod programs;

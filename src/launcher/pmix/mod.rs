@@ -12,6 +12,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 
 use super::os::pmix::{InfoList, PmixError, Server, Upcall};
+use fastpmi_server::status::PmixStep;
 
 /// The running PMIx server of a launcher.
 pub(super) struct PmixHost {
@@ -240,6 +241,9 @@ impl super::Launcher {
         id: &str,
         rank: u32,
     ) -> std::io::Result<Vec<(OsString, OsString)>> {
+        if let Some(job) = self.server.job_index(id) {
+            self.server.pmix_rank(job, rank, PmixStep::Registered);
+        }
         self.pmix_host()?
             .rank_env(id, rank)
             .map_err(|e| std::io::Error::other(format!("PMIx rank {rank} of {id}: {e}")))
@@ -273,8 +277,15 @@ impl super::Launcher {
                         self.fail_group(job, code, &message);
                     }
                 }
+                Upcall::Connected { nspace, rank } => {
+                    if let Some(job) = self.server.job_index(&nspace) {
+                        self.server.pmix_rank(job, rank, PmixStep::Connected);
+                    }
+                }
                 Upcall::Finalized { nspace, rank } => {
-                    tracing::debug!("PMIx rank {rank} of {nspace} finalized");
+                    if let Some(job) = self.server.job_index(&nspace) {
+                        self.server.pmix_rank(job, rank, PmixStep::Finalized);
+                    }
                 }
             }
         }

@@ -31,6 +31,8 @@ pub enum Upcall {
         status: i32,
         message: String,
     },
+    /// `PMIx_Init` of `rank` of `nspace` (its connection).
+    Connected { nspace: String, rank: u32 },
     /// `PMIx_Finalize` of `rank` of `nspace`.
     Finalized { nspace: String, rank: u32 },
 }
@@ -157,11 +159,18 @@ fn nspace_of(p: &Proc) -> String {
 // --- upcalls (the library's progress thread) ---
 
 unsafe extern "C" fn up_connected(
-    _p: *const Proc,
+    p: *const Proc,
     _o: *mut c_void,
     _cb: OpCb,
     _d: *mut c_void,
 ) -> Status {
+    // SAFETY: the library passes a valid proc for the call's duration.
+    if let Some(p) = unsafe { p.as_ref() } {
+        send(Upcall::Connected {
+            nspace: nspace_of(p),
+            rank: p.rank,
+        });
+    }
     PMIX_OPERATION_SUCCEEDED
 }
 
