@@ -6,9 +6,7 @@
 mod common;
 mod rank_role;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fastpmi_client::{Pmi, PmiError, SpawnRequest};
@@ -180,37 +178,6 @@ fn role_b() -> Result<(), String> {
     pmi.finalize().map_err(|e| e.to_string())
 }
 
-/// The name server this test started; killed by pid on drop.
-struct NameServer(Child);
-
-impl Drop for NameServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_name_server() -> (NameServer, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fastpmi"))
-        .args(["nameserver", "--port", "0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start fastpmi nameserver");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let ns = NameServer(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("read the name server's first line");
-    let addr = line
-        .trim()
-        .strip_prefix("fastpmi nameserver: listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
-    (ns, addr)
-}
-
 #[test]
 fn launchers_share_a_name_server_and_names_die_with_their_launcher() {
     match rank_role::role().as_deref() {
@@ -219,7 +186,7 @@ fn launchers_share_a_name_server_and_names_die_with_their_launcher() {
         Some(other) => panic!("unknown role {other}"),
         None => {}
     }
-    let (ns, addr) = start_name_server();
+    let (ns, addr) = common::nameserver::start_fastpmi();
     let dir = common::scratch_dir("ns");
     let flags = ["--nameserver", addr.as_str()];
     let a = rank_role::launch(X_TEST, "a", 1, &flags)

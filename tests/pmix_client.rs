@@ -1,12 +1,14 @@
 //! The PMIx host with a plain libpmix client (`tests/c/pmix_client.c`,
 //! built against Debian's libpmix-dev): put, commit, fence with data
-//! collection and a get of every rank's value at 1, 4 and 64 ranks; and a
+//! collection and a get of every rank's value at 1, 4 and 64 ranks; a
 //! rank that connects and exits without `PMIx_Finalize` fails the job, as
-//! a PMI rank that exits before finalize does.
+//! a PMI rank that exits before finalize does; and PMIx publish, lookup
+//! and unpublish in fastpmi's one name service, which PMI clients share.
 
 use std::time::Duration;
 
 mod common;
+mod rank_role;
 
 fn client() -> std::path::PathBuf {
     common::pmix::compile("pmix_client", true)
@@ -42,5 +44,146 @@ fn a_pmix_rank_that_exits_before_finalize_fails_the_job() {
         out.stderr.contains("before PMI finalize") || out.stderr.contains("before finalize"),
         "{}",
         out.report()
+    );
+}
+
+#[test]
+fn pmix_publish_lookup_and_unpublish() {
+    let exe = client();
+    let out = common::launch([
+        "-n",
+        "2",
+        exe.to_str().unwrap(),
+        "names",
+        "ocean",
+        "tcp://x:1",
+    ])
+    .timeout(Duration::from_secs(60))
+    .run();
+    out.assert_success();
+    assert_eq!(
+        out.stdout_lines(),
+        ["pmix names ok ocean=tcp://x:1, gone after unpublish"],
+        "{}",
+        out.report()
+    );
+}
+
+/// The PMI rank of the mixed job below: look the name up until the PMIx
+/// rank has published it, then say so with the marker file.
+fn role_pmi_looker() -> Result<(), String> {
+    let pmi = rank_role::init()?;
+    let file = rank_role::env("FASTPMI_TEST_MARK")?;
+    let port = rank_role::poll(Duration::from_secs(60), "ice published", || {
+        pmi.lookup("ice").map_err(|e| e.to_string())
+    })?;
+    println!("pmi lookup ice={port}");
+    std::fs::write(&file, b"").map_err(|e| e.to_string())?;
+    pmi.finalize().map_err(|e| e.to_string())
+}
+
+/// One job, two personalities: a PMIx rank publishes, a PMI-2 rank (the
+/// Rust client) finds the name: one name service.
+#[test]
+fn a_pmi_client_finds_a_name_a_pmix_client_published() {
+    if let Some(r) = rank_role::role() {
+        match r.as_str() {
+            "looker" => rank_role::finish(role_pmi_looker()),
+            other => rank_role::finish(Err(format!("unknown role {other}"))),
+        }
+    }
+    let exe = client();
+    let marks = common::scratch_dir("pmix-names");
+    let mark = marks.path().join("looked");
+    let me = rank_role::me();
+    let mut args: Vec<String> = vec![
+        "-n".into(),
+        "1".into(),
+        "--pmi".into(),
+        "pmix".into(),
+        exe.to_str().unwrap().into(),
+        "publish-wait".into(),
+        "ice".into(),
+        "shm://ice".into(),
+        mark.to_str().unwrap().into(),
+        ":".into(),
+        "-n".into(),
+        "1".into(),
+        "--pmi".into(),
+        "pmi".into(),
+        me,
+    ];
+    args.extend(rank_role::args(
+        "a_pmi_client_finds_a_name_a_pmix_client_published",
+    ));
+    let out = common::launch(args)
+        .env(rank_role::ROLE, "looker")
+        .env("FASTPMI_TEST_MARK", &mark)
+        .timeout(Duration::from_secs(90))
+        .run();
+    out.assert_success();
+    let lines = out.stdout_lines();
+    assert!(
+        lines.contains(&"pmi lookup ice=shm://ice"),
+        "{}",
+        out.report()
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("pmix published ice until ")),
+        "{}",
+        out.report()
+    );
+}
+
+/// Across launchers sharing a `fastpmi nameserver`: a PMIx client of
+/// launcher A publishes, a PMI-2 client of launcher B finds the name.
+#[test]
+fn a_name_a_pmix_client_published_is_found_through_the_name_server() {
+    if let Some(r) = rank_role::role() {
+        match r.as_str() {
+            "looker" => rank_role::finish(role_pmi_looker()),
+            other => rank_role::finish(Err(format!("unknown role {other}"))),
+        }
+    }
+    let exe = client();
+    let (_ns, addr) = common::nameserver::start_fastpmi();
+    let marks = common::scratch_dir("pmix-ns");
+    let mark = marks.path().join("looked");
+    let a = common::launch([
+        "--nameserver",
+        &addr,
+        "-n",
+        "1",
+        exe.to_str().unwrap(),
+        "publish-wait",
+        "ice",
+        "shm://ice",
+        mark.to_str().unwrap(),
+    ])
+    .timeout(Duration::from_secs(90))
+    .spawn();
+    let b = rank_role::launch(
+        "a_name_a_pmix_client_published_is_found_through_the_name_server",
+        "looker",
+        1,
+        &["--nameserver", &addr],
+    )
+    .env("FASTPMI_TEST_MARK", &mark)
+    .spawn();
+    let out_b = b.wait_or_kill(Duration::from_secs(90));
+    let out_a = a.wait_or_kill(Duration::from_secs(90));
+    out_a.assert_success();
+    out_b.assert_success();
+    assert!(
+        out_b.stdout.contains("pmi lookup ice=shm://ice"),
+        "{}",
+        out_b.report()
+    );
+    assert!(
+        out_a.stdout.contains("pmix published ice until "),
+        "{}",
+        out_a.report()
     );
 }

@@ -216,6 +216,9 @@ impl Harness {
                         assert!(job < self.s.job_count() && rank < self.s.job_size(job));
                         assert!(fastpmi_codec::oob::SIGNALS.contains(&signal));
                     }
+                    Event::NameDone { .. } => {
+                        panic!("a name-service answer to the launcher, which asked nothing")
+                    }
                     Event::Refuse { conn, reason } => {
                         assert!(conn < CONNS, "refusal of unknown connection {conn}");
                         assert!(!reason.is_empty());

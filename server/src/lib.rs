@@ -77,6 +77,9 @@ pub enum Event {
         job: JobIdx,
         rank: u32,
     },
+    /// The shared name server answered the launcher's own operation
+    /// `token` ([`Server::host_name_op`]).
+    NameDone { token: u64, result: NameResult },
     /// Send `signal` to rank `rank` of `job` once the bytes queued on its
     /// out-of-band channel `conn` are written (the notice before it).
     Signal {

@@ -114,8 +114,18 @@ impl NameTable {
 pub(crate) struct Names {
     table: NameTable,
     remote: bool,
-    pending: HashMap<u64, (ReplyTo, bool)>,
+    pending: HashMap<u64, Waiter>,
     next: u64,
+}
+
+/// Who waits for a shared name server's answer.
+#[derive(Debug)]
+enum Waiter {
+    /// A rank's request on its connection (and whether it is a lookup).
+    Wire(ReplyTo, bool),
+    /// The launcher's own request, for a PMIx client: answered by
+    /// [`Event::NameDone`] with its token.
+    Host(u64),
 }
 
 /// The reply a name-service result becomes.
@@ -136,14 +146,43 @@ impl Server {
 
     /// The shared name server answered operation `id`.
     pub fn name_reply(&mut self, id: u64, result: NameResult, out: &mut Vec<Event>) {
-        if let Some((to, lookup)) = self.names.pending.remove(&id) {
-            super::reply(out, &to, &response(lookup, result), None);
+        match self.names.pending.remove(&id) {
+            Some(Waiter::Wire(to, lookup)) => {
+                super::reply(out, &to, &response(lookup, result), None)
+            }
+            Some(Waiter::Host(token)) => out.push(Event::NameDone { token, result }),
+            None => {}
         }
     }
 
     /// Drop pending operations of a closed connection.
     pub(super) fn forget_names_of(&mut self, conn: ConnId) {
-        self.names.pending.retain(|_, (to, _)| to.conn != conn);
+        self.names
+            .pending
+            .retain(|_, w| !matches!(w, Waiter::Wire(to, _) if to.conn == conn));
+    }
+
+    /// A name-service operation of the launcher's own, for a PMIx client
+    /// of job `job` (names are shared by PMI and PMIx clients): the result
+    /// at once, or `None` when it went to the shared name server and comes
+    /// back as [`Event::NameDone`] with `token`.
+    pub fn host_name_op(
+        &mut self,
+        job: JobIdx,
+        op: NameOp,
+        token: u64,
+        out: &mut Vec<Event>,
+    ) -> Option<NameResult> {
+        self.stats.other += 1;
+        let owner = self.jobs[job].id.clone();
+        if self.names.remote {
+            let id = self.names.next;
+            self.names.next += 1;
+            self.names.pending.insert(id, Waiter::Host(token));
+            out.push(Event::Names { id, owner, op });
+            return None;
+        }
+        Some(self.names.table.apply(&owner, &op))
     }
 }
 
@@ -161,7 +200,7 @@ pub(super) fn handle(
     if s.names.remote {
         let id = s.names.next;
         s.names.next += 1;
-        s.names.pending.insert(id, (to.clone(), lookup));
+        s.names.pending.insert(id, Waiter::Wire(to.clone(), lookup));
         out.push(Event::Names { id, owner, op });
         return None;
     }

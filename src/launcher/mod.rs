@@ -394,6 +394,7 @@ impl Launcher {
                         rank,
                         signal,
                     } => self.oob_signal(conn, job, rank, signal),
+                    Event::NameDone { token, result } => self.pmix_name_done(token, result),
                     Event::Refuse { conn, reason } => {
                         crate::errln!("fastpmi: refused PMI connection {conn} from {reason}");
                     }

@@ -8,12 +8,113 @@
  *     "pmix exchange ok rank R size N".
  *   pmix_client exit-early
  *     PMIx_Init, then exit(0) without PMIx_Finalize.
+ *   pmix_client names SERVICE PORT
+ *     Rank 0 publishes SERVICE = PORT (PMIx_Publish); after a fence rank 1
+ *     looks it up and checks it; after another, rank 0 unpublishes it; after
+ *     a third, rank 1's lookup must fail. Rank 1 prints
+ *     "pmix names ok SERVICE=PORT, gone after unpublish".
+ *   pmix_client publish-wait SERVICE PORT FILE
+ *     Publish SERVICE = PORT, wait until FILE exists (another program,
+ *     maybe of PMI, looked it up and made it), unpublish, print
+ *     "pmix published SERVICE until FILE".
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <pmix.h>
+
+static int publish(const char *service, const char *port)
+{
+    pmix_info_t info;
+    PMIX_INFO_LOAD(&info, service, port, PMIX_STRING);
+    pmix_status_t rc = PMIx_Publish(&info, 1);
+    if (rc != PMIX_SUCCESS)
+        fprintf(stderr, "pmix_client: publish %s: %s\n", service, PMIx_Error_string(rc));
+    return rc == PMIX_SUCCESS ? 0 : 1;
+}
+
+static int unpublish(const char *service)
+{
+    char *keys[2] = {(char *)service, NULL};
+    pmix_status_t rc = PMIx_Unpublish(keys, NULL, 0);
+    if (rc != PMIX_SUCCESS)
+        fprintf(stderr, "pmix_client: unpublish %s: %s\n", service, PMIx_Error_string(rc));
+    return rc == PMIX_SUCCESS ? 0 : 1;
+}
+
+/* The port of `service`, or NULL (and the status in *rc). */
+static char *lookup(const char *service, pmix_status_t *rc)
+{
+    pmix_pdata_t pd;
+    PMIX_PDATA_CONSTRUCT(&pd);
+    PMIX_LOAD_KEY(pd.key, service);
+    *rc = PMIx_Lookup(&pd, 1, NULL, 0);
+    if (*rc != PMIX_SUCCESS || pd.value.type != PMIX_STRING)
+        return NULL;
+    return strdup(pd.value.data.string);
+}
+
+static int fence(void)
+{
+    pmix_status_t rc = PMIx_Fence(NULL, 0, NULL, 0);
+    if (rc != PMIX_SUCCESS)
+        fprintf(stderr, "pmix_client: fence: %s\n", PMIx_Error_string(rc));
+    return rc == PMIX_SUCCESS ? 0 : 1;
+}
+
+static int names(const pmix_proc_t *me, const char *service, const char *port)
+{
+    pmix_status_t rc;
+    int bad = 0;
+    if (me->rank == 0)
+        bad |= publish(service, port);
+    bad |= fence();
+    if (me->rank == 1) {
+        char *got = lookup(service, &rc);
+        if (got == NULL || strcmp(got, port) != 0) {
+            fprintf(stderr, "pmix_client: lookup %s: %s\n", service,
+                    got ? got : PMIx_Error_string(rc));
+            bad = 1;
+        }
+    }
+    bad |= fence();
+    if (me->rank == 0)
+        bad |= unpublish(service);
+    bad |= fence();
+    if (me->rank == 1) {
+        char *got = lookup(service, &rc);
+        if (got != NULL || rc == PMIX_SUCCESS) {
+            fprintf(stderr, "pmix_client: %s still found after unpublish: %s\n", service,
+                    got ? got : "(no value)");
+            bad = 1;
+        } else if (!bad) {
+            printf("pmix names ok %s=%s, gone after unpublish\n", service, port);
+            fflush(stdout);
+        }
+    }
+    PMIx_Finalize(NULL, 0);
+    return bad;
+}
+
+static int publish_wait(const char *service, const char *port, const char *file)
+{
+    if (publish(service, port) != 0)
+        return 1;
+    for (int i = 0; i < 6000 && access(file, F_OK) != 0; i++)
+        usleep(10000);
+    if (access(file, F_OK) != 0) {
+        fprintf(stderr, "pmix_client: %s never appeared\n", file);
+        return 1;
+    }
+    if (unpublish(service) != 0)
+        return 1;
+    printf("pmix published %s until %s\n", service, file);
+    fflush(stdout);
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}
 
 int main(int argc, char **argv)
 {
@@ -35,6 +136,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "exit-early") == 0)
         exit(0);
+    if (strcmp(argv[1], "names") == 0 && argc == 4)
+        return names(&me, argv[2], argv[3]);
+    if (strcmp(argv[1], "publish-wait") == 0 && argc == 5)
+        return publish_wait(argv[2], argv[3], argv[4]);
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);
     if ((rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &v)) != PMIX_SUCCESS) {
         fprintf(stderr, "pmix_client: job size: %s\n", PMIx_Error_string(rc));

@@ -20,6 +20,10 @@ int main(void)
     printf("sizeof(pmix_server_module_t) = %zu\n", sizeof(pmix_server_module_t));
     printf("offsetof(pmix_server_module_t, fence_nb) = %zu\n",
            offsetof(pmix_server_module_t, fence_nb));
+    printf("offsetof(pmix_server_module_t, publish) = %zu\n",
+           offsetof(pmix_server_module_t, publish));
+    printf("sizeof(pmix_pdata_t) = %zu\n", sizeof(pmix_pdata_t));
+    printf("offsetof(pmix_pdata_t, value) = %zu\n", offsetof(pmix_pdata_t, value));
     printf("PMIX_UINT32 = %d\n", PMIX_UINT32);
     printf("PMIX_DATA_ARRAY = %d\n", PMIX_DATA_ARRAY);
     printf("PMIX_OPERATION_SUCCEEDED = %d\n", PMIX_OPERATION_SUCCEEDED);

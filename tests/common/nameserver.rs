@@ -119,3 +119,37 @@ impl Drop for Daemon {
         self.stop();
     }
 }
+
+/// A `fastpmi nameserver` a test started; killed by pid on drop.
+pub struct FastpmiNameServer(Child);
+
+impl Drop for FastpmiNameServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `fastpmi nameserver --port 0` and read the address it listens on
+/// from its first line.
+pub fn start_fastpmi() -> (FastpmiNameServer, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fastpmi"))
+        .args(["nameserver", "--port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start fastpmi nameserver");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let ns = FastpmiNameServer(child);
+    let mut line = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read the name server's first line");
+    let addr = line
+        .trim()
+        .strip_prefix("fastpmi nameserver: listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (ns, addr)
+}

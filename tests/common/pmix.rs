@@ -4,10 +4,23 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
 
 /// `tests/c/<source>.c` compiled against libpmix (with `libs`: linked too)
-/// into the tests' build directory, under a name of this process's.
+/// into the tests' build directory, under a name of this process's, once
+/// per test binary (its tests run in parallel).
 pub fn compile(source: &str, libs: bool) -> PathBuf {
+    static BUILT: Mutex<Vec<(String, PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = built.iter().find(|(s, _)| s == source) {
+        return p.clone();
+    }
+    let p = build(source, libs);
+    built.push((source.to_string(), p.clone()));
+    p
+}
+
+fn build(source: &str, libs: bool) -> PathBuf {
     let mut args = vec!["--cflags"];
     if libs {
         args.push("--libs");

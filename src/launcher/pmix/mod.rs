@@ -11,12 +11,16 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 
-use super::os::pmix::{InfoList, PmixError, Server, Upcall};
+use super::os::pmix::{InfoList, LookupDone, OpDone, PmixError, Server, Upcall};
 use fastpmi_server::status::PmixStep;
+use fastpmi_server::{NameOp, NameResult};
 
 /// The running PMIx server of a launcher.
 pub(super) struct PmixHost {
     server: Server,
+    /// Name-service requests of PMIx clients waiting for the shared name
+    /// server: by the token of each of their operations.
+    names: NameOps,
     /// The library's rendezvous files (this launcher's, in the private
     /// directory), removed at exit.
     tmpdir: PathBuf,
@@ -67,6 +71,7 @@ impl PmixHost {
             .into_owned();
         Ok(PmixHost {
             server,
+            names: NameOps::default(),
             tmpdir,
             upcalls: rx,
             hostname,
@@ -184,6 +189,52 @@ impl PmixHost {
     }
 }
 
+/// A PMIx client's publish, unpublish or lookup: one name-service
+/// operation per key, answered once all are.
+struct NameRequest {
+    results: Vec<Option<NameResult>>,
+    keys: Vec<String>,
+    done: Completion,
+}
+
+enum Completion {
+    Op(OpDone),
+    Lookup(LookupDone, String),
+}
+
+#[derive(Default)]
+struct NameOps {
+    next: u64,
+    requests: std::collections::HashMap<u64, NameRequest>,
+    /// Operation token -> (request, index of its key).
+    tokens: std::collections::HashMap<u64, (u64, usize)>,
+}
+
+impl NameRequest {
+    /// Answer the client once every key has its result.
+    fn finish(self) {
+        let ok = self.results.iter().all(|r| matches!(r, Some(Ok(_))));
+        match self.done {
+            Completion::Op(done) => done.complete(ok),
+            Completion::Lookup(done, nspace) => {
+                let found: Option<Vec<_>> = self
+                    .keys
+                    .iter()
+                    .zip(self.results)
+                    .map(|(k, r)| match r {
+                        Some(Ok(Some(port))) => Some((k.clone(), port, nspace.clone(), WILDCARD)),
+                        _ => None,
+                    })
+                    .collect();
+                done.complete(found);
+            }
+        }
+    }
+}
+
+/// `PMIX_RANK_WILDCARD`: the publisher's rank is not kept, only its job.
+const WILDCARD: u32 = u32::MAX - 1;
+
 /// Remove the PMIx directories of launchers that are gone (a launcher
 /// killed with SIGKILL leaves its own behind).
 fn remove_dead(dir: &Path) {
@@ -249,6 +300,64 @@ impl super::Launcher {
             .map_err(|e| std::io::Error::other(format!("PMIx rank {rank} of {id}: {e}")))
     }
 
+    /// Serve a PMIx client's name-service request from fastpmi's one name
+    /// service (PMI clients of every job share it; `--nameserver` shares it
+    /// between launchers).
+    fn pmix_names(&mut self, nspace: &str, keys: Vec<String>, ops: Vec<NameOp>, done: Completion) {
+        let Some(job) = self.server.job_index(nspace) else {
+            return NameRequest {
+                results: vec![None],
+                keys,
+                done,
+            }
+            .finish();
+        };
+        let Some(host) = self.pmix.as_mut() else {
+            return;
+        };
+        let id = host.names.next;
+        host.names.next += 1;
+        let mut req = NameRequest {
+            results: vec![None; ops.len()],
+            keys,
+            done,
+        };
+        for (i, op) in ops.into_iter().enumerate() {
+            let token = host.names.next;
+            host.names.next += 1;
+            match self.server.host_name_op(job, op, token, &mut self.events) {
+                Some(r) => req.results[i] = Some(r),
+                None => {
+                    host.names.tokens.insert(token, (id, i));
+                }
+            }
+        }
+        if req.results.iter().all(Option::is_some) {
+            req.finish();
+        } else {
+            host.names.requests.insert(id, req);
+        }
+    }
+
+    /// The shared name server answered operation `token` of a PMIx client.
+    pub(super) fn pmix_name_done(&mut self, token: u64, result: NameResult) {
+        let Some(host) = self.pmix.as_mut() else {
+            return;
+        };
+        let Some((id, i)) = host.names.tokens.remove(&token) else {
+            return;
+        };
+        let Some(req) = host.names.requests.get_mut(&id) else {
+            return;
+        };
+        req.results[i] = Some(result);
+        if req.results.iter().all(Option::is_some) {
+            if let Some(req) = host.names.requests.remove(&id) {
+                req.finish();
+            }
+        }
+    }
+
     /// What PMIx clients asked for since the last look.
     pub(super) fn pmix_upcalls(&mut self) {
         let Some(host) = &self.pmix else { return };
@@ -276,6 +385,37 @@ impl super::Launcher {
                             .fail_job(job, Some(rank), code, &message, &mut self.events);
                         self.fail_group(job, code, &message);
                     }
+                }
+                Upcall::Publish {
+                    nspace,
+                    pairs,
+                    done,
+                    ..
+                } => {
+                    let (keys, ops) = pairs
+                        .into_iter()
+                        .map(|(service, port)| (service.clone(), NameOp::Publish { service, port }))
+                        .unzip();
+                    self.pmix_names(&nspace, keys, ops, Completion::Op(done));
+                }
+                Upcall::Unpublish {
+                    nspace, keys, done, ..
+                } => {
+                    let ops = keys
+                        .iter()
+                        .map(|k| NameOp::Unpublish { service: k.clone() })
+                        .collect();
+                    self.pmix_names(&nspace, keys, ops, Completion::Op(done));
+                }
+                Upcall::Lookup {
+                    nspace, keys, done, ..
+                } => {
+                    let ops = keys
+                        .iter()
+                        .map(|k| NameOp::Lookup { service: k.clone() })
+                        .collect();
+                    let c = Completion::Lookup(done, nspace.clone());
+                    self.pmix_names(&nspace, keys, ops, c);
                 }
                 Upcall::Connected { nspace, rank } => {
                     if let Some(job) = self.server.job_index(&nspace) {

@@ -10,6 +10,8 @@ use super::PmixError;
 /// `pmix_status_t`.
 pub type Status = c_int;
 pub const PMIX_SUCCESS: Status = 0;
+pub const PMIX_ERROR: Status = -1;
+pub const PMIX_ERR_BAD_PARAM: Status = -27;
 pub const PMIX_ERR_NOT_FOUND: Status = -46;
 pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
 
@@ -56,6 +58,14 @@ pub union ValueData {
     pub raw: [u64; 3],
 }
 
+/// `pmix_pdata_t` (a lookup's answer).
+#[repr(C)]
+pub struct PData {
+    pub proc_: Proc,
+    pub key: [c_char; KEY_BYTES],
+    pub value: Value,
+}
+
 /// `pmix_value_t`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -74,7 +84,7 @@ pub struct Info {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 12] = [
+pub const LAYOUT: [(&str, i64); 15] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -99,6 +109,15 @@ pub const LAYOUT: [(&str, i64); 12] = [
         "offsetof(pmix_server_module_t, fence_nb)",
         (SLOT_FENCE_NB * 8) as i64,
     ),
+    (
+        "offsetof(pmix_server_module_t, publish)",
+        (SLOT_PUBLISH * 8) as i64,
+    ),
+    ("sizeof(pmix_pdata_t)", std::mem::size_of::<PData>() as i64),
+    (
+        "offsetof(pmix_pdata_t, value)",
+        std::mem::offset_of!(PData, value) as i64,
+    ),
     ("PMIX_UINT32", ty::UINT32 as i64),
     ("PMIX_DATA_ARRAY", ty::DATA_ARRAY as i64),
     ("PMIX_OPERATION_SUCCEEDED", PMIX_OPERATION_SUCCEEDED as i64),
@@ -114,6 +133,9 @@ pub(super) const SLOT_CLIENT_FINALIZED: usize = 1;
 pub(super) const SLOT_ABORT: usize = 2;
 pub(super) const SLOT_FENCE_NB: usize = 3;
 pub(super) const SLOT_DIRECT_MODEX: usize = 4;
+pub(super) const SLOT_PUBLISH: usize = 5;
+pub(super) const SLOT_LOOKUP: usize = 6;
+pub(super) const SLOT_UNPUBLISH: usize = 7;
 
 /// Keeps the strings and arrays an info list points to alive.
 #[derive(Default)]

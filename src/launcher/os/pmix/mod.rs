@@ -5,47 +5,18 @@
 //! before.
 //!
 //! The PMIx 4.x/5.x ABI (`pmix_common.h`, `pmix_server.h`) is in [`abi`];
-//! `tests/pmix_abi.rs` checks it against the installed headers. Upcalls arrive on the library's progress thread: each copies
-//! what it needs and hands it to the launcher ([`Upcall`]), or answers at
-//! once where the answer needs nothing of the launcher.
+//! `tests/pmix_abi.rs` checks it against the installed headers. The
+//! upcalls, on the library's progress thread, are in [`upcalls`].
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 
 pub mod abi;
 pub use abi::*;
-
-type OpCb = Option<unsafe extern "C" fn(Status, *mut c_void)>;
-type ReleaseCb = Option<unsafe extern "C" fn(*mut c_void)>;
-type ModexCb =
-    Option<unsafe extern "C" fn(Status, *const c_char, usize, *mut c_void, ReleaseCb, *mut c_void)>;
-
-/// What a client asked of the launcher, from the progress thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Upcall {
-    /// `PMIx_Abort` by `rank` of `nspace`.
-    Abort {
-        nspace: String,
-        rank: u32,
-        status: i32,
-        message: String,
-    },
-    /// `PMIx_Init` of `rank` of `nspace` (its connection).
-    Connected { nspace: String, rank: u32 },
-    /// `PMIx_Finalize` of `rank` of `nspace`.
-    Finalized { nspace: String, rank: u32 },
-}
-
-/// Where upcalls go (one server per process).
-type Sink = Box<dyn Fn(Upcall) + Send + Sync>;
-static SINK: OnceLock<Sink> = OnceLock::new();
-
-fn send(u: Upcall) {
-    if let Some(s) = SINK.get() {
-        s(u);
-    }
-}
+mod upcalls;
+use upcalls::*;
+pub use upcalls::{LookupDone, OpDone, Upcall};
 
 /// Why the server is not available.
 #[derive(Debug, thiserror::Error)]
@@ -147,120 +118,13 @@ pub fn proc_of(nspace: &str, rank: u32) -> Proc {
     p
 }
 
-fn nspace_of(p: &Proc) -> String {
+pub(super) fn nspace_of(p: &Proc) -> String {
     let end = p
         .nspace
         .iter()
         .position(|&c| c == 0)
         .unwrap_or(NSPACE_BYTES);
     p.nspace[..end].iter().map(|&c| c as u8 as char).collect()
-}
-
-// --- upcalls (the library's progress thread) ---
-
-unsafe extern "C" fn up_connected(
-    p: *const Proc,
-    _o: *mut c_void,
-    _cb: OpCb,
-    _d: *mut c_void,
-) -> Status {
-    // SAFETY: the library passes a valid proc for the call's duration.
-    if let Some(p) = unsafe { p.as_ref() } {
-        send(Upcall::Connected {
-            nspace: nspace_of(p),
-            rank: p.rank,
-        });
-    }
-    PMIX_OPERATION_SUCCEEDED
-}
-
-unsafe extern "C" fn up_finalized(
-    p: *const Proc,
-    _o: *mut c_void,
-    _cb: OpCb,
-    _d: *mut c_void,
-) -> Status {
-    // SAFETY: the library passes a valid proc for the call's duration.
-    if let Some(p) = unsafe { p.as_ref() } {
-        send(Upcall::Finalized {
-            nspace: nspace_of(p),
-            rank: p.rank,
-        });
-    }
-    PMIX_OPERATION_SUCCEEDED
-}
-
-unsafe extern "C" fn up_abort(
-    p: *const Proc,
-    _o: *mut c_void,
-    status: c_int,
-    msg: *const c_char,
-    _procs: *mut Proc,
-    _nprocs: usize,
-    _cb: OpCb,
-    _d: *mut c_void,
-) -> Status {
-    // SAFETY: the library passes a valid proc and a NUL-terminated message
-    // (or NULL) for the call's duration.
-    let (proc_, message) = unsafe {
-        (
-            p.as_ref(),
-            if msg.is_null() {
-                String::new()
-            } else {
-                CStr::from_ptr(msg).to_string_lossy().into_owned()
-            },
-        )
-    };
-    if let Some(p) = proc_ {
-        send(Upcall::Abort {
-            nspace: nspace_of(p),
-            rank: p.rank,
-            status,
-            message,
-        });
-    }
-    PMIX_OPERATION_SUCCEEDED
-}
-
-/// One node: every participant is local, so the collected data is the
-/// whole answer.
-unsafe extern "C" fn up_fence(
-    _procs: *const Proc,
-    _nprocs: usize,
-    _info: *const Info,
-    _ninfo: usize,
-    data: *mut c_char,
-    ndata: usize,
-    cb: ModexCb,
-    cbdata: *mut c_void,
-) -> Status {
-    if let Some(cb) = cb {
-        // SAFETY: the library's own callback with the data it handed in,
-        // valid for this call; it copies what it keeps.
-        unsafe {
-            cb(
-                PMIX_SUCCESS,
-                data,
-                ndata,
-                cbdata,
-                None,
-                std::ptr::null_mut(),
-            )
-        };
-    }
-    PMIX_SUCCESS
-}
-
-/// Every process of a job is on this node: nothing to ask elsewhere.
-unsafe extern "C" fn up_dmodex(
-    _p: *const Proc,
-    _i: *const Info,
-    _n: usize,
-    _cb: ModexCb,
-    _d: *mut c_void,
-) -> Status {
-    PMIX_ERR_NOT_FOUND
 }
 
 impl Server {
@@ -321,6 +185,9 @@ impl Server {
         module[SLOT_ABORT] = up_abort as *const () as usize;
         module[SLOT_FENCE_NB] = up_fence as *const () as usize;
         module[SLOT_DIRECT_MODEX] = up_dmodex as *const () as usize;
+        module[SLOT_PUBLISH] = up_publish as *const () as usize;
+        module[SLOT_LOOKUP] = up_lookup as *const () as usize;
+        module[SLOT_UNPUBLISH] = up_unpublish as *const () as usize;
         let mut infos = InfoList::default();
         let dir = tmpdir.to_string_lossy();
         infos.string("pmix.srvr.tmpdir", &dir)?;

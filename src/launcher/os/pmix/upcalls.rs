@@ -1,0 +1,376 @@
+//! The upcalls of OpenPMIx's server library, on its progress thread: each
+//! copies what it needs and hands it to the launcher ([`Upcall`], with the
+//! library's completion where the answer comes later), or answers at once
+//! where the answer needs nothing of the launcher.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::OnceLock;
+
+use super::abi::*;
+use super::{nspace_of, proc_of};
+
+pub(super) type OpCb = Option<unsafe extern "C" fn(Status, *mut c_void)>;
+pub(super) type ReleaseCb = Option<unsafe extern "C" fn(*mut c_void)>;
+pub(super) type ModexCb =
+    Option<unsafe extern "C" fn(Status, *const c_char, usize, *mut c_void, ReleaseCb, *mut c_void)>;
+
+/// What a client asked of the launcher, from the progress thread.
+#[derive(Debug)]
+pub enum Upcall {
+    /// `PMIx_Abort` by `rank` of `nspace`.
+    Abort {
+        nspace: String,
+        rank: u32,
+        status: i32,
+        message: String,
+    },
+    /// `PMIx_Init` of `rank` of `nspace` (its connection).
+    Connected { nspace: String, rank: u32 },
+    /// `PMIx_Finalize` of `rank` of `nspace`.
+    Finalized { nspace: String, rank: u32 },
+    /// `PMIx_Publish`: `pairs` (service, port) by `rank` of `nspace`.
+    Publish {
+        nspace: String,
+        rank: u32,
+        pairs: Vec<(String, String)>,
+        done: OpDone,
+    },
+    /// `PMIx_Unpublish` of `keys` (empty: every name of the caller).
+    Unpublish {
+        nspace: String,
+        rank: u32,
+        keys: Vec<String>,
+        done: OpDone,
+    },
+    /// `PMIx_Lookup` of `keys`.
+    Lookup {
+        nspace: String,
+        rank: u32,
+        keys: Vec<String>,
+        done: LookupDone,
+    },
+}
+
+/// The library's completion of an operation, to be called once, from any
+/// thread.
+pub struct OpDone {
+    cb: OpCb,
+    data: *mut c_void,
+}
+
+// SAFETY: the library's callback and its opaque argument may be called from
+// any thread (the PMIx server threadshifts it); `OpDone` is called once
+// (`complete` takes it by value).
+unsafe impl Send for OpDone {}
+
+impl std::fmt::Debug for OpDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OpDone")
+    }
+}
+
+impl OpDone {
+    /// Complete with success, or with the error of a failed operation.
+    pub fn complete(self, ok: bool) {
+        if let Some(cb) = self.cb {
+            let status = if ok { PMIX_SUCCESS } else { PMIX_ERROR };
+            // SAFETY: the library's callback with its own argument, once.
+            unsafe { cb(status, self.data) };
+        }
+    }
+}
+
+type LookupCb = Option<unsafe extern "C" fn(Status, *mut PData, usize, *mut c_void)>;
+
+/// The library's completion of a lookup, to be called once.
+pub struct LookupDone {
+    cb: LookupCb,
+    data: *mut c_void,
+}
+
+// SAFETY: as for `OpDone`.
+unsafe impl Send for LookupDone {}
+
+impl std::fmt::Debug for LookupDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LookupDone")
+    }
+}
+
+impl LookupDone {
+    /// Complete with the names found: (service, port, publisher's nspace
+    /// and rank); `None` when some key was not found.
+    pub fn complete(self, found: Option<Vec<(String, String, String, u32)>>) {
+        let Some(cb) = self.cb else { return };
+        let Some(found) = found else {
+            // SAFETY: the library's callback with its own argument, once;
+            // no data.
+            unsafe { cb(PMIX_ERR_NOT_FOUND, std::ptr::null_mut(), 0, self.data) };
+            return;
+        };
+        let ports: Vec<CString> = found
+            .iter()
+            .map(|(_, p, _, _)| CString::new(p.as_str()).unwrap_or_default())
+            .collect();
+        let mut data: Vec<PData> = found
+            .iter()
+            .zip(&ports)
+            .map(|((k, _, ns, r), port)| {
+                let mut key = [0 as c_char; KEY_BYTES];
+                for (d, s) in key.iter_mut().zip(k.bytes().take(KEY_BYTES - 1)) {
+                    *d = s as c_char;
+                }
+                PData {
+                    proc_: proc_of(ns, *r),
+                    key,
+                    value: Value {
+                        type_: ty::STRING,
+                        data: ValueData {
+                            string: port.as_ptr().cast_mut(),
+                        },
+                    },
+                }
+            })
+            .collect();
+        // SAFETY: the library's callback with its own argument, once; the
+        // array and its strings live until it returns (the library copies
+        // what it keeps).
+        unsafe { cb(PMIX_SUCCESS, data.as_mut_ptr(), data.len(), self.data) };
+    }
+}
+
+/// Where upcalls go (one server per process).
+pub(super) type Sink = Box<dyn Fn(Upcall) + Send + Sync>;
+pub(super) static SINK: OnceLock<Sink> = OnceLock::new();
+
+fn send(u: Upcall) {
+    if let Some(s) = SINK.get() {
+        s(u);
+    }
+}
+
+// --- upcalls (the library's progress thread) ---
+
+pub(super) unsafe extern "C" fn up_connected(
+    p: *const Proc,
+    _o: *mut c_void,
+    _cb: OpCb,
+    _d: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc for the call's duration.
+    if let Some(p) = unsafe { p.as_ref() } {
+        send(Upcall::Connected {
+            nspace: nspace_of(p),
+            rank: p.rank,
+        });
+    }
+    PMIX_OPERATION_SUCCEEDED
+}
+
+pub(super) unsafe extern "C" fn up_finalized(
+    p: *const Proc,
+    _o: *mut c_void,
+    _cb: OpCb,
+    _d: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc for the call's duration.
+    if let Some(p) = unsafe { p.as_ref() } {
+        send(Upcall::Finalized {
+            nspace: nspace_of(p),
+            rank: p.rank,
+        });
+    }
+    PMIX_OPERATION_SUCCEEDED
+}
+
+pub(super) unsafe extern "C" fn up_abort(
+    p: *const Proc,
+    _o: *mut c_void,
+    status: c_int,
+    msg: *const c_char,
+    _procs: *mut Proc,
+    _nprocs: usize,
+    _cb: OpCb,
+    _d: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and a NUL-terminated message
+    // (or NULL) for the call's duration.
+    let (proc_, message) = unsafe {
+        (
+            p.as_ref(),
+            if msg.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(msg).to_string_lossy().into_owned()
+            },
+        )
+    };
+    if let Some(p) = proc_ {
+        send(Upcall::Abort {
+            nspace: nspace_of(p),
+            rank: p.rank,
+            status,
+            message,
+        });
+    }
+    PMIX_OPERATION_SUCCEEDED
+}
+
+/// One node: every participant is local, so the collected data is the
+/// whole answer.
+pub(super) unsafe extern "C" fn up_fence(
+    _procs: *const Proc,
+    _nprocs: usize,
+    _info: *const Info,
+    _ninfo: usize,
+    data: *mut c_char,
+    ndata: usize,
+    cb: ModexCb,
+    cbdata: *mut c_void,
+) -> Status {
+    if let Some(cb) = cb {
+        // SAFETY: the library's own callback with the data it handed in,
+        // valid for this call; it copies what it keeps.
+        unsafe {
+            cb(
+                PMIX_SUCCESS,
+                data,
+                ndata,
+                cbdata,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    PMIX_SUCCESS
+}
+
+/// The keys of a NULL-terminated `char **`.
+///
+/// # Safety
+/// `keys` is NULL or a NULL-terminated array of NUL-terminated strings,
+/// valid for the call.
+unsafe fn key_list(keys: *mut *mut c_char) -> Vec<String> {
+    let mut out = Vec::new();
+    if keys.is_null() {
+        return out;
+    }
+    let mut i = 0;
+    loop {
+        // SAFETY: per the caller's contract, up to the NULL entry.
+        let k = unsafe { *keys.add(i) };
+        if k.is_null() {
+            break;
+        }
+        // SAFETY: a NUL-terminated string of the array.
+        out.push(unsafe { CStr::from_ptr(k) }.to_string_lossy().into_owned());
+        i += 1;
+    }
+    out
+}
+
+pub(super) unsafe extern "C" fn up_publish(
+    p: *const Proc,
+    info: *const Info,
+    ninfo: usize,
+    cb: OpCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and `ninfo` infos for the
+    // call's duration.
+    let (Some(p), infos) = (unsafe { p.as_ref() }, unsafe {
+        if info.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(info, ninfo)
+        }
+    }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    let mut pairs = Vec::new();
+    for i in infos {
+        let key = key_text(&i.key);
+        // Directives (range, persistence, ...) are the library's keys.
+        if key.starts_with("pmix.") {
+            continue;
+        }
+        if i.value.type_ != ty::STRING {
+            return PMIX_ERR_BAD_PARAM;
+        }
+        // SAFETY: a string value's pointer, NUL-terminated or NULL.
+        let v = unsafe { i.value.data.string };
+        let port = if v.is_null() {
+            String::new()
+        } else {
+            // SAFETY: as above.
+            unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned()
+        };
+        pairs.push((key, port));
+    }
+    send(Upcall::Publish {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        pairs,
+        done: OpDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+pub(super) unsafe extern "C" fn up_unpublish(
+    p: *const Proc,
+    keys: *mut *mut c_char,
+    _info: *const Info,
+    _ninfo: usize,
+    cb: OpCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and a NULL-terminated key
+    // list (or NULL) for the call's duration.
+    let (Some(p), keys) = (unsafe { p.as_ref() }, unsafe { key_list(keys) }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    send(Upcall::Unpublish {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        keys,
+        done: OpDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+pub(super) unsafe extern "C" fn up_lookup(
+    p: *const Proc,
+    keys: *mut *mut c_char,
+    _info: *const Info,
+    _ninfo: usize,
+    cb: LookupCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: as in `up_unpublish`.
+    let (Some(p), keys) = (unsafe { p.as_ref() }, unsafe { key_list(keys) }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    send(Upcall::Lookup {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        keys,
+        done: LookupDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+fn key_text(k: &[c_char; KEY_BYTES]) -> String {
+    let end = k.iter().position(|&c| c == 0).unwrap_or(KEY_BYTES);
+    k[..end].iter().map(|&c| c as u8 as char).collect()
+}
+
+/// Every process of a job is on this node: nothing to ask elsewhere.
+pub(super) unsafe extern "C" fn up_dmodex(
+    _p: *const Proc,
+    _i: *const Info,
+    _n: usize,
+    _cb: ModexCb,
+    _d: *mut c_void,
+) -> Status {
+    PMIX_ERR_NOT_FOUND
+}
