@@ -187,3 +187,27 @@ fn a_name_a_pmix_client_published_is_found_through_the_name_server() {
         out_a.report()
     );
 }
+
+/// When a rank fails the job, the other PMIx ranks' handlers for
+/// `PMIX_EVENT_PROC_TERMINATED` run before the launcher stops them, naming
+/// the rank and its exit code.
+#[test]
+fn pmix_ranks_hear_which_rank_ended_before_the_teardown() {
+    let exe = client();
+    let out = common::launch(["-n", "3", exe.to_str().unwrap(), "watch"])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_code(3);
+    out.assert_stderr_names_rank(2);
+    let mut lines = out.stdout_lines();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "pmix event proc-terminated rank 2 code 3",
+            "pmix event proc-terminated rank 2 code 3"
+        ],
+        "{}",
+        out.report()
+    );
+}

@@ -153,6 +153,13 @@ impl Server {
         }
     }
 
+    /// Whether `job` has PMIx ranks.
+    pub fn is_pmix_job(&self, job: JobIdx) -> bool {
+        self.jobs
+            .get(job)
+            .is_some_and(|j| j.ranks.iter().any(|r| r.pmix))
+    }
+
     /// Whether some rank of `job` waits over the socket for a node attribute.
     pub fn waits_for_attr(&self, job: JobIdx) -> bool {
         !self.jobs[job].attr_waiters.is_empty()

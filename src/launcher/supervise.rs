@@ -202,6 +202,11 @@ impl Procs {
         self.failure.is_some()
     }
 
+    /// The rank that failed the launcher, and its code, if any.
+    pub(super) fn failed_rank(&self) -> Option<(JobIdx, u32, i32)> {
+        self.failure.as_ref().map(|f| (f.job, f.rank, f.code))
+    }
+
     /// The launcher fails with `f`, unless it already fails.
     fn record(&mut self, f: Failure) {
         if self.failure.is_none() {
@@ -420,6 +425,8 @@ impl Launcher {
     /// Send `sig` to the running ranks of `jobs`, drop their ranks not
     /// started yet, and arm the SIGKILL deadline.
     fn teardown_jobs(&mut self, jobs: &[JobIdx], sig: Signal) {
+        // PMIx clients hear which rank ended first (their handlers run).
+        self.pmix_notify_failure(jobs);
         for &j in jobs {
             self.jobs.tear_down(j);
         }

@@ -13,6 +13,13 @@
  *     looks it up and checks it; after another, rank 0 unpublishes it; after
  *     a third, rank 1's lookup must fail. Rank 1 prints
  *     "pmix names ok SERVICE=PORT, gone after unpublish".
+ *   pmix_client watch
+ *     Every rank registers a handler for PMIX_EVENT_PROC_TERMINATED and
+ *     fences; the last rank then exits with status 3 (without finalize),
+ *     which fails the job. The others (ignoring the launcher's SIGTERM)
+ *     wait for the event and print
+ *     "pmix event proc-terminated rank R code C" from its affected proc
+ *     and exit code.
  *   pmix_client publish-wait SERVICE PORT FILE
  *     Publish SERVICE = PORT, wait until FILE exists (another program,
  *     maybe of PMI, looked it up and made it), unpublish, print
@@ -21,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <pmix.h>
@@ -116,6 +124,49 @@ static int publish_wait(const char *service, const char *port, const char *file)
     return 0;
 }
 
+static volatile int got_event = 0, ev_rank = -1, ev_code = -1;
+
+static void on_event(size_t id, pmix_status_t status, const pmix_proc_t *source,
+                     pmix_info_t info[], size_t ninfo, pmix_info_t results[], size_t nresults,
+                     pmix_event_notification_cbfunc_fn_t cbfunc, void *cbdata)
+{
+    (void)id, (void)status, (void)source, (void)results, (void)nresults;
+    for (size_t i = 0; i < ninfo; i++) {
+        if (PMIX_CHECK_KEY(&info[i], PMIX_EVENT_AFFECTED_PROC) &&
+            info[i].value.type == PMIX_PROC)
+            ev_rank = (int)info[i].value.data.proc->rank;
+        if (PMIX_CHECK_KEY(&info[i], PMIX_EXIT_CODE) && info[i].value.type == PMIX_INT)
+            ev_code = info[i].value.data.integer;
+    }
+    got_event = 1;
+    if (cbfunc)
+        cbfunc(PMIX_EVENT_ACTION_COMPLETE, NULL, 0, NULL, NULL, cbdata);
+}
+
+static int watch(const pmix_proc_t *me, uint32_t size)
+{
+    pmix_status_t code = PMIX_EVENT_PROC_TERMINATED;
+    pmix_status_t rc = PMIx_Register_event_handler(&code, 1, NULL, 0, on_event, NULL, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "pmix_client: register handler: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    signal(SIGTERM, SIG_IGN);
+    if (fence() != 0)
+        return 1;
+    if (me->rank == size - 1)
+        exit(3);
+    for (int i = 0; i < 500 && !got_event; i++)
+        usleep(10000);
+    if (!got_event) {
+        fprintf(stderr, "pmix_client: rank %u: no event\n", me->rank);
+        return 1;
+    }
+    printf("pmix event proc-terminated rank %d code %d\n", ev_rank, ev_code);
+    fflush(stdout);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pmix_proc_t me, wild, peer;
@@ -146,6 +197,8 @@ int main(int argc, char **argv)
         return 1;
     }
     size = v->data.uint32;
+    if (strcmp(argv[1], "watch") == 0)
+        return watch(&me, size);
     snprintf(card, sizeof card, "card-%u", me.rank);
     PMIX_VALUE_LOAD(&val, card, PMIX_STRING);
     if ((rc = PMIx_Put(PMIX_GLOBAL, "card", &val)) != PMIX_SUCCESS ||

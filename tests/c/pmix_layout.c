@@ -25,6 +25,10 @@ int main(void)
     printf("sizeof(pmix_pdata_t) = %zu\n", sizeof(pmix_pdata_t));
     printf("offsetof(pmix_pdata_t, value) = %zu\n", offsetof(pmix_pdata_t, value));
     printf("PMIX_UINT32 = %d\n", PMIX_UINT32);
+    printf("PMIX_INT = %d\n", PMIX_INT);
+    printf("PMIX_PROC = %d\n", PMIX_PROC);
+    printf("PMIX_EVENT_PROC_TERMINATED = %d\n", PMIX_EVENT_PROC_TERMINATED);
+    printf("PMIX_RANGE_NAMESPACE = %d\n", PMIX_RANGE_NAMESPACE);
     printf("PMIX_DATA_ARRAY = %d\n", PMIX_DATA_ARRAY);
     printf("PMIX_OPERATION_SUCCEEDED = %d\n", PMIX_OPERATION_SUCCEEDED);
     return 0;

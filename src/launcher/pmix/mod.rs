@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::Arc;
 
+use fastpmi_server::JobIdx;
+
 use super::os::pmix::{InfoList, LookupDone, OpDone, PmixError, Server, Upcall};
 use fastpmi_server::status::PmixStep;
 use fastpmi_server::{NameOp, NameResult};
@@ -355,6 +357,22 @@ impl super::Launcher {
             if let Some(req) = host.names.requests.remove(&id) {
                 req.finish();
             }
+        }
+    }
+
+    /// Jobs `jobs` are being torn down: tell their PMIx clients which rank
+    /// ended (the one that failed the launcher, when it is in them).
+    pub(super) fn pmix_notify_failure(&mut self, jobs: &[JobIdx]) {
+        let Some(host) = &self.pmix else { return };
+        let Some((job, rank, code)) = self.procs.failed_rank() else {
+            return;
+        };
+        if !jobs.contains(&job) || !self.server.is_pmix_job(job) {
+            return;
+        }
+        let id = self.server.job_id(job).to_string();
+        if let Err(e) = host.server.notify_terminated(&id, rank, code) {
+            tracing::debug!("PMIx event for rank {rank} of {id}: {e}");
         }
     }
 

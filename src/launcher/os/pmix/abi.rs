@@ -14,6 +14,10 @@ pub const PMIX_ERROR: Status = -1;
 pub const PMIX_ERR_BAD_PARAM: Status = -27;
 pub const PMIX_ERR_NOT_FOUND: Status = -46;
 pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
+/// A process of the job ended (`PMIX_EVENT_PROC_TERMINATED`).
+pub const PMIX_EVENT_PROC_TERMINATED: Status = -201;
+/// `pmix_data_range_t` of an event for the source's namespace.
+pub const PMIX_RANGE_NAMESPACE: u8 = 3;
 
 /// `pmix_data_type_t` codes used here.
 pub mod ty {
@@ -21,6 +25,8 @@ pub mod ty {
     pub const STRING: u16 = 3;
     pub const UINT16: u16 = 13;
     pub const UINT32: u16 = 14;
+    pub const INT: u16 = 6;
+    pub const PROC: u16 = 22;
     pub const DATA_ARRAY: u16 = 39;
     pub const PROC_RANK: u16 = 40;
     pub const INFO: u16 = 24;
@@ -53,6 +59,8 @@ pub union ValueData {
     pub flag: bool,
     pub uint16: u16,
     pub uint32: u32,
+    pub int: i32,
+    pub proc_: *mut Proc,
     pub string: *mut c_char,
     pub darray: *mut DataArray,
     pub raw: [u64; 3],
@@ -84,7 +92,7 @@ pub struct Info {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 15] = [
+pub const LAYOUT: [(&str, i64); 19] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -119,6 +127,13 @@ pub const LAYOUT: [(&str, i64); 15] = [
         std::mem::offset_of!(PData, value) as i64,
     ),
     ("PMIX_UINT32", ty::UINT32 as i64),
+    ("PMIX_INT", ty::INT as i64),
+    ("PMIX_PROC", ty::PROC as i64),
+    (
+        "PMIX_EVENT_PROC_TERMINATED",
+        PMIX_EVENT_PROC_TERMINATED as i64,
+    ),
+    ("PMIX_RANGE_NAMESPACE", PMIX_RANGE_NAMESPACE as i64),
     ("PMIX_DATA_ARRAY", ty::DATA_ARRAY as i64),
     ("PMIX_OPERATION_SUCCEEDED", PMIX_OPERATION_SUCCEEDED as i64),
 ];
@@ -142,6 +157,10 @@ pub(super) const SLOT_UNPUBLISH: usize = 7;
 pub struct InfoList {
     pub(super) infos: Vec<Info>,
     strings: Vec<CString>,
+    // Boxed: the infos point at them, so they must not move when the
+    // vector grows.
+    #[allow(clippy::vec_box)]
+    procs: Vec<Box<Proc>>,
     arrays: Vec<(Box<DataArray>, InfoList)>,
 }
 
@@ -176,6 +195,17 @@ impl InfoList {
     pub fn rank(&mut self, key: &str, v: u32) {
         self.infos
             .push(info(key, ty::PROC_RANK, ValueData { uint32: v }));
+    }
+    pub fn int(&mut self, key: &str, v: i32) {
+        self.infos.push(info(key, ty::INT, ValueData { int: v }));
+    }
+    /// A `pmix_proc_t*` value: the proc is kept with the list.
+    pub fn proc_(&mut self, key: &str, p: Proc) {
+        let mut b = Box::new(p);
+        let ptr: *mut Proc = &mut *b;
+        self.procs.push(b);
+        self.infos
+            .push(info(key, ty::PROC, ValueData { proc_: ptr }));
     }
     pub fn string(&mut self, key: &str, v: &str) -> Result<(), PmixError> {
         let s = CString::new(v).map_err(|_| PmixError::Nul(v.to_string()))?;

@@ -49,6 +49,15 @@ const LIBS: &[&str] = &[
 
 struct Fns {
     init: unsafe extern "C" fn(*mut c_void, *mut Info, usize) -> Status,
+    notify: unsafe extern "C" fn(
+        Status,
+        *const Proc,
+        u8,
+        *mut Info,
+        usize,
+        OpCb,
+        *mut c_void,
+    ) -> Status,
     register_nspace:
         unsafe extern "C" fn(*const c_char, c_int, *mut Info, usize, OpCb, *mut c_void) -> Status,
     register_client:
@@ -161,6 +170,7 @@ impl Server {
         let fns = unsafe {
             Fns {
                 init: *lib.get(b"PMIx_server_init\0").map_err(sym)?,
+                notify: *lib.get(b"PMIx_Notify_event\0").map_err(sym)?,
                 register_nspace: *lib.get(b"PMIx_server_register_nspace\0").map_err(sym)?,
                 register_client: *lib.get(b"PMIx_server_register_client\0").map_err(sym)?,
                 setup_fork: *lib.get(b"PMIx_server_setup_fork\0").map_err(sym)?,
@@ -251,6 +261,31 @@ impl Server {
             s
         };
         Ok(s)
+    }
+
+    /// Tell the processes of `nspace` that its rank `rank` ended with
+    /// `code` (`PMIX_EVENT_PROC_TERMINATED`): their handlers run before the
+    /// launcher stops them.
+    pub fn notify_terminated(&self, nspace: &str, rank: u32, code: i32) -> Result<(), PmixError> {
+        let source = proc_of(nspace, rank);
+        let mut infos = InfoList::default();
+        infos.proc_("pmix.evproc", source);
+        infos.int("pmix.exit.code", code);
+        let rc = wait_op(|cb, data| {
+            // SAFETY: `source` and `infos` outlive the wait for completion.
+            unsafe {
+                (self.fns.notify)(
+                    PMIX_EVENT_PROC_TERMINATED,
+                    &source,
+                    PMIX_RANGE_NAMESPACE,
+                    infos.infos.as_mut_ptr(),
+                    infos.infos.len(),
+                    cb,
+                    data,
+                )
+            }
+        });
+        self.check("PMIx_Notify_event", rc)
     }
 
     /// Register job `nspace` with `nlocal` processes on this node.
