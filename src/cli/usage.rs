@@ -57,10 +57,10 @@ Options (global, before the first program):
                     publish and look up names (MPI_Publish_name,
                     MPI_Lookup_name) in a `fastpmi nameserver` shared with
                     other launchers, instead of this launcher's own table
-  -h, --help        this help
-  -V, --version     print the version
   --pmix-lib PATH   OpenPMIx server library to load (default Debian's
                     libpmix.so.2; also FASTPMI_PMIX_LIB)
+  -h, --help        this help
+  -V, --version     print the version
 
 Options (per section, before its program):
   -n, -np N         number of ranks of this section (default 1)
