@@ -46,7 +46,8 @@ pub const ID_MAX: usize = 64;
 /// its parts under continuation id `id`, each carrying `thrid` when short.
 pub fn frames(body: Vec<u8>, id: &str, thrid: Option<&[u8]>) -> Vec<Vec<u8>> {
     if body.len() <= PMI2_BODY_MAX {
-        let mut f = format!("{:>6}", body.len()).into_bytes();
+        let mut f = Vec::with_capacity(6 + body.len());
+        f.extend_from_slice(format!("{:>6}", body.len()).as_bytes());
         f.extend_from_slice(&body);
         return vec![f];
     }

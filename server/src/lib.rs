@@ -506,7 +506,11 @@ pub(crate) fn reply(out: &mut Vec<Event>, to: &ReplyTo, resp: &Response, who: Op
             } else {
                 String::new()
             };
-            fastpmi_codec::continued::frames(body, &id, None).concat()
+            let mut frames = fastpmi_codec::continued::frames(body, &id, None);
+            match frames.len() {
+                1 => frames.pop().unwrap_or_default(),
+                _ => frames.concat(),
+            }
         }
         Protocol::Pmi1 => encode_response(to.proto, &to.cmd, to.thrid.as_deref(), resp),
     };

@@ -14,6 +14,11 @@ pub fn encode_request_thrid(req: &Request, thrid: &[u8]) -> Vec<u8> {
     let mut m = pmi2_request(req);
     m.thrid = Some(thrid.to_vec());
     let body = pmi2::encode_body(&m);
+    if body.len() <= crate::PMI2_BODY_MAX {
+        return crate::continued::frames(body, "", None)
+            .pop()
+            .unwrap_or_default();
+    }
     let id = format!("c{}", String::from_utf8_lossy(thrid));
     crate::continued::frames(body, &id, Some(thrid)).concat()
 }
