@@ -211,3 +211,26 @@ fn pmix_ranks_hear_which_rank_ended_before_the_teardown() {
         out.report()
     );
 }
+
+/// Each rank's `PMIX_CPUSET` is the binding fastpmi gave it.
+#[test]
+fn pmix_cpuset_is_the_ranks_binding() {
+    let exe = client();
+    let out = common::launch(["-n", "4", exe.to_str().unwrap(), "cpuset"])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    let lines = out.stdout_lines();
+    assert_eq!(lines.len(), 4, "{}", out.report());
+    for l in lines {
+        let reg = l
+            .split(" registered=")
+            .nth(1)
+            .and_then(|r| r.split(' ').next());
+        let allowed = l.split(" allowed=").nth(1);
+        assert!(
+            reg.is_some() && reg != Some("none") && reg == allowed,
+            "{l}"
+        );
+    }
+}

@@ -362,9 +362,6 @@ impl Launcher {
         } else {
             direct_env(&*store, spawner.as_deref())
         };
-        if apps.iter().any(|a| a.pmix && a.nranks > 0) {
-            self.register_pmix_job(&id, &apps, universe_size)?;
-        }
         let job = self.server.add_job(JobSpec {
             id: id.clone(),
             apps: apps.iter().map(|a| a.nranks).collect(),
@@ -378,6 +375,11 @@ impl Launcher {
         self.binding
             .assign(job, size, spawned_by.map(|s| (s.job, s.rank)));
         self.set_fence_cohorts(job);
+        // Before its ranks are registered (each gets its environment), with
+        // their binding.
+        if apps.iter().any(|a| a.pmix && a.nranks > 0) {
+            self.register_pmix_job(job, &apps, universe_size)?;
+        }
         let port = if self.cfg.pmi_port {
             let bind = self.cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());
             Some(self.conns.listen(bind, job)?)

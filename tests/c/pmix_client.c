@@ -13,6 +13,9 @@
  *     looks it up and checks it; after another, rank 0 unpublishes it; after
  *     a third, rank 1's lookup must fail. Rank 1 prints
  *     "pmix names ok SERVICE=PORT, gone after unpublish".
+ *   pmix_client cpuset
+ *     Prints "pmix cpuset rank R registered=C allowed=A": PMIX_CPUSET as the
+ *     server registered it, and the Cpus_allowed_list of /proc/self/status.
  *   pmix_client watch
  *     Every rank registers a handler for PMIX_EVENT_PROC_TERMINATED and
  *     fences; the last rank then exits with status 3 (without finalize),
@@ -187,6 +190,20 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "exit-early") == 0)
         exit(0);
+    if (strcmp(argv[1], "cpuset") == 0) {
+        char line[512], allowed[512] = "";
+        FILE *f = fopen("/proc/self/status", "r");
+        while (f && fgets(line, sizeof line, f))
+            if (sscanf(line, "Cpus_allowed_list: %511s", allowed) == 1)
+                break;
+        if (f)
+            fclose(f);
+        rc = PMIx_Get(&me, PMIX_CPUSET, NULL, 0, &v);
+        printf("pmix cpuset rank %u registered=%s allowed=%s\n", me.rank,
+               rc == PMIX_SUCCESS && v->type == PMIX_STRING ? v->data.string : "none", allowed);
+        PMIx_Finalize(NULL, 0);
+        return 0;
+    }
     if (strcmp(argv[1], "names") == 0 && argc == 4)
         return names(&me, argv[2], argv[3]);
     if (strcmp(argv[1], "publish-wait") == 0 && argc == 5)

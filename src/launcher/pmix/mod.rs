@@ -35,6 +35,12 @@ pub(super) struct AppInfo {
     pub nranks: u32,
 }
 
+/// What the launcher knows of a job's ranks that PMIx registers.
+pub(super) struct RankInfo {
+    /// The CPUs each rank is bound to, as a list (`0-1,4`), if bound.
+    pub cpus: Vec<Option<String>>,
+}
+
 impl PmixHost {
     /// Load the library and start the server.
     pub(super) fn start(lib: Option<&Path>, waker: Arc<mio::Waker>) -> Result<PmixHost, PmixError> {
@@ -87,6 +93,7 @@ impl PmixHost {
         apps: &[AppInfo],
         universe: u32,
         topology_xml: Option<&str>,
+        ranks: &RankInfo,
     ) -> Result<(), PmixError> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let mut job = InfoList::default();
@@ -142,6 +149,10 @@ impl PmixHost {
                 p.u16("pmix.nrank", rank.min(u16::MAX as u32) as u16);
                 p.u32("pmix.nodeid", 0);
                 p.string("pmix.hname", &self.hostname)?;
+                // Its binding (Open MPI then knows it is bound).
+                if let Some(Some(cpus)) = ranks.cpus.get(rank as usize) {
+                    p.string("pmix.cpuset", cpus)?;
+                }
                 job.array("pmix.pdata", p);
             }
             first += app.nranks;
@@ -274,17 +285,29 @@ impl super::Launcher {
     /// Register job `id` (its PMIx sections' ranks among `apps`).
     pub(super) fn register_pmix_job(
         &mut self,
-        id: &str,
+        job: JobIdx,
         apps: &[super::starting::AppPlan],
         universe: u32,
     ) -> std::io::Result<()> {
+        let id = self.server.job_id(job).to_string();
+        let id = id.as_str();
+        let size: u32 = apps.iter().map(|a| a.nranks).sum();
+        let ranks = RankInfo {
+            cpus: (0..size)
+                .map(|r| {
+                    self.binding
+                        .rank_cpus(job, r)
+                        .map(|(cpus, _)| crate::ranges::ranges(cpus))
+                })
+                .collect(),
+        };
         let infos: Vec<AppInfo> = apps.iter().map(|a| AppInfo { nranks: a.nranks }).collect();
         let xml = self
             .binding
             .xml_path()
             .and_then(|p| std::fs::read_to_string(p).ok());
         self.pmix_host()?
-            .register_job(id, &infos, universe, xml.as_deref())
+            .register_job(id, &infos, universe, xml.as_deref(), &ranks)
             .map_err(|e| std::io::Error::other(format!("PMIx job {id}: {e}")))
     }
 
