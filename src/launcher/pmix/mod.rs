@@ -109,6 +109,11 @@ impl PmixHost {
         let peers = peers.join(",");
         job.string("pmix.pmap", &self.server.regex(&peers, true)?)?;
         job.u32("pmix.job.napps", apps.len() as u32);
+        // The ranks' session directories (Open MPI's files), in this
+        // launcher's directory: removed with it at exit.
+        let nsdir = self.tmpdir.join(nspace);
+        job.string("pmix.tmpdir", &self.tmpdir.to_string_lossy())?;
+        job.string("pmix.nsdir", &nsdir.to_string_lossy())?;
         // The node's topology the launcher already has: ranks load it from
         // XML instead of each discovering it (Open MPI asks for this key
         // when nothing better is offered).
@@ -149,6 +154,15 @@ impl PmixHost {
                 p.u16("pmix.nrank", rank.min(u16::MAX as u32) as u16);
                 p.u32("pmix.nodeid", 0);
                 p.string("pmix.hname", &self.hostname)?;
+                let pdir = nsdir.join(rank.to_string());
+                if let Err(e) = std::fs::create_dir_all(&pdir) {
+                    return Err(PmixError::Failed {
+                        call: "creating a rank's session directory",
+                        status: -1,
+                        text: format!("{}: {e}", pdir.display()),
+                    });
+                }
+                p.string("pmix.pdir", &pdir.to_string_lossy())?;
                 // Its binding (Open MPI then knows it is bound).
                 if let Some(Some(cpus)) = ranks.cpus.get(rank as usize) {
                     p.string("pmix.cpuset", cpus)?;
@@ -196,8 +210,10 @@ impl PmixHost {
         self.upcalls.try_iter().collect()
     }
 
-    /// Remove the rendezvous files (the launcher is exiting).
+    /// Stop the server and remove its files and the ranks' session
+    /// directories (the launcher is exiting).
     pub(super) fn remove_files(&self) {
+        self.server.finalize();
         let _ = std::fs::remove_dir_all(&self.tmpdir);
     }
 }

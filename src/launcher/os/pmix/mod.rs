@@ -49,6 +49,7 @@ const LIBS: &[&str] = &[
 
 struct Fns {
     init: unsafe extern "C" fn(*mut c_void, *mut Info, usize) -> Status,
+    finalize: unsafe extern "C" fn() -> Status,
     notify: unsafe extern "C" fn(
         Status,
         *const Proc,
@@ -171,6 +172,7 @@ impl Server {
             Fns {
                 init: *lib.get(b"PMIx_server_init\0").map_err(sym)?,
                 notify: *lib.get(b"PMIx_Notify_event\0").map_err(sym)?,
+                finalize: *lib.get(b"PMIx_server_finalize\0").map_err(sym)?,
                 register_nspace: *lib.get(b"PMIx_server_register_nspace\0").map_err(sym)?,
                 register_client: *lib.get(b"PMIx_server_register_client\0").map_err(sym)?,
                 setup_fork: *lib.get(b"PMIx_server_setup_fork\0").map_err(sym)?,
@@ -261,6 +263,17 @@ impl Server {
             s
         };
         Ok(s)
+    }
+
+    /// Stop the server: the library removes what it made (PMIx 5's shared
+    /// memory files live in /tmp, outside the launcher's directory).
+    pub fn finalize(&self) {
+        // SAFETY: PMIx_server_finalize takes no argument; called once, at
+        // the launcher's exit, after which no other call is made.
+        let rc = unsafe { (self.fns.finalize)() };
+        if let Err(e) = self.check("PMIx_server_finalize", rc) {
+            tracing::debug!("{e}");
+        }
     }
 
     /// Tell the processes of `nspace` that its rank `rank` ended with
