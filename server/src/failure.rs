@@ -8,6 +8,9 @@ use super::{
 };
 use fastpmi_codec::{self, Response};
 
+/// How long after a PMIx rank's clean exit its finalize may still be heard.
+pub const PMIX_FINALIZE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Server {
     /// The peer closed `conn` (or the loop gave up on it).
     pub fn on_closed(&mut self, conn: ConnId, out: &mut Vec<Event>) {
@@ -83,6 +86,14 @@ impl Server {
         if j.failed.is_some() || !clean {
             return;
         }
+        if slot.phase == Phase::Initialized && slot.pmix {
+            // The PMIx server may hear its finalize after the launcher read
+            // its exit (a client under load stops waiting for the server's
+            // answer): judged a moment later ([`Server::check_pmix_exits`]).
+            self.pmix_exits
+                .push((job, rank, std::time::Instant::now() + PMIX_FINALIZE_GRACE));
+            return;
+        }
         if slot.phase == Phase::Initialized {
             let message = format!(
                 "{} exited with status 0 before PMI finalize {}",
@@ -102,6 +113,48 @@ impl Server {
             return;
         }
         self.check_stuck(job, out);
+    }
+
+    /// Whether PMIx ranks that exited without a finalize are waiting for
+    /// their finalize to be heard ([`Server::check_pmix_exits`]).
+    pub fn has_pmix_exits(&self) -> bool {
+        !self.pmix_exits.is_empty()
+    }
+
+    /// Fail the jobs of PMIx ranks that exited cleanly after `PMIx_Init`
+    /// and whose `PMIx_Finalize` the PMIx server has not reported within
+    /// [`PMIX_FINALIZE_GRACE`] of the exit.
+    pub fn check_pmix_exits(&mut self, now: std::time::Instant, out: &mut Vec<Event>) {
+        let due: Vec<(JobIdx, u32)> = self
+            .pmix_exits
+            .iter()
+            .filter(|(_, _, at)| *at <= now)
+            .map(|(j, r, _)| (*j, *r))
+            .collect();
+        self.pmix_exits.retain(|(_, _, at)| *at > now);
+        for (job, rank) in due {
+            let j = &self.jobs[job];
+            let Some(slot) = j.ranks.get(rank as usize) else {
+                continue;
+            };
+            if j.failed.is_some() || slot.phase != Phase::Initialized {
+                continue;
+            }
+            let message = format!(
+                "{} exited with status 0 before PMIx_Finalize",
+                rank_label(job, &j.id, rank)
+            );
+            if self.group_member_lost(job, rank, &message, out) {
+                continue;
+            }
+            out.push(Event::JobFailed {
+                job,
+                rank,
+                cause: FailCause::ExitedEarly,
+                message: message.clone(),
+            });
+            self.fail_job(job, Some(rank), 1, &message, out);
+        }
     }
 
     /// Take into `rank`'s slot what it recorded in the job segment: a rank

@@ -236,6 +236,9 @@ pub struct Server {
     held: hold::Held,
     /// Connections with a continued command in progress.
     continuing: BTreeSet<ConnId>,
+    /// PMIx ranks that exited cleanly before their finalize was heard, and
+    /// until when it may be ([`Server::check_pmix_exits`]).
+    pmix_exits: Vec<(JobIdx, u32, std::time::Instant)>,
     pub stats: SocketStats,
 }
 
@@ -267,6 +270,7 @@ impl Server {
             groups: Default::default(),
             held: Default::default(),
             continuing: BTreeSet::new(),
+            pmix_exits: Vec::new(),
             stats: SocketStats::default(),
         }
     }

@@ -56,8 +56,9 @@ const WAKER: Token = Token(2);
 const RENDEZVOUS: Token = Token(3);
 /// How often to look for fences that a finalized or exited rank blocks.
 const STUCK_CHECK: Duration = Duration::from_millis(100);
-/// How often to look for continued commands that stopped coming.
-const CONTINUED_CHECK: Duration = Duration::from_secs(1);
+/// How often to look for continued commands that stopped coming, and for
+/// PMIx ranks whose finalize was not heard before their exit.
+const CONTINUED_CHECK: Duration = Duration::from_millis(250);
 /// Descriptor number of the PMI socket inside every rank.
 const PMI_FD_IN_RANK: i32 = 3;
 /// Descriptor number of the job segment's memfd inside every rank
@@ -216,7 +217,7 @@ impl Launcher {
         let mut events = Events::with_capacity(1024);
         let mut buf = vec![0u8; 64 * 1024];
         self.apply_events();
-        while self.procs.running() > 0 || !self.starter.is_idle() {
+        while self.procs.running() > 0 || !self.starter.is_idle() || self.server.has_pmix_exits() {
             self.spawn_next();
             if self.starter.spawns_waiting() {
                 self.answer_started_spawns();
@@ -232,7 +233,8 @@ impl Launcher {
                     .server
                     .next_group_deadline()
                     .map(|t| t.saturating_duration_since(Instant::now()));
-                let continued = self.server.has_continuations().then_some(CONTINUED_CHECK);
+                let continued = (self.server.has_continuations() || self.server.has_pmix_exits())
+                    .then_some(CONTINUED_CHECK);
                 kill.into_iter()
                     .chain(stuck)
                     .chain(continued)
@@ -283,6 +285,12 @@ impl Launcher {
             if self.server.has_continuations() {
                 self.server
                     .expire_continuations(Instant::now(), &mut self.events);
+            }
+            if self.server.has_pmix_exits() {
+                self.pmix_upcalls();
+                self.server
+                    .check_pmix_exits(Instant::now(), &mut self.events);
+                self.apply_events();
             }
             self.apply_events();
             self.update_watchers();
