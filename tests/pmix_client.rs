@@ -41,7 +41,8 @@ fn a_pmix_rank_that_exits_before_finalize_fails_the_job() {
         .run();
     assert_eq!(out.code(), Some(1), "{}", out.report());
     assert!(
-        out.stderr.contains("exited with status 0 before PMIx_Finalize"),
+        out.stderr
+            .contains("exited with status 0 before PMIx_Finalize"),
         "{}",
         out.report()
     );
