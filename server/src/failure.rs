@@ -100,19 +100,25 @@ impl Server {
                 rank_label(job, &j.id, rank),
                 activity_text(slot, shm)
             );
-            if self.group_member_lost(job, rank, &message, out) {
-                return;
-            }
-            out.push(Event::JobFailed {
-                job,
-                rank,
-                cause: FailCause::ExitedEarly,
-                message: message.clone(),
-            });
-            self.fail_job(job, Some(rank), 1, &message, out);
+            self.fail_exited_early(job, rank, message, out);
             return;
         }
         self.check_stuck(job, out);
+    }
+
+    /// `rank` exited cleanly while its job needed it: fail the job (or,
+    /// when group failures are tolerated, only its groups).
+    fn fail_exited_early(&mut self, job: JobIdx, rank: u32, message: String, out: &mut Vec<Event>) {
+        if self.group_member_lost(job, rank, &message, out) {
+            return;
+        }
+        out.push(Event::JobFailed {
+            job,
+            rank,
+            cause: FailCause::ExitedEarly,
+            message: message.clone(),
+        });
+        self.fail_job(job, Some(rank), 1, &message, out);
     }
 
     /// Whether PMIx ranks that exited without a finalize are waiting for
@@ -144,16 +150,7 @@ impl Server {
                 "{} exited with status 0 before PMIx_Finalize",
                 rank_label(job, &j.id, rank)
             );
-            if self.group_member_lost(job, rank, &message, out) {
-                continue;
-            }
-            out.push(Event::JobFailed {
-                job,
-                rank,
-                cause: FailCause::ExitedEarly,
-                message: message.clone(),
-            });
-            self.fail_job(job, Some(rank), 1, &message, out);
+            self.fail_exited_early(job, rank, message, out);
         }
     }
 

@@ -415,7 +415,7 @@ impl Launcher {
                 let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(8);
                 if app.pmix {
                     // PMIx's environment only: one personality per rank.
-                    env = self.pmix_rank_env(&id, rank)?;
+                    env = self.pmix_rank_env(job, rank)?;
                 }
                 let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
                 if app.pmix {

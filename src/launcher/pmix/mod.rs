@@ -330,12 +330,12 @@ impl super::Launcher {
     /// The environment of PMIx rank `rank` of job `id`.
     pub(super) fn pmix_rank_env(
         &mut self,
-        id: &str,
+        job: JobIdx,
         rank: u32,
     ) -> std::io::Result<Vec<(OsString, OsString)>> {
-        if let Some(job) = self.server.job_index(id) {
-            self.server.pmix_rank(job, rank, PmixStep::Registered);
-        }
+        self.server.pmix_rank(job, rank, PmixStep::Registered);
+        let id = self.server.job_id(job).to_string();
+        let id = id.as_str();
         self.pmix_host()?
             .rank_env(id, rank)
             .map_err(|e| std::io::Error::other(format!("PMIx rank {rank} of {id}: {e}")))
