@@ -239,6 +239,16 @@ struct NameOps {
     tokens: std::collections::HashMap<u64, (u64, usize)>,
 }
 
+impl Completion {
+    /// The request cannot be served (its namespace is no job of ours).
+    fn fail(self) {
+        match self {
+            Completion::Op(done) => done.complete(false),
+            Completion::Lookup(done, _) => done.complete(None),
+        }
+    }
+}
+
 impl NameRequest {
     /// Answer the client once every key has its result.
     fn finish(self) {
@@ -346,12 +356,7 @@ impl super::Launcher {
     /// between launchers).
     fn pmix_names(&mut self, nspace: &str, keys: Vec<String>, ops: Vec<NameOp>, done: Completion) {
         let Some(job) = self.server.job_index(nspace) else {
-            return NameRequest {
-                results: vec![None],
-                keys,
-                done,
-            }
-            .finish();
+            return done.fail();
         };
         let Some(host) = self.pmix.as_mut() else {
             return;
