@@ -32,7 +32,7 @@ impl Pmi {
             match init_direct(&env, direct) {
                 Ok((rank, seg, parent)) => {
                     let jobid = env.jobid.clone().unwrap_or_default();
-                    let cfg = ShmCfg::new(direct.size, &seg, rank, env.fence_yields);
+                    let cfg = ShmCfg::new(&seg, rank, env.fence_yields);
                     let link = Link::Deferred(Box::new(Deferred {
                         conn,
                         env: env.clone(),
@@ -92,7 +92,7 @@ impl Pmi {
         };
         // Slurm sets PMI_SPAWNED and names the spawner in fullinit-response.
         let spawned = env.spawned || m.get("spawner-jobid").is_some();
-        let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32) {
+        let shm = match attach_segment(&mut attr, env.server, &jobid, size as u32, r as u32) {
             Ok(seg) => {
                 register(&seg, r as u32);
                 let parent = match m.get_str("spawner-jobid") {
@@ -115,7 +115,7 @@ impl Pmi {
         let mux = Mux::new(conn)?;
         let transport = match shm {
             Ok((seg, parent)) => Transport::Shm(Box::new(Shm {
-                cfg: ShmCfg::new(size as u32, &seg, r as u32, env.fence_yields),
+                cfg: ShmCfg::new(&seg, r as u32, env.fence_yields),
                 seg,
                 parent,
                 link: Mutex::new(Link::Open(Arc::new(mux))),
@@ -220,7 +220,7 @@ fn init_direct(
             _ => None,
         })
     };
-    let seg = attach_segment(&mut attr, env.server, jobid, d.size)?;
+    let seg = attach_segment(&mut attr, env.server, jobid, d.size, rank)?;
     register(&seg, rank);
     let parent = match &d.spawner {
         Some(pj) => match attach_parent(&mut attr, pj) {
@@ -237,7 +237,8 @@ fn init_direct(
 
 /// The rank registers in its state slot: attached and running.
 fn register(seg: &JobSegment, rank: u32) {
-    if let Some(st) = seg.seg().rank(rank) {
+    let slot = seg.seg().slot_of(rank);
+    if let Some(st) = slot.and_then(|i| seg.seg().rank(i)) {
         st.set_last_op(RankOp::Init);
         let tsc = seg.seg().job().stamp_clock().is_tsc();
         st.set_phase_at(RankPhase::Running, fastpmi_segment::phase_stamp(tsc));
@@ -273,6 +274,7 @@ fn attach_segment(
     server: ServerKind,
     jobid: &str,
     size: u32,
+    rank: u32,
 ) -> Result<JobSegment, NoSegment> {
     if std::env::var(names::env::TRANSPORT).is_ok_and(|v| v == "socket") {
         return Err(NoSegment::Forced);
@@ -294,10 +296,12 @@ fn attach_segment(
         }
         Some(other) => return Err(NoSegment::UnknownPool(other.to_string())),
     };
-    if seg.seg().job_id() != jobid || seg.seg().nranks() != size {
+    // A node server's segment holds a part of the job: this rank's too.
+    let s = seg.seg();
+    if s.job_id() != jobid || s.job_size() != size || s.slot_of(rank).is_none() {
         return Err(NoSegment::OtherJob {
             job: seg.seg().job_id().to_string(),
-            ranks: seg.seg().nranks(),
+            ranks: seg.seg().job_size(),
             jobid: jobid.to_string(),
             size,
         });

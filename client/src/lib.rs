@@ -206,7 +206,7 @@ impl Pmi {
     }
 
     fn state(&self) -> Option<&shm_layout::RankState> {
-        self.shm().and_then(|s| s.seg.seg().rank(self.rank))
+        self.shm().and_then(|s| s.seg.seg().rank(s.cfg.slot))
     }
 
     fn check_kv(&self, key: &[u8], value: Option<&[u8]>) -> Result<(), PmiError> {
@@ -386,7 +386,7 @@ impl Pmi {
             let fence = shm.seg.seg().fence();
             let yields = shm.cfg.yields_in(fence.generation());
             let r = fence
-                .for_rank_in(self.rank, shm.cfg.cohort)
+                .for_rank_in(shm.cfg.slot, shm.cfg.cohort)
                 .with_spin_limit(shm.cfg.spins)
                 .with_yield_limit(yields)
                 .fence(&SharedFutex);
@@ -442,7 +442,15 @@ impl Pmi {
 
     /// Ask the launcher to end the whole job with `code`, then exit.
     pub fn abort(&self, code: i32, message: &str) -> ! {
-        let _ = self.with(|t| {
+        let _ = self.request_abort(code, message);
+        std::process::exit(code & 0xff)
+    }
+
+    /// Ask the launcher to end the whole job with `code`, and go on (a
+    /// node server that still has its own ranks to stop; the launcher
+    /// answers nothing, it ends the job). A singleton has nobody to ask.
+    pub fn request_abort(&self, code: i32, message: &str) -> Result<(), PmiError> {
+        self.with(|t| {
             if let Peer::Wire(c) = t {
                 c.send(&Request::Abort {
                     exitcode: Some(code.into()),
@@ -451,8 +459,13 @@ impl Pmi {
                 })?;
             }
             Ok(())
-        });
-        std::process::exit(code & 0xff)
+        })
+    }
+
+    /// Whether the server is fastpmi's launcher (it offers `kvs-getall`
+    /// and `kvs-putall`, and values longer than a message).
+    pub fn server_is_fastpmi(&self) -> bool {
+        self.large_values
     }
 
     /// Leave PMI cleanly. Also done on drop.

@@ -153,15 +153,22 @@ pub(super) struct ShmCfg {
     pub(super) cohort: Option<u32>,
     /// Phase stamps are TSC ticks (the segment's `StampClock`).
     pub(super) tsc_stamps: bool,
+    /// The rank's index in the segment (its rank, unless the segment is
+    /// one node's part of a job spanning several node servers).
+    pub(super) slot: u32,
 }
 
 impl ShmCfg {
-    pub(super) fn new(size: u32, seg: &JobSegment, rank: u32, yields: u32) -> ShmCfg {
+    pub(super) fn new(seg: &JobSegment, rank: u32, yields: u32) -> ShmCfg {
+        // Checked at attach: the segment holds the rank.
+        let slot = seg.seg().slot_of(rank).unwrap_or(rank);
         ShmCfg {
-            spins: fence_spins(size),
+            // The ranks that share this node's CPUs.
+            spins: fence_spins(seg.seg().nranks()),
             yields,
-            cohort: seg.seg().fence().cohort_of(rank),
+            cohort: seg.seg().fence().cohort_of(slot),
             tsc_stamps: seg.seg().job().stamp_clock().is_tsc(),
+            slot,
         }
     }
 

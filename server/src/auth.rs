@@ -143,8 +143,8 @@ fn answer_claim(
     let resp = match bind(s, conn, rank) {
         Ok((job, r)) => match claim {
             Claim::InitAck => Response::InitAck {
-                size: s.jobs[job].size,
-                rank: r,
+                size: s.jobs[job].world_size(),
+                rank: s.jobs[job].global_rank(r),
             },
             _ => fullinit_response(s, job, r),
         },
@@ -228,8 +228,8 @@ fn fullinit_response(s: &Server, job: JobIdx, rank: u32) -> Response {
         }
     }
     Response::FullInit {
-        rank,
-        size: j.size,
+        rank: j.global_rank(rank),
+        size: j.world_size(),
         appnum: j.appnum[rank as usize],
         spawner_jobid: j.spawner.clone(),
         debugged: false,
@@ -247,15 +247,18 @@ pub(super) fn initack(
     out: &mut Vec<Event>,
 ) -> Option<Response> {
     if let Some((job, rank)) = s.conns.get(&conn).and_then(|c| c.bound) {
+        let j = &s.jobs[job];
+        let rank = j.global_rank(rank);
         if rank as i64 != pmiid {
             tracing::warn!("rank {rank} announced itself as rank {pmiid}; keeping {rank}");
         }
         return Some(Response::InitAck {
-            size: s.jobs[job].size,
+            size: j.world_size(),
             rank,
         });
     }
-    claim(s, conn, to, pmiid, Claim::InitAck, out)
+    let rank = local_claim(s, conn, to, pmiid, out)?;
+    claim(s, conn, to, rank, Claim::InitAck, out)
 }
 
 /// PMI-2 `fullinit`, with or without `authtype`.
@@ -295,12 +298,49 @@ pub(super) fn claim_rank(
     what: Claim,
     out: &mut Vec<Event>,
 ) -> Option<Response> {
+    let rank = local_claim(s, conn, to, rank, out)?;
     match authtype.as_deref() {
         None => claim(s, conn, to, rank, what, out),
         Some(AUTHTYPE) => challenge(s, conn, to, rank, what, out),
         Some(other) => {
             let reason = format!("authtype {other} is not supported (use {AUTHTYPE})");
             refuse(s, conn, Some(to), reason, out);
+            None
+        }
+    }
+}
+
+/// The node's index of the job's rank a port-mode connection claims (the
+/// same number unless the job spans several node servers); a rank that
+/// does not run here is refused.
+fn local_claim(
+    s: &mut Server,
+    conn: ConnId,
+    to: &ReplyTo,
+    rank: i64,
+    out: &mut Vec<Event>,
+) -> Option<i64> {
+    let Some(j) = s
+        .conns
+        .get(&conn)
+        .and_then(|c| c.port_job)
+        .map(|j| &s.jobs[j])
+    else {
+        return Some(rank);
+    };
+    if j.place.is_none() {
+        return Some(rank);
+    }
+    match j.local_rank(rank) {
+        Some(r) => Some(r.into()),
+        None => {
+            let why = format!(
+                "rank {rank} does not run on this node (it serves ranks {}..{} of {})",
+                j.global_rank(0),
+                j.global_rank(j.size),
+                j.world_size()
+            );
+            refuse(s, conn, Some(to), why, out);
             None
         }
     }

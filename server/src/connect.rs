@@ -50,11 +50,7 @@ impl Server {
     /// How messages name a rank: "rank 3" in the first job, "rank 3 of job
     /// J" in a spawned one.
     pub fn rank_name(&self, job: JobIdx, rank: u32) -> String {
-        if job == 0 {
-            format!("rank {rank}")
-        } else {
-            format!("rank {rank} of job {}", self.jobs[job].id)
-        }
+        self.jobs[job].rank_label(job, rank)
     }
 }
 

@@ -3,9 +3,7 @@
 //! which answers every waiting rank with an error and aborts the store.
 //! Also the "what was the rank doing" text the failure messages carry.
 
-use super::{
-    rank_label, reply, Activity, ConnId, Event, FailCause, JobIdx, Phase, RankSlot, ReplyTo, Server,
-};
+use super::{reply, Activity, ConnId, Event, FailCause, JobIdx, Phase, RankSlot, ReplyTo, Server};
 use fastpmi_codec::{self, Response};
 
 /// How long after a PMIx rank's clean exit its finalize may still be heard.
@@ -42,7 +40,7 @@ impl Server {
             slot.conn = None;
         }
         if slot.phase == Phase::Initialized && j.failed.is_none() {
-            let who = rank_label(job, &j.id, rank);
+            let who = j.rank_label(job, rank);
             let lost = format!("{who} closed its PMI connection before finalize");
             if self.group_member_lost(job, rank, &lost, out) {
                 return;
@@ -79,6 +77,7 @@ impl Server {
         self.sync_from_segment(job, rank);
         let j = &mut self.jobs[job];
         let shm = j.store.rank_progress(rank);
+        let who = j.rank_label(job, rank);
         let Some(slot) = j.ranks.get_mut(rank as usize) else {
             return;
         };
@@ -96,8 +95,7 @@ impl Server {
         }
         if slot.phase == Phase::Initialized {
             let message = format!(
-                "{} exited with status 0 before PMI finalize {}",
-                rank_label(job, &j.id, rank),
+                "{who} exited with status 0 before PMI finalize {}",
                 activity_text(slot, shm)
             );
             self.fail_exited_early(job, rank, message, out);
@@ -148,7 +146,7 @@ impl Server {
             }
             let message = format!(
                 "{} exited with status 0 before PMIx_Finalize",
-                rank_label(job, &j.id, rank)
+                j.rank_label(job, rank)
             );
             self.fail_exited_early(job, rank, message, out);
         }
@@ -218,7 +216,7 @@ impl Server {
         let message = format!(
             "fence {} can never complete: {} {why}",
             j.store.fences_completed() + 1,
-            rank_label(job, &j.id, r as u32)
+            j.rank_label(job, r as u32)
         );
         let rank = r as u32;
         out.push(Event::JobFailed {

@@ -172,7 +172,7 @@ fn bound(
             } else {
                 format!("code {asked} (exit status {code})")
             };
-            let name = super::rank_label(job, &j.id, rank);
+            let name = j.rank_label(job, rank);
             let message = if message.is_empty() {
                 format!("{name} called abort with {shown}")
             } else {
@@ -280,8 +280,7 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
 fn job_attr(hwloc_xmlfile: Option<&str>, j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {
     // Every name is text: other keys are a miss.
     match std::str::from_utf8(key).ok()? {
-        // One node: every rank here.
-        attr::PROCESS_MAPPING => Some(attr::single_node_mapping(j.size).into_bytes()),
+        attr::PROCESS_MAPPING => Some(j.process_mapping().into_bytes()),
         attr::UNIVERSE_SIZE => Some(j.universe_size.to_string().into_bytes()),
         // Publish, unpublish and lookup work across every job.
         attr::HAS_NAME_SERV => Some(b"TRUE".to_vec()),

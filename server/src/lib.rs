@@ -22,6 +22,7 @@ mod hold;
 mod kvscopy;
 pub mod nameserv;
 pub mod oob;
+pub mod place;
 pub mod psets;
 pub mod spawn;
 pub mod status;
@@ -196,6 +197,8 @@ pub(crate) struct Job {
     at_failure: Option<Vec<Activity>>,
     /// Checkpoint requests sent so far (`fastpmi checkpoint`).
     checkpoints: u64,
+    /// Nested mode: where this node's ranks sit in the whole job.
+    place: Option<place::NodePlace>,
 }
 
 struct Conn {
@@ -310,6 +313,7 @@ impl Server {
             secret: None,
             at_failure: None,
             checkpoints: 0,
+            place: None,
         });
         let job = self.jobs.len() - 1;
         // A spawned job can read its parent's KVS and fails with it.
@@ -437,11 +441,10 @@ impl Server {
             return format!("connection {conn}");
         };
         match (c.bound, c.oob) {
-            (Some((job, rank)), false) => rank_label(job, &self.jobs[job].id, rank),
-            (Some((job, rank)), true) => format!(
-                "{} (out of band)",
-                rank_label(job, &self.jobs[job].id, rank)
-            ),
+            (Some((job, rank)), false) => self.jobs[job].rank_label(job, rank),
+            (Some((job, rank)), true) => {
+                format!("{} (out of band)", self.jobs[job].rank_label(job, rank))
+            }
             (None, _) => format!("connection {conn}"),
         }
     }
@@ -483,15 +486,6 @@ fn frame_bytes(f: &fastpmi_codec::Frame) -> &[u8] {
         fastpmi_codec::Frame::Pmi1(b)
         | fastpmi_codec::Frame::Pmi1Spawn(b)
         | fastpmi_codec::Frame::Pmi2(b) => b,
-    }
-}
-
-/// "rank 3", or "rank 3 of job J" outside the first job.
-fn rank_label(job: JobIdx, id: &str, rank: u32) -> String {
-    if job == 0 {
-        format!("rank {rank}")
-    } else {
-        format!("rank {rank} of job {id}")
     }
 }
 

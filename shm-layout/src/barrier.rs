@@ -53,6 +53,17 @@
 //! cohort sleeps on its cohort's word, and the release wakes one member per
 //! cohort, which wakes the rest of it (see [`crate::cohort`]).
 //!
+//! # The server party
+//!
+//! A node server of a job spanning several nodes ([`Fence::set_server_party`])
+//! must add the other nodes' pairs before its ranks are released. The barrier
+//! then counts one party more than the ranks: the rank arrival that makes
+//! all ranks arrived wakes whoever sleeps on the arrival counter
+//! ([`Fence::wait_ranks`]); the server trades pairs, writes the others'
+//! into the KVS and arrives last (anonymously), which releases everybody as
+//! above. Without a server party nothing sleeps on the counter and no
+//! arrival wakes it.
+//!
 //! **Contract**: each of the `parties` arrives once per generation, and
 //! arrives for the next generation only after it has seen the previous one
 //! complete (its `wait` returned, [`Arrival::last`] was true, or
@@ -73,7 +84,7 @@ use crate::cache::CachePadded;
 use crate::cohort::CohortTree;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{AtomicU32, Ordering};
-use crate::wait::{next_slice, wait_word, Patience, FENCE_SLEEP_SLICE};
+use crate::wait::{next_slice, wait_word, Patience, FENCE_SLEEP_SLICE, SLEEP_SLICE};
 use crate::wake_tree::{armed_mark, Tree, WakeSlot, GEN_MASK, SLEEPING};
 
 /// Bit 0 of the generation word: the job was aborted.
@@ -108,6 +119,10 @@ pub(crate) struct GenerationLine {
     /// Cohort of the last arriver of the latest generation (the cohort
     /// tree's root), written before the bump that publishes it.
     pub(crate) cohort_root: AtomicU32,
+    /// 1 when a server party completes every generation after the ranks
+    /// (nested mode, see "The server party" above), else 0. Set before any
+    /// party arrives.
+    pub(crate) held: AtomicU32,
 }
 
 impl Barrier {
@@ -121,12 +136,19 @@ impl Barrier {
                 root: AtomicU32::new(0),
                 cohorts: AtomicU32::new(0),
                 cohort_root: AtomicU32::new(0),
+                held: AtomicU32::new(0),
             }),
         }
     }
 
     pub(crate) fn fanout(&self) -> u32 {
         self.generation.fanout.load(Ordering::Relaxed)
+    }
+
+    /// Extra parties after the ranks: 0, or 1 with a server party.
+    fn held(&self) -> u32 {
+        // Relaxed: written by the launcher before any party arrived.
+        self.generation.held.load(Ordering::Relaxed).min(1)
     }
 
     /// Number of cohorts as recorded (unchecked).
@@ -252,6 +274,51 @@ impl<'a> Fence<'a> {
         self.barrier.generation.cohorts.store(n, Ordering::Relaxed);
     }
 
+    /// Launcher only, before any party arrives: a server party completes
+    /// every generation after the ranks (see "The server party").
+    pub fn set_server_party(&self, on: bool) {
+        self.barrier
+            .generation
+            .held
+            .store(u32::from(on), Ordering::Relaxed);
+    }
+
+    /// Whether a server party completes every generation.
+    pub fn has_server_party(&self) -> bool {
+        self.barrier.held() > 0
+    }
+
+    /// The server party: whether every rank has arrived in the current
+    /// generation (true: the server may trade, then [`Self::arrive`] to
+    /// release them). Acquires every rank's puts before its arrival.
+    pub fn ranks_arrived(&self) -> bool {
+        // SYNC POINT (fence arrival): Acquire of the arrival counter, the
+        // end of every rank's Release RMW on it, collects their puts.
+        self.barrier.arrived.load(Ordering::Acquire) >= self.parties()
+    }
+
+    /// The server party: sleeps until every rank has arrived in the current
+    /// generation (`Ok(true)`), `timeout` passes (`Ok(false)`) or the job
+    /// is aborted. Never spins: it is the launcher, and the ranks need the
+    /// CPU.
+    pub fn wait_ranks<F: Futex + ?Sized>(
+        &self,
+        futex: &F,
+        timeout: Duration,
+    ) -> Result<bool, Aborted> {
+        let parties = self.parties();
+        // An abort does not change the counter: sleep in slices to see it.
+        wait_word(
+            &self.barrier.arrived,
+            futex,
+            Patience::DEFAULT.with_spins(0),
+            Instant::now().checked_add(timeout),
+            Some(SLEEP_SLICE),
+            |n| n >= parties,
+            |_| self.abort.check(),
+        )
+    }
+
     /// Tree fan-out of the release (0: central).
     pub fn fanout(&self) -> u32 {
         self.barrier.fanout()
@@ -348,9 +415,15 @@ impl<'a> Fence<'a> {
         // writes (its puts) to the last arriver, whose Acquire side of the
         // same RMW chain collects every party's.
         let n = b.arrived.fetch_add(1, Ordering::AcqRel) + 1;
-        // The arrival that reaches `parties` is the last (tested as `>=`, so
-        // a corrupt `parties` of 0 cannot hang anybody).
-        if n < b.generation.parties {
+        let held = b.held();
+        // The arrival that reaches `parties` (plus the server party) is the
+        // last (tested as `>=`, so a corrupt `parties` of 0 cannot hang
+        // anybody).
+        if n < b.generation.parties.saturating_add(held) {
+            if held > 0 && n == b.generation.parties {
+                // Every rank is in: the server party may trade now.
+                futex.wake(&b.arrived, WAKE_ALL);
+            }
             return Arrival {
                 generation,
                 last: false,

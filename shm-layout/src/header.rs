@@ -69,6 +69,12 @@ pub struct Header {
     pub(crate) job_id_len: u32,
     /// Slots in the group barrier pool.
     pub(crate) group_slots: u32,
+    /// Nested mode: the job's rank of this segment's rank 0 (its ranks are
+    /// `first_rank..first_rank + nranks` of a job spanning several node
+    /// servers). Set by the launcher before any rank starts.
+    pub(crate) first_rank: AtomicU32,
+    /// The whole job's rank count, 0 meaning `nranks` (one node).
+    pub(crate) job_size: AtomicU32,
     pub(crate) job_id: [u8; JOB_ID_MAX],
     pub(crate) sync_off: u64,
     pub(crate) ranks_off: u64,
@@ -212,6 +218,8 @@ pub const LAYOUT_HASH: u64 = {
         max_value_len,
         job_id_len,
         group_slots,
+        first_rank,
+        job_size,
         job_id,
         sync_off,
         ranks_off,
@@ -241,7 +249,8 @@ pub const LAYOUT_HASH: u64 = {
         fanout,
         root,
         cohorts,
-        cohort_root
+        cohort_root,
+        held
     );
     let h = shape!(h, WakeSlot, word, armed, cohort, cohort_words, cohort_lead);
     let h = shape!(h, Slot, state, value, key);

@@ -136,6 +136,8 @@ impl Segment {
             max_value_len: p.max_value_len,
             job_id_len: job_id.len() as u32,
             group_slots: layout.group_slots,
+            first_rank: AtomicU32::new(0),
+            job_size: AtomicU32::new(0),
             job_id: id,
             sync_off: layout.sync_off,
             ranks_off: layout.ranks_off,
@@ -405,6 +407,42 @@ impl<'a> SegmentRef<'a> {
     /// Ranks in the job.
     pub fn nranks(&self) -> u32 {
         self.header.nranks
+    }
+
+    /// The job's rank of this segment's rank 0: 0 unless the segment is
+    /// one node's part of a job spanning several node servers.
+    pub fn first_rank(&self) -> u32 {
+        // Relaxed: written by the launcher before any rank started.
+        self.header.first_rank.load(Ordering::Relaxed)
+    }
+
+    /// Ranks in the whole job (more than [`Self::nranks`] when the job spans
+    /// several node servers).
+    pub fn job_size(&self) -> u32 {
+        // Relaxed: as above.
+        match self.header.job_size.load(Ordering::Relaxed) {
+            0 => self.nranks(),
+            n => n,
+        }
+    }
+
+    /// This segment's index of the job's rank `rank`, if it is on this node.
+    pub fn slot_of(&self, rank: u32) -> Option<u32> {
+        rank.checked_sub(self.first_rank())
+            .filter(|&i| i < self.nranks())
+    }
+
+    /// Launcher only, before any rank starts: the segment holds ranks
+    /// `first_rank..first_rank + nranks` of a job of `job_size` ranks.
+    /// A place that does not contain the segment's ranks is ignored.
+    pub fn set_place(&self, first_rank: u32, job_size: u32) {
+        let fits = first_rank
+            .checked_add(self.nranks())
+            .is_some_and(|end| end <= job_size);
+        if fits {
+            self.header.first_rank.store(first_rank, Ordering::Relaxed);
+            self.header.job_size.store(job_size, Ordering::Relaxed);
+        }
     }
 
     /// All the job's views (KVS, node attributes, fence, abort).

@@ -60,6 +60,16 @@ pub(super) fn global_option(
             cfg.pmi_port = true;
         }
         "--stats" => cfg.stats = true,
+        "--nest" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError("--nest needs auto or off".into()))?;
+            cfg.nest = match v.to_string_lossy().as_ref() {
+                "auto" => true,
+                "off" => false,
+                other => return Err(CliError(format!("--nest {other}: expected auto or off"))),
+            };
+        }
         "--pmix-lib" => {
             let v = it
                 .next()

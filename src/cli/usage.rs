@@ -23,6 +23,11 @@ Options (global, before the first program):
   --pmi-port-bind ADDR
                     port mode listening on ADDR (e.g. an address other nodes
                     reach); connections from elsewhere must authenticate
+  --nest auto|off   started as a rank of a PMI job of several ranks
+                    (srun --mpi=pmi2, mpiexec.hydra, another fastpmi), be
+                    that job's server for this node: the ranks of every node
+                    server form one job (default auto; off: a separate job
+                    per node server, also FASTPMI_NEST=off)
   --mem-pool P      memory of the job segment that fastpmi clients use for
                     put/get/fence: anonmmap (memfd, default), sysv, or none
                     (no segment: everything over the socket)

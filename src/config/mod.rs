@@ -103,6 +103,9 @@ pub struct LaunchConfig {
     /// OpenPMIx's server library (`--pmix-lib`, `FASTPMI_PMIX_LIB`); the
     /// usual names when `None`.
     pub pmix_lib: Option<PathBuf>,
+    /// Started as a rank of a bigger PMI job: be its node server
+    /// (`--nest`, `FASTPMI_NEST`; docs/nested.md).
+    pub nest: bool,
 }
 
 impl Default for LaunchConfig {
@@ -126,6 +129,7 @@ impl Default for LaunchConfig {
             pmix_lib: std::env::var_os("FASTPMI_PMIX_LIB")
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from),
+            nest: std::env::var("FASTPMI_NEST").map_or(true, |v| v != "off"),
         }
     }
 }

@@ -109,22 +109,35 @@ const PIN_INFO: &str = "I_MPI_PIN_INFO";
 pub struct JobHints {
     common: Vec<(String, String)>,
     pin_info: Vec<String>,
+    /// The launcher's own environment counts as the user's choice (not
+    /// for a node server: its hints came from the outer launcher, about
+    /// the node server itself, docs/nested.md).
+    inherited: bool,
 }
 
 impl Hints {
-    /// The hints of a job of `size` ranks; `bound(r)` is rank r's CPU set
-    /// when the launcher binds it (unbound ranks may run on every CPU).
-    pub fn for_job<'a>(&'a self, size: u32, bound: impl Fn(u32) -> Option<&'a [u32]>) -> JobHints {
+    /// The hints of a job of `size` ranks on this node; for a node
+    /// server's (docs/nested.md), `nested` is the job's rank of the first.
+    /// `bound(r)` is local rank r's CPU set when the launcher binds it
+    /// (unbound ranks may run on every CPU).
+    pub fn for_job<'a>(
+        &'a self,
+        size: u32,
+        nested: Option<u32>,
+        bound: impl Fn(u32) -> Option<&'a [u32]>,
+    ) -> JobHints {
         let cpus: Vec<&[u32]> = (0..size)
             .map(|r| bound(r).unwrap_or(&self.all_cpus))
             .collect();
         let mut common = self.info.clone();
-        if let Some(m) = pin_mapping(cpus.iter().map(|c| c.first().copied().unwrap_or(0))) {
+        let first_cpus = cpus.iter().map(|c| c.first().copied().unwrap_or(0));
+        if let Some(m) = pin_mapping(nested.unwrap_or(0), first_cpus) {
             common.push(("I_MPI_PIN_MAPPING".into(), m));
         }
         JobHints {
             common,
             pin_info: cpus.iter().map(|c| pin_info(c)).collect(),
+            inherited: nested.is_none(),
         }
     }
 }
@@ -135,7 +148,7 @@ impl JobHints {
     pub fn app_env(&self, app_env: &[(OsString, OsString)]) -> Vec<(OsString, OsString)> {
         self.common
             .iter()
-            .filter(|(k, _)| !user_set(k, app_env))
+            .filter(|(k, _)| !user_set(k, app_env, self.inherited))
             .map(|(k, v)| (k.into(), v.into()))
             .collect()
     }
@@ -143,7 +156,7 @@ impl JobHints {
     /// Whether the ranks of an application get `I_MPI_PIN_INFO` (its user
     /// did not set one).
     pub fn sets_pin_info(&self, app_env: &[(OsString, OsString)]) -> bool {
-        !user_set(PIN_INFO, app_env)
+        !user_set(PIN_INFO, app_env, self.inherited)
     }
 
     /// Rank `rank`'s `I_MPI_PIN_INFO` pair.
@@ -152,16 +165,18 @@ impl JobHints {
     }
 }
 
-/// `I_MPI_PIN_MAPPING` of a job: `N:0 c0,1 c1,...`, each local rank with
-/// the first CPU it may run on (what Intel's launcher writes, bound or
-/// not). `None` when it would be too long for one environment string.
-fn pin_mapping(first_cpus: impl ExactSizeIterator<Item = u32>) -> Option<String> {
+/// `I_MPI_PIN_MAPPING` of a node's ranks: `N:R0 c0,R1 c1,...`, each of its
+/// N ranks by its rank in the job (from `first` on) with the first CPU it
+/// may run on (what Intel's launcher writes, bound or not; Intel MPI's
+/// collectives crash when a node's ranks are misnamed). `None` when it
+/// would be too long for one environment string.
+fn pin_mapping(first: u32, first_cpus: impl ExactSizeIterator<Item = u32>) -> Option<String> {
     let mut s = format!("{}:", first_cpus.len());
     for (r, c) in first_cpus.enumerate() {
         if r > 0 {
             s.push(',');
         }
-        s.push_str(&format!("{r} {c}"));
+        s.push_str(&format!("{} {c}", first as usize + r));
         if s.len() > MAPPING_MAX {
             return None;
         }
@@ -169,10 +184,11 @@ fn pin_mapping(first_cpus: impl ExactSizeIterator<Item = u32>) -> Option<String>
     Some(s)
 }
 
-/// Whether the user chose `name` already (the launcher's environment, or
-/// the application's `-genv`/spawn `env` pairs): theirs stays.
-fn user_set(name: &str, app_env: &[(OsString, OsString)]) -> bool {
-    std::env::var_os(name).is_some() || app_env.iter().any(|(k, _)| k == name)
+/// Whether the user chose `name` already (the launcher's environment when
+/// `inherited`, or the application's `-genv`/spawn `env` pairs): theirs
+/// stays.
+fn user_set(name: &str, app_env: &[(OsString, OsString)], inherited: bool) -> bool {
+    (inherited && std::env::var_os(name).is_some()) || app_env.iter().any(|(k, _)| k == name)
 }
 
 /// `I_MPI_PIN_INFO` of a rank: the CPUs it may run on, comma-separated.
@@ -287,12 +303,18 @@ mod tests {
     #[test]
     fn mapping_and_info_forms() {
         assert_eq!(
-            pin_mapping([0, 1, 0, 1].into_iter()).as_deref(),
+            pin_mapping(0, [0, 1, 0, 1].into_iter()).as_deref(),
             Some("4:0 0,1 1,2 0,3 1")
+        );
+        // A node server's ranks by their ranks in the job, as Intel's
+        // launcher writes them on a job's second node.
+        assert_eq!(
+            pin_mapping(2, [0, 1].into_iter()).as_deref(),
+            Some("2:2 0,3 1")
         );
         assert_eq!(pin_info(&[0, 1]), "0,1");
         assert_eq!(pin_info(&[3]), "3");
         // 20 000 ranks would pass 64 KiB: not handed out.
-        assert_eq!(pin_mapping(std::iter::repeat_n(0, 20_000)), None);
+        assert_eq!(pin_mapping(0, std::iter::repeat_n(0, 20_000)), None);
     }
 }

@@ -17,6 +17,7 @@ use super::{
 use crate::config::{LaunchConfig, Personality};
 use fastpmi_codec::names::{self, attr, parent_segment, pool};
 use fastpmi_segment::{JobSegment, MemPool};
+use fastpmi_server::place::NodePlace;
 use fastpmi_server::store::{MemStore, ShmStore, Store};
 use fastpmi_server::{JobIdx, JobSpec};
 
@@ -185,6 +186,7 @@ impl Jobs {
         size: u32,
         jobid: &str,
         parent: Option<&JobSegment>,
+        place: Option<&NodePlace>,
     ) -> io::Result<JobStore> {
         let (mut store, segment): (Box<dyn Store>, _) = match cfg.mem_pool {
             None => (
@@ -193,6 +195,12 @@ impl Jobs {
             ),
             Some(pool) => {
                 let mut params = shm_layout::SegmentParams::for_ranks(size);
+                if let Some(p) = place {
+                    // The other nodes' pairs land here too.
+                    let whole = shm_layout::SegmentParams::for_ranks(p.total);
+                    params.kvs_slots = whole.kvs_slots;
+                    params.kvs_arena_bytes = whole.kvs_arena_bytes;
+                }
                 if let Some(mb) = cfg.kvs_mb {
                     params = params.with_kvs_mb(mb);
                 }
@@ -211,6 +219,11 @@ impl Jobs {
                 if let Some(k) = cfg.knobs.fence_fanout {
                     seg.seg().fence().set_fanout(k);
                 }
+                if let Some(p) = place {
+                    seg.seg().set_place(p.first, p.total);
+                    // The node server trades before the ranks are released.
+                    seg.seg().fence().set_server_party(true);
+                }
                 tracing::debug!(
                     fence_fanout = seg.seg().fence().fanout(),
                     bytes = seg.mapping().len(),
@@ -225,7 +238,7 @@ impl Jobs {
             (
                 attr::LOCAL_RANKS,
                 (0..size)
-                    .map(|r| r.to_string())
+                    .map(|r| (place.map_or(0, |p| p.first) + r).to_string())
                     .collect::<Vec<_>>()
                     .join(","),
             ),
@@ -323,8 +336,12 @@ impl Launcher {
             });
         }
         super::timeline::step("programs resolved");
-        let jobid = format!("fastpmi_{}_0", std::process::id());
-        let job = self.create_job(jobid, plans, size, None)?;
+        // A node server's ranks are part of the outer job, under its id.
+        let (jobid, universe) = match &self.nest {
+            Some(n) => (n.jobid.clone(), n.place.total),
+            None => (format!("fastpmi_{}_0", std::process::id()), size),
+        };
+        let job = self.create_job(jobid, plans, universe, None)?;
         super::timeline::step("first job created");
         self.server
             .set_psets(job, crate::config::psets::of_config(&cfg));
@@ -352,9 +369,23 @@ impl Launcher {
         let spawned = spawned_by.is_some();
         let spawner = spawned_by.map(|s| self.server.job_id(s.job).to_string());
         let parent_segment = spawned_by.and_then(|s| self.jobs.segment(s.job).cloned());
-        let (store, segment) =
-            self.jobs
-                .new_store(&self.cfg, size, &id, parent_segment.as_deref())?;
+        // The first job of a node server is part of a bigger one; what it
+        // spawns runs on this node alone.
+        let place = match (&self.nest, spawned) {
+            (Some(n), false) => Some(n.place.clone()),
+            _ => None,
+        };
+        let (store, segment) = self.jobs.new_store(
+            &self.cfg,
+            size,
+            &id,
+            parent_segment.as_deref(),
+            place.as_ref(),
+        )?;
+        let nested = place.as_ref().map(|p| p.first);
+        let first = nested.unwrap_or(0);
+        let global = |rank: u32| first + rank;
+        let world = place.as_ref().map_or(size, |p| p.total);
         // Ranks held in init (`--stop-in-init`) are held at the socket
         // handshake, so they must not attach without one.
         let direct = if self.tools_holding_new_jobs() {
@@ -369,6 +400,12 @@ impl Launcher {
             spawner,
             store,
         });
+        if let Some(p) = place {
+            self.server.set_place(job, p);
+            if let (Some(n), Some(seg)) = (&self.nest, &segment) {
+                n.start(seg.clone(), self.waker.clone());
+            }
+        }
         self.tools_job_created(job);
         let added = self.jobs.add(segment, parent_segment, size);
         debug_assert_eq!(job, added);
@@ -400,10 +437,11 @@ impl Launcher {
             None => None,
         };
         let mut rank = 0u32;
-        let impi = self
-            .binding
-            .impi()
-            .map(|h| h.for_job(size, |r| self.binding.rank_cpus(job, r).map(|(c, _)| c)));
+        let impi = self.binding.impi().map(|h| {
+            h.for_job(size, nested, |r| {
+                self.binding.rank_cpus(job, r).map(|(c, _)| c)
+            })
+        });
         for (appnum, mut app) in apps.into_iter().enumerate() {
             if let Some(h) = &impi {
                 let add = h.app_env(&app.env);
@@ -422,7 +460,7 @@ impl Launcher {
                     // Nothing of PMI's.
                 } else if let Some(addr) = port {
                     set(names::env::PMI_PORT, addr.to_string());
-                    set(names::env::PMI_ID, rank.to_string());
+                    set(names::env::PMI_ID, global(rank).to_string());
                     if let Some(sec) = &secret {
                         set(fastpmi_codec::names::env::AUTH_SECRET, sec.clone());
                     }
@@ -430,8 +468,8 @@ impl Launcher {
                     // Always fd 3 in the rank (even `sh` can use it).
                     set(names::env::PMI_FD, PMI_FD_IN_RANK.to_string());
                     set(names::env::PMI_OOB_FD, OOB_FD_IN_RANK.to_string());
-                    set(names::env::PMI_RANK, rank.to_string());
-                    set(names::env::PMI_SIZE, size.to_string());
+                    set(names::env::PMI_RANK, global(rank).to_string());
+                    set(names::env::PMI_SIZE, world.to_string());
                     for (k, v) in &direct {
                         set(k, v.clone());
                     }

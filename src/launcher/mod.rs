@@ -18,6 +18,7 @@ mod impi;
 mod jobs;
 pub mod mpir;
 mod names;
+mod nest;
 pub mod os;
 pub mod output;
 mod peer;
@@ -102,6 +103,8 @@ pub struct Launcher {
     tools: tools::ToolsRt,
     /// The PMIx server, once a job has a PMIx section (see [`pmix`]).
     pmix: Option<pmix::PmixHost>,
+    /// Nested mode: this launcher is a node server of an outer job.
+    nest: Option<nest::Nest>,
 }
 
 /// Why the launcher could not set itself up.
@@ -123,6 +126,13 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
             return 1;
         }
     };
+    match nest::Nest::join(cfg) {
+        Ok(n) => l.nest = n,
+        Err(e) => {
+            crate::errln!("fastpmi: {e}");
+            return 1;
+        }
+    }
     let launched = l.launch();
     let code = match &launched {
         Ok(()) => l.serve(),
@@ -209,6 +219,7 @@ impl Launcher {
             tools,
             waker,
             pmix: None,
+            nest: None,
         })
     }
 
@@ -240,6 +251,7 @@ impl Launcher {
                     .chain(continued)
                     .chain(groups)
                     .chain(self.tools_tick())
+                    .chain(self.nest_wait())
                     .min()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -301,7 +313,12 @@ impl Launcher {
             }
             self.procs.kill_overdue();
             self.tools_republish();
+            if self.nest.is_some() {
+                self.nest_tick();
+                self.apply_events();
+            }
         }
+        self.nest_finish();
         timeline::step("all ranks ended");
         self.jobs.stop_all();
         if let Some(f) = self.forwarder.take() {

@@ -59,6 +59,8 @@ pub(super) struct Failure {
     prefer_status: bool,
     /// `--verbose`: every rank of the job at the moment it failed.
     detail: Option<String>,
+    /// When it was recorded.
+    at: Instant,
 }
 
 /// The rank processes (each once started, in start order) and what the
@@ -73,6 +75,9 @@ pub(super) struct Procs {
     kill_at: Option<Instant>,
     /// The signal (SIGINT, SIGTERM, SIGHUP) that interrupted the launcher.
     interrupted: Option<i32>,
+    /// The failure's line is on stderr already (a node server prints it
+    /// before the outer launcher ends it).
+    announced: bool,
 }
 
 impl Procs {
@@ -83,6 +88,7 @@ impl Procs {
             failure: None,
             kill_at: None,
             interrupted: None,
+            announced: false,
         }
     }
 
@@ -207,6 +213,22 @@ impl Procs {
         self.failure.as_ref().map(|f| (f.job, f.rank, f.code))
     }
 
+    /// The failure, its code, once it says all it will: the failed rank's
+    /// own exit status replaces a lost connection when it comes within
+    /// `wait` (see [`Self::refine_failure`]).
+    pub(super) fn settled_failure(&self, wait: Duration) -> Option<(String, i32)> {
+        let f = self.failure.as_ref()?;
+        (!f.prefer_status || f.at.elapsed() >= wait).then(|| (f.message.clone(), f.code))
+    }
+
+    /// Print the failure's line now (once), not at exit.
+    pub(super) fn announce_failure(&mut self) {
+        if let Some(f) = self.failure.as_ref().filter(|_| !self.announced) {
+            crate::errln!("fastpmi: {}", f.message);
+            self.announced = true;
+        }
+    }
+
     /// The launcher fails with `f`, unless it already fails.
     fn record(&mut self, f: Failure) {
         if self.failure.is_none() {
@@ -240,7 +262,9 @@ impl Procs {
     /// on stderr.
     pub(super) fn exit_code(&self) -> i32 {
         if let Some(f) = &self.failure {
-            crate::errln!("fastpmi: {}", f.message);
+            if !self.announced {
+                crate::errln!("fastpmi: {}", f.message);
+            }
             if let Some(d) = &f.detail {
                 eprint!("{d}");
             }
@@ -401,6 +425,7 @@ impl Launcher {
                 activity,
                 prefer_status,
                 detail,
+                at: Instant::now(),
             });
         }
     }

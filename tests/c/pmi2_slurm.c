@@ -14,11 +14,14 @@
  *      value byte for byte and the returned length.
  *   6. PMI2_KVS_Get of a key nobody put must fail (Slurm's client maps
  *      found=FALSE to PMI2_ERR_OTHER) and leave the connection usable.
- *   7. PMI2_Info_GetJobAttr("PMI_process_mapping") == "(vector,(0,1,N))".
+ *   7. PMI2_Info_GetJobAttr("PMI_process_mapping") == "(vector,(0,1,N))", or
+ *      "(vector,(0,N/P,P))" with argv[3] = P ranks per node (a job over
+ *      node servers, docs/nested.md).
  *   8. PMI2_Info_GetNodeAttr of a never-put attribute without wait: rc 0,
  *      found 0.
- *   9. Rank 0 sleeps 20 ms then PMI2_Info_PutNodeAttr("fastpmi-test-attr",
- *      "hello-from-rank0-size<N>"); every other rank calls
+ *   9. Rank 0 (with argv[3]: each node's first rank F) sleeps 20 ms then
+ *      PMI2_Info_PutNodeAttr("fastpmi-test-attr",
+ *      "hello-from-rank<F>-size<N>"); every other rank of the node calls
  *      PMI2_Info_GetNodeAttr(..., waitfor=1) (so it normally waits) and checks
  *      found == 1 and the exact value.
  *  10. PMI2_Finalize.
@@ -87,6 +90,12 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    int ppn = argc > 3 ? atoi(argv[3]) : size;
+    if (ppn < 1 || size % ppn != 0) {
+        FAIL("%d ranks per node do not divide %d ranks", ppn, size);
+        ppn = size;
+    }
+
     rc = PMI2_Job_GetId(jobid, sizeof jobid);
     if (rc != PMI2_SUCCESS)
         FAIL("PMI2_Job_GetId rc=%d", rc);
@@ -128,7 +137,7 @@ int main(int argc, char **argv)
     {
         int found = -1;
         char expected[64];
-        snprintf(expected, sizeof expected, "(vector,(0,1,%d))", size);
+        snprintf(expected, sizeof expected, "(vector,(0,%d,%d))", size / ppn, ppn);
         memset(got, 0, sizeof got);
         rc = PMI2_Info_GetJobAttr("PMI_process_mapping", got, sizeof got, &found);
         if (rc != PMI2_SUCCESS)
@@ -151,8 +160,9 @@ int main(int argc, char **argv)
 
     {
         char attr[64];
-        snprintf(attr, sizeof attr, "hello-from-rank0-size%d", size);
-        if (rank == 0) {
+        int first = rank - rank % ppn;
+        snprintf(attr, sizeof attr, "hello-from-rank%d-size%d", first, size);
+        if (rank == first) {
             usleep(20 * 1000);
             rc = PMI2_Info_PutNodeAttr(NODE_ATTR, attr);
             if (rc != PMI2_SUCCESS)

@@ -73,6 +73,9 @@ pub enum Prog {
     /// `fpmi_oob.c` (fastpmi's `include/fastpmi.h` and `libpmi2.so`): the
     /// out-of-band channel.
     FpmiOob,
+    /// `mpi_node_split.c` (MPICH): the nodes the library sees, and an
+    /// allreduce across and within them; `nodes ok size=N local=L`.
+    MpiNodeSplit,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -110,6 +113,7 @@ impl Prog {
             Prog::Pmi2FenceLoopFastpmi => "pmi2_fence_loop_fastpmi",
             Prog::FpmiKvscopy => "fpmi_kvscopy",
             Prog::FpmiOob => "fpmi_oob",
+            Prog::MpiNodeSplit => "mpi_node_split",
         }
     }
 
@@ -125,9 +129,11 @@ impl Prog {
 
     fn toolchain(self) -> Toolchain {
         match self {
-            Prog::MpiAllreduce | Prog::MpiAbort | Prog::MpmdAppnum | Prog::MpiInitMark => {
-                Toolchain::Mpich
-            }
+            Prog::MpiAllreduce
+            | Prog::MpiAbort
+            | Prog::MpmdAppnum
+            | Prog::MpiInitMark
+            | Prog::MpiNodeSplit => Toolchain::Mpich,
             Prog::Pmi2Slurm
             | Prog::Pmi2FenceSleep
             | Prog::SegmentStamp
@@ -149,7 +155,7 @@ impl Prog {
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 22] = [const { OnceLock::new() }; 22];
+        static CELLS: [OnceLock<PathBuf>; 23] = [const { OnceLock::new() }; 23];
         &CELLS[self as usize]
     }
 }

@@ -189,7 +189,7 @@ impl Server {
     }
 
     fn member_name(&self, m: Member) -> String {
-        super::rank_label(m.0, &self.jobs[m.0].id, m.1)
+        self.jobs[m.0].rank_label(m.0, m.1)
     }
 
     /// A member spec of `job`'s request as (job, rank): its own job, or a

@@ -1,0 +1,83 @@
+//! A job spanning several node servers (nested mode, docs/nested.md): this
+//! launcher serves ranks `first..first + size` of a job of `total` ranks.
+//! Inside the server a rank is its index on this node (the index of its
+//! slot, its segment record and its launcher-side process); on the wire,
+//! in messages and in reports it is the job's rank.
+
+use crate::{Job, JobIdx, Server};
+
+/// Where one node's ranks sit in a job spanning several node servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlace {
+    /// The job's rank of this node's first rank.
+    pub first: u32,
+    /// Ranks in the whole job.
+    pub total: u32,
+    /// The whole job's `PMI_process_mapping`.
+    pub mapping: String,
+}
+
+impl Job {
+    /// The job's rank of this node's rank `rank`.
+    pub(crate) fn global_rank(&self, rank: u32) -> u32 {
+        self.place.as_ref().map_or(rank, |p| p.first + rank)
+    }
+
+    /// This node's index of the job's rank `rank`, if it runs here.
+    pub(crate) fn local_rank(&self, rank: i64) -> Option<u32> {
+        let first = self.place.as_ref().map_or(0, |p| p.first);
+        let i = rank.checked_sub(first.into())?;
+        (0..i64::from(self.size)).contains(&i).then_some(i as u32)
+    }
+
+    /// Ranks in the whole job.
+    pub(crate) fn world_size(&self) -> u32 {
+        self.place.as_ref().map_or(self.size, |p| p.total)
+    }
+
+    /// The job's `PMI_process_mapping`.
+    pub(crate) fn process_mapping(&self) -> String {
+        match &self.place {
+            Some(p) => p.mapping.clone(),
+            None => fastpmi_codec::names::attr::single_node_mapping(self.size),
+        }
+    }
+
+    /// How messages name this node's rank `rank`: "rank 3" in the first
+    /// job, "rank 3 of job J" in a spawned one, by the job's rank.
+    pub(crate) fn rank_label(&self, job: JobIdx, rank: u32) -> String {
+        let g = self.global_rank(rank);
+        if job == 0 {
+            format!("rank {g}")
+        } else {
+            format!("rank {g} of job {}", self.id)
+        }
+    }
+}
+
+impl Server {
+    /// Nested mode: `job` is this node's part of a bigger job. Before any
+    /// of its ranks starts.
+    pub fn set_place(&mut self, job: JobIdx, place: NodePlace) {
+        if let Some(j) = self.jobs.get_mut(job) {
+            if place
+                .first
+                .checked_add(j.size)
+                .is_some_and(|e| e <= place.total)
+            {
+                j.place = Some(place);
+            }
+        }
+    }
+
+    /// The job's rank of `job`'s local rank `rank` (for the launcher's
+    /// messages and reports).
+    pub fn global_rank(&self, job: JobIdx, rank: u32) -> u32 {
+        self.jobs.get(job).map_or(rank, |j| j.global_rank(rank))
+    }
+
+    /// `job`'s node place, if it spans several node servers.
+    pub fn place(&self, job: JobIdx) -> Option<&NodePlace> {
+        self.jobs.get(job)?.place.as_ref()
+    }
+}

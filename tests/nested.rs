@@ -1,0 +1,240 @@
+//! Nested mode (docs/nested.md): fastpmi started as a rank of an outer PMI
+//! job is that job's server for its node, and the ranks of every node
+//! server are one job. Two node servers of 16 ranks each under an outer
+//! fastpmi and under Debian's `mpiexec.hydra` (the srun cases are in
+//! tests/slurm.rs, whose runner owns the private Slurm cluster): Slurm's
+//! libpmi2 program on the node servers' sockets, the same program on
+//! fastpmi's libpmi2 and the segments, Debian MPICH and Intel MPI, each one
+//! job of 32 ranks with every value right and every node seen as one node.
+//! Then what crosses the edge: a rank killed on the second node fails the
+//! job on both, naming its rank in the job, and `--nest off` keeps one job
+//! per node server.
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::stacks::Stack;
+use common::{heavy, launch, prog, scratch_dir, unique_copy, Cmd, Outcome, Prog};
+
+const NODES: u32 = 2;
+const PER_NODE: u32 = 16;
+const TOTAL: u32 = NODES * PER_NODE;
+
+fn fastpmi() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fastpmi"))
+}
+
+/// The outer launchers: fastpmi, and Debian's Hydra.
+#[derive(Clone, Copy, Debug)]
+enum Outer {
+    Fastpmi,
+    Hydra,
+}
+
+/// `<outer> -n 2 fastpmi [inner...] -n 16 PROG ARGS...`.
+fn nested(outer: Outer, inner: &[&str], program: &Path, args: &[String]) -> Cmd {
+    let mut argv: Vec<OsString> = vec!["-n".into(), NODES.to_string().into(), fastpmi().into()];
+    argv.extend(inner.iter().map(OsString::from));
+    argv.extend(["-n".into(), PER_NODE.to_string().into(), program.into()]);
+    argv.extend(args.iter().map(OsString::from));
+    let c = launch(argv).timeout(Duration::from_secs(120));
+    match outer {
+        Outer::Fastpmi => c.program(fastpmi()),
+        Outer::Hydra => c.program("mpiexec.hydra"),
+    }
+}
+
+fn assert_only_line(out: &Outcome, line: &str) {
+    out.assert_success();
+    assert_eq!(out.stdout_lines(), vec![line], "{}", out.report());
+}
+
+/// Slurm's libpmi2 program: `pmi2_slurm 32 0 16` checks the size, every
+/// rank's value, the mapping `(vector,(0,2,16))` and a node attribute put
+/// by each node's first rank.
+fn slurm_libpmi2(outer: Outer) {
+    let _g = heavy();
+    let args = [TOTAL.to_string(), "0".into(), PER_NODE.to_string()];
+    let out = nested(outer, &[], prog(Prog::Pmi2Slurm), &args).run();
+    assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
+}
+
+/// The same program on fastpmi's libpmi2: every rank of both node servers
+/// on its node's segment, all in one job.
+fn fastpmi_libpmi2(outer: Outer) {
+    let _g = heavy();
+    let args = [TOTAL.to_string(), "0".into(), PER_NODE.to_string()];
+    let out = nested(outer, &[], prog(Prog::Pmi2SlurmOwnHeader), &args)
+        .env("FASTPMI_LOG", "warn,fastpmi_capi::session=debug")
+        .env("LD_LIBRARY_PATH", common::capi_lib_dir())
+        .run();
+    assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
+    let mut seen = vec![0u32; TOTAL as usize];
+    let mut jobs = std::collections::BTreeSet::new();
+    for l in out.stderr.lines() {
+        let Some((_, rest)) = l.split_once("PMI2_Init: rank ") else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split([' ', ',']).filter(|s| !s.is_empty()).collect();
+        assert_eq!(f.len(), 7, "init line {l:?}");
+        assert_eq!(f[2], TOTAL.to_string(), "size in {l:?}");
+        assert_eq!(f[6], "Shm", "transport in {l:?}\n{}", out.report());
+        seen[f[0].parse::<usize>().expect("rank")] += 1;
+        jobs.insert(f[4].to_string());
+    }
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "every rank of the job inits once: {seen:?}\n{}",
+        out.report()
+    );
+    assert_eq!(jobs.len(), 1, "one job id on both nodes: {jobs:?}");
+}
+
+/// An MPI stack: one job of 32 ranks in which the library sees two nodes
+/// of 16 (`MPI_COMM_TYPE_SHARED`) and sums right across and within them.
+fn mpi(outer: Outer, stack: Option<Stack>) {
+    let _g = heavy();
+    let program = match stack {
+        Some(s) => s.program("mpi_node_split"),
+        None => prog(Prog::MpiNodeSplit).to_path_buf(),
+    };
+    let args = [TOTAL.to_string(), PER_NODE.to_string()];
+    let mut c = nested(outer, &[], &program, &args);
+    for (k, v) in stack.map_or(&[][..], Stack::env) {
+        c = c.env(k, v);
+    }
+    let out = c.run();
+    assert_only_line(&out, &format!("nodes ok size={TOTAL} local={PER_NODE}"));
+}
+
+#[test]
+fn under_fastpmi_slurm_libpmi2_is_one_job_of_32() {
+    slurm_libpmi2(Outer::Fastpmi);
+}
+
+#[test]
+fn under_hydra_slurm_libpmi2_is_one_job_of_32() {
+    slurm_libpmi2(Outer::Hydra);
+}
+
+#[test]
+fn under_fastpmi_fastpmi_libpmi2_uses_each_nodes_segment() {
+    fastpmi_libpmi2(Outer::Fastpmi);
+}
+
+#[test]
+fn under_hydra_fastpmi_libpmi2_uses_each_nodes_segment() {
+    fastpmi_libpmi2(Outer::Hydra);
+}
+
+#[test]
+fn under_fastpmi_mpich_sees_two_nodes() {
+    mpi(Outer::Fastpmi, None);
+}
+
+#[test]
+fn under_hydra_mpich_sees_two_nodes() {
+    mpi(Outer::Hydra, None);
+}
+
+#[test]
+fn under_fastpmi_intel_mpi_sees_two_nodes() {
+    mpi(Outer::Fastpmi, Some(Stack::Impi));
+}
+
+#[test]
+fn under_hydra_intel_mpi_sees_two_nodes() {
+    mpi(Outer::Hydra, Some(Stack::Impi));
+}
+
+/// Without nesting each node server runs a job of its own (today's
+/// behaviour, kept by an option).
+#[test]
+fn nest_off_runs_one_job_per_node_server() {
+    let _g = heavy();
+    let args = [PER_NODE.to_string()];
+    let out = nested(
+        Outer::Fastpmi,
+        &["--nest", "off"],
+        prog(Prog::Pmi2Slurm),
+        &args,
+    )
+    .run();
+    out.assert_success();
+    let line = format!("pmi2 ok size={PER_NODE}");
+    assert_eq!(
+        out.stdout_lines(),
+        vec![&line[..], &line[..]],
+        "{}",
+        out.report()
+    );
+}
+
+/// A rank SIGKILLed on the second node while every rank fences in a loop:
+/// both node servers' ranks end within 2 s, the outer launcher exits
+/// non-zero, and its message names the rank by its rank in the job.
+fn killed_rank_fails_every_node(outer: Outer) {
+    let _g = heavy();
+    let victim = PER_NODE + 3;
+    let dir = scratch_dir("nested-kill");
+    let exe = unique_copy(prog(Prog::Pmi2FenceLoopSlurm), dir.path(), "nested-kill");
+    let go = dir.path().join("go");
+    std::fs::write(&go, b"").unwrap();
+    let job = nested(outer, &[], &exe, &["1000000000".into()])
+        .env("FASTPMI_TEST_LATE_RANK", victim.to_string())
+        .env("FASTPMI_TEST_GO", &go)
+        .env("FASTPMI_TEST_MARK_DIR", dir.path())
+        .spawn();
+    let pid_file = dir.path().join(format!("pid.{victim}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "rank {victim} never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Let every rank reach the fence loop.
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).expect("pid"),
+        rustix::process::Signal::KILL,
+    )
+    .expect("kill the rank");
+    let killed = Instant::now();
+    let out = job.wait_or_kill(Duration::from_secs(30));
+    let took = killed.elapsed();
+    assert!(
+        !out.status.success(),
+        "the outer launcher exited 0\n{}",
+        out.report()
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the job took {took:?} to end after the kill\n{}",
+        out.report()
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("rank {victim} was killed by signal 9")),
+        "the failure does not name rank {victim} of the job\n{}",
+        out.report()
+    );
+    common::assert_no_process_left(&exe, Duration::from_secs(5));
+}
+
+#[test]
+fn under_fastpmi_a_killed_rank_fails_both_nodes() {
+    killed_rank_fails_every_node(Outer::Fastpmi);
+}
+
+#[test]
+fn under_hydra_a_killed_rank_fails_both_nodes() {
+    killed_rank_fails_every_node(Outer::Hydra);
+}
