@@ -20,6 +20,8 @@
 #[path = "slurm/cluster.rs"]
 mod cluster;
 mod common;
+#[path = "slurm/nested.rs"]
+mod nested;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -97,6 +99,26 @@ const CASES: &[Case] = &[
         name: "fastpmi_in_allocation_rank_env",
         run: fastpmi_in_allocation_env,
     },
+    Case {
+        name: "nested_2x16_slurm_libpmi2",
+        run: nested::slurm_libpmi2,
+    },
+    Case {
+        name: "nested_2x16_fastpmi_libpmi2_on_segments",
+        run: nested::fastpmi_libpmi2,
+    },
+    Case {
+        name: "nested_2x16_mpich_sees_two_nodes",
+        run: |c| nested::mpi(c, None),
+    },
+    Case {
+        name: "nested_2x16_intel_mpi_sees_two_nodes",
+        run: |c| nested::mpi(c, Some(common::stacks::Stack::Impi)),
+    },
+    Case {
+        name: "nested_2x16_killed_rank_ends_the_step",
+        run: nested::killed_rank,
+    },
 ];
 
 /// Name of the last case: the cluster's daemons are stopped, none is left.
@@ -134,6 +156,9 @@ fn main() {
             Prog::Pmi1Kvs,
             Prog::Pmi2SlurmCalls,
             Prog::MpiAllreduce,
+            Prog::MpiNodeSplit,
+            Prog::Pmi2SlurmOwnHeader,
+            Prog::Pmi2FenceLoopSlurm,
         ] {
             prog(p);
         }
@@ -492,8 +517,8 @@ fn fastpmi_in_allocation_libpmi2(c: &Cluster) {
 }
 
 /// What the ranks of fastpmi inside `srun --mpi=pmi2` see: fastpmi's
-/// PMI_FD/PMI_RANK/PMI_SIZE/PMI_JOBID, not slurmstepd's, and no
-/// SLURM_MPI_TYPE.
+/// PMI_FD/PMI_RANK/PMI_SIZE/PMI_JOBID, not slurmstepd's, no SLURM_MPI_TYPE,
+/// and none of the task variables of the launcher's own task.
 fn fastpmi_in_allocation_env(c: &Cluster) {
     let out = c
         .srun(argv![
@@ -529,11 +554,18 @@ fn fastpmi_in_allocation_env(c: &Cluster) {
                 out.report()
             );
         }
-        assert!(
-            !vars.contains_key("SLURM_MPI_TYPE"),
-            "rank {r} inherited SLURM_MPI_TYPE\n{}",
-            out.report()
-        );
+        for k in [
+            "SLURM_MPI_TYPE",
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_STEP_ID",
+        ] {
+            assert!(
+                !vars.contains_key(k),
+                "rank {r} inherited {k} (the launcher's own task's)\n{}",
+                out.report()
+            );
+        }
         let j = vars.get("PMI_JOBID").copied().unwrap_or_default();
         // The launcher itself got "<job>.<step>" from slurmstepd.
         assert!(

@@ -470,4 +470,25 @@ const ENV_REMOVE: &[&str] = &[
     // srun --mpi=pmi2's marker: fastpmi's libraries would take the ranks
     // for Slurm's.
     "SLURM_MPI_TYPE",
+    // Slurm's task and step variables describe the launcher's own task
+    // (task 1 of 2, say), not its ranks, which are no tasks of the step;
+    // Intel MPI sizes its nodes by them and crashed on a node server's
+    // ranks (docs/nested.md). The allocation's (SLURM_JOB_*) stay.
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_NODEID",
+    "SLURM_GTIDS",
+    "SLURM_NTASKS",
+    "SLURM_NPROCS",
+    "SLURM_TASKS_PER_NODE",
+    "SLURM_TASK_PID",
+    "SLURM_STEPID",
+    "SLURM_STEP_ID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_NUM_NODES",
+    "SLURM_STEP_NODELIST",
+    "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_SRUN_COMM_HOST",
+    "SLURM_SRUN_COMM_PORT",
 ];

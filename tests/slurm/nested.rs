@@ -1,0 +1,127 @@
+//! Nested mode under Slurm (docs/nested.md): `srun --mpi=pmi2 -n 2 fastpmi
+//! -n 16 PROG` is one job of 32 ranks, served by two node servers that
+//! trade their pairs through slurmstepd's KVS (values of at most 1024
+//! bytes). The same programs as tests/nested.rs, under the private
+//! cluster of this runner.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::cluster::Cluster;
+use super::common::stacks::Stack;
+use super::common::{self, capi_lib_dir, prog, Outcome, Prog};
+use super::{copy_of, fastpmi, no_task_left};
+
+const PER_NODE: u32 = 16;
+const TOTAL: u32 = 2 * PER_NODE;
+
+fn srun_nested(c: &Cluster, program: &Path, args: &[String]) -> common::Cmd {
+    let mut argv: Vec<OsString> = vec![
+        "--mpi=pmi2".into(),
+        "-n".into(),
+        "2".into(),
+        fastpmi().into(),
+        "-n".into(),
+        PER_NODE.to_string().into(),
+        program.into(),
+    ];
+    argv.extend(args.iter().map(OsString::from));
+    c.srun(argv)
+}
+
+fn assert_only_line(out: &Outcome, line: &str) {
+    out.assert_success();
+    assert_eq!(out.stdout_lines(), vec![line], "{}", out.report());
+}
+
+/// Slurm's libpmi2 program on the node servers' sockets.
+pub fn slurm_libpmi2(c: &Cluster) {
+    let (_d, exe) = copy_of(Prog::Pmi2Slurm, "nested");
+    let args = [TOTAL.to_string(), "0".into(), PER_NODE.to_string()];
+    let out = srun_nested(c, &exe, &args).run();
+    assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
+    no_task_left(&exe);
+}
+
+/// The same on fastpmi's libpmi2: every rank on its node's segment.
+pub fn fastpmi_libpmi2(c: &Cluster) {
+    let (_d, exe) = copy_of(Prog::Pmi2SlurmOwnHeader, "nested");
+    let args = [TOTAL.to_string(), "0".into(), PER_NODE.to_string()];
+    let out = srun_nested(c, &exe, &args)
+        .env("LD_LIBRARY_PATH", capi_lib_dir())
+        .env("FASTPMI_LOG", "warn,fastpmi_capi::session=debug")
+        .run();
+    assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
+    let shm = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("PMI2_Init: rank ") && l.ends_with("transport Shm"))
+        .count();
+    assert_eq!(shm, TOTAL as usize, "ranks on a segment\n{}", out.report());
+    no_task_left(&exe);
+}
+
+/// Debian MPICH and Intel MPI: two nodes of 16 as the library sees them.
+pub fn mpi(c: &Cluster, stack: Option<Stack>) {
+    let program = match stack {
+        Some(s) => s.program("mpi_node_split"),
+        None => prog(Prog::MpiNodeSplit).to_path_buf(),
+    };
+    let args = [TOTAL.to_string(), PER_NODE.to_string()];
+    let mut cmd = srun_nested(c, &program, &args);
+    for (k, v) in stack.map_or(&[][..], Stack::env) {
+        cmd = cmd.env(k, v);
+    }
+    let out = cmd.run();
+    assert_only_line(&out, &format!("nodes ok size={TOTAL} local={PER_NODE}"));
+    no_task_left(&program);
+}
+
+/// A rank SIGKILLed on the second node server: the step ends within 2 s,
+/// srun exits non-zero, and the failure names the rank in the job.
+pub fn killed_rank(c: &Cluster) {
+    let victim = PER_NODE + 5;
+    let (dir, exe) = copy_of(Prog::Pmi2FenceLoopSlurm, "nested-kill");
+    let go = dir.path().join("go");
+    std::fs::write(&go, b"").unwrap();
+    let job = srun_nested(c, &exe, &["1000000000".into()])
+        .env("FASTPMI_TEST_LATE_RANK", victim.to_string())
+        .env("FASTPMI_TEST_GO", &go)
+        .env("FASTPMI_TEST_MARK_DIR", dir.path())
+        .spawn();
+    let pid_file = dir.path().join(format!("pid.{victim}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid: i32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "rank {victim} never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).expect("pid"),
+        rustix::process::Signal::KILL,
+    )
+    .expect("kill the rank");
+    let killed = Instant::now();
+    let out = job.wait_or_kill(Duration::from_secs(30));
+    let took = killed.elapsed();
+    assert!(!out.status.success(), "srun exited 0\n{}", out.report());
+    assert!(
+        took < Duration::from_secs(2),
+        "the step took {took:?} to end after the kill\n{}",
+        out.report()
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("rank {victim} was killed by signal 9")),
+        "the failure does not name rank {victim} of the job\n{}",
+        out.report()
+    );
+    no_task_left(&exe);
+}
