@@ -14,7 +14,7 @@ mod common;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::stacks::Stack;
 use common::{heavy, launch, prog, scratch_dir, unique_copy, Cmd, Outcome, Prog};
@@ -188,26 +188,7 @@ fn killed_rank_fails_every_node(outer: Outer) {
         .env("FASTPMI_TEST_GO", &go)
         .env("FASTPMI_TEST_MARK_DIR", dir.path())
         .spawn();
-    let pid_file = dir.path().join(format!("pid.{victim}"));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pid: i32 = loop {
-        if let Some(p) = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(Instant::now() < deadline, "rank {victim} never started");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    // Let every rank reach the fence loop.
-    std::thread::sleep(Duration::from_millis(500));
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(pid).expect("pid"),
-        rustix::process::Signal::KILL,
-    )
-    .expect("kill the rank");
-    let killed = Instant::now();
+    let killed = common::kill_late_rank(dir.path(), victim, Duration::from_millis(500));
     let out = job.wait_or_kill(Duration::from_secs(30));
     let took = killed.elapsed();
     assert!(

@@ -211,3 +211,30 @@ pub fn wait_for_pid_files(mut job: Job, dir: &Path, n: usize, limit: Duration) -
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// SIGKILL the late rank `rank` of a running job of a test program (see
+/// tests/c/late_rank.h; its job got `FASTPMI_TEST_LATE_RANK`, a `GO` file
+/// that exists and `FASTPMI_TEST_MARK_DIR=dir`) once it wrote its pid and
+/// every rank had `settle` to reach its loop. Returns when it was killed.
+#[allow(dead_code)]
+pub fn kill_late_rank(dir: &Path, rank: u32, settle: Duration) -> Instant {
+    let pid_file = dir.join(format!("pid.{rank}"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid: i32 = loop {
+        if let Some(p) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < deadline, "rank {rank} never started");
+        thread::sleep(Duration::from_millis(20));
+    };
+    thread::sleep(settle);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).expect("a pid"),
+        rustix::process::Signal::KILL,
+    )
+    .expect("kill the rank");
+    Instant::now()
+}
