@@ -8,7 +8,10 @@
 //! job of 32 ranks with every value right and every node seen as one node.
 //! Then what crosses the edge: a rank killed on the second node fails the
 //! job on both, naming its rank in the job, and `--nest off` keeps one job
-//! per node server.
+//! per node server. Last, the same four programs across two network
+//! namespaces of the test's own (a veth pair, a node server in each, the
+//! outer fastpmi in port mode listening on the veth, the far node server
+//! authenticating with the job's secret). Needs root, like tests/slurm.rs.
 
 mod common;
 
@@ -218,4 +221,157 @@ fn under_fastpmi_a_killed_rank_fails_both_nodes() {
 #[test]
 fn under_hydra_a_killed_rank_fails_both_nodes() {
     killed_rank_fails_every_node(Outer::Hydra);
+}
+
+/// Two network namespaces joined by a veth pair (`fpmi0` in each,
+/// 10.231.0.1 and 10.231.0.2), removed on drop.
+struct Netns {
+    names: [String; 2],
+}
+
+const NETNS_ADDRS: [&str; 2] = ["10.231.0.1", "10.231.0.2"];
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let id = std::process::id();
+        let names = [format!("fpmi-{id}-{tag}-a"), format!("fpmi-{id}-{tag}-b")];
+        let n = Netns { names };
+        let [a, b] = [&n.names[0], &n.names[1]];
+        // Interface names are at most 15 bytes: made unique by the pid,
+        // then renamed inside each namespace.
+        let (va, vb) = (format!("fpa{id}{tag}"), format!("fpb{id}{tag}"));
+        let (va, vb) = (&va[..va.len().min(15)], &vb[..vb.len().min(15)]);
+        let steps: Vec<Vec<&str>> = vec![
+            vec!["netns", "add", a],
+            vec!["netns", "add", b],
+            vec!["link", "add", va, "type", "veth", "peer", "name", vb],
+            vec!["link", "set", va, "netns", a],
+            vec!["link", "set", vb, "netns", b],
+            vec!["-n", a, "link", "set", va, "name", "fpmi0"],
+            vec!["-n", b, "link", "set", vb, "name", "fpmi0"],
+            vec!["-n", a, "addr", "add", "10.231.0.1/24", "dev", "fpmi0"],
+            vec!["-n", b, "addr", "add", "10.231.0.2/24", "dev", "fpmi0"],
+            vec!["-n", a, "link", "set", "fpmi0", "up"],
+            vec!["-n", b, "link", "set", "fpmi0", "up"],
+            vec!["-n", a, "link", "set", "lo", "up"],
+            vec!["-n", b, "link", "set", "lo", "up"],
+        ];
+        for step in steps {
+            let out = std::process::Command::new("ip").args(&step).output();
+            match out {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => panic!(
+                    "ip {} failed (the network-namespace tests need root): {}",
+                    step.join(" "),
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+                Err(e) => panic!("cannot run ip (Debian package iproute2): {e}"),
+            }
+        }
+        n
+    }
+
+    /// `ip netns exec <namespace i>`.
+    fn exec(&self, i: usize) -> Vec<OsString> {
+        vec!["netns".into(), "exec".into(), self.names[i].clone().into()]
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", n])
+                .status();
+        }
+    }
+}
+
+/// `ip netns exec A fastpmi --pmi-port-bind 10.231.0.1 -n 1 ip netns exec A
+/// env LOG fastpmi -n 16 PROG ARGS : -n 1 ip netns exec B env LOG fastpmi
+/// ...`: the outer launcher logs its connections (debug), the node servers
+/// and ranks log at `rank_log`.
+fn across_netns(tag: &str, program: &Path, args: &[String], rank_log: &str) -> Outcome {
+    let ns = Netns::new(tag);
+    let mut argv = ns.exec(0);
+    argv.extend([
+        fastpmi().into(),
+        "--pmi-port-bind".into(),
+        NETNS_ADDRS[0].into(),
+    ]);
+    for node in 0..2 {
+        if node > 0 {
+            argv.push(":".into());
+        }
+        argv.extend(["-n".into(), "1".into(), "ip".into()]);
+        argv.extend(ns.exec(node));
+        argv.extend(["env".into(), format!("FASTPMI_LOG={rank_log}").into()]);
+        argv.extend([fastpmi().into(), "-n".into(), PER_NODE.to_string().into()]);
+        argv.push(program.into());
+        argv.extend(args.iter().map(OsString::from));
+    }
+    let mut c = launch(argv)
+        .program("ip")
+        .env("FASTPMI_LOG", "debug")
+        .env("LD_LIBRARY_PATH", common::capi_lib_dir())
+        .timeout(Duration::from_secs(120));
+    // Intel MPI's fabric (shm, then libfabric's tcp); the others ignore it.
+    for (k, v) in Stack::Impi.env() {
+        c = c.env(k, v);
+    }
+    let out = c.run();
+    // The far node server came over the veth and proved it knows the
+    // job's secret.
+    let far = format!("from {}:", NETNS_ADDRS[1]);
+    assert!(
+        out.stderr.lines().any(|l| l.contains(&far)),
+        "no PMI connection from the other namespace\n{}",
+        out.report()
+    );
+    assert!(
+        out.stderr.contains("authtype=challenge-sha256"),
+        "the node servers did not authenticate\n{}",
+        out.report()
+    );
+    out
+}
+
+#[test]
+fn across_network_namespaces_slurm_libpmi2() {
+    let _g = heavy();
+    let args = [TOTAL.to_string(), "0".into(), PER_NODE.to_string()];
+    let out = across_netns("s", prog(Prog::Pmi2Slurm), &args, "warn");
+    assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
+}
+
+#[test]
+fn across_network_namespaces_fastpmi_libpmi2() {
+    let _g = heavy();
+    let args = [TOTAL.to_string(), "0".into(), PER_NODE.to_string()];
+    let log = "warn,fastpmi_capi::session=debug";
+    let out = across_netns("f", prog(Prog::Pmi2SlurmOwnHeader), &args, log);
+    assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
+    let shm = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("PMI2_Init: rank ") && l.ends_with("transport Shm"))
+        .count();
+    assert_eq!(shm, TOTAL as usize, "ranks on a segment\n{}", out.report());
+}
+
+#[test]
+fn across_network_namespaces_mpich() {
+    let _g = heavy();
+    let args = [TOTAL.to_string(), PER_NODE.to_string()];
+    let out = across_netns("m", prog(Prog::MpiNodeSplit), &args, "warn");
+    assert_only_line(&out, &format!("nodes ok size={TOTAL} local={PER_NODE}"));
+}
+
+#[test]
+fn across_network_namespaces_intel_mpi() {
+    let _g = heavy();
+    let args = [TOTAL.to_string(), PER_NODE.to_string()];
+    let program = Stack::Impi.program("mpi_node_split");
+    let out = across_netns("i", &program, &args, "warn");
+    assert_only_line(&out, &format!("nodes ok size={TOTAL} local={PER_NODE}"));
 }
