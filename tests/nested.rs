@@ -75,25 +75,7 @@ fn fastpmi_libpmi2(outer: Outer) {
         .env("LD_LIBRARY_PATH", common::capi_lib_dir())
         .run();
     assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
-    let mut seen = vec![0u32; TOTAL as usize];
-    let mut jobs = std::collections::BTreeSet::new();
-    for l in out.stderr.lines() {
-        let Some((_, rest)) = l.split_once("PMI2_Init: rank ") else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split([' ', ',']).filter(|s| !s.is_empty()).collect();
-        assert_eq!(f.len(), 7, "init line {l:?}");
-        assert_eq!(f[2], TOTAL.to_string(), "size in {l:?}");
-        assert_eq!(f[6], "Shm", "transport in {l:?}\n{}", out.report());
-        seen[f[0].parse::<usize>().expect("rank")] += 1;
-        jobs.insert(f[4].to_string());
-    }
-    assert!(
-        seen.iter().all(|&n| n == 1),
-        "every rank of the job inits once: {seen:?}\n{}",
-        out.report()
-    );
-    assert_eq!(jobs.len(), 1, "one job id on both nodes: {jobs:?}");
+    common::assert_one_job_on_segments(&out, TOTAL);
 }
 
 /// An MPI stack: one job of 32 ranks in which the library sees two nodes
@@ -351,12 +333,7 @@ fn across_network_namespaces_fastpmi_libpmi2() {
     let log = "warn,fastpmi_capi::session=debug";
     let out = across_netns("f", prog(Prog::Pmi2SlurmOwnHeader), &args, log);
     assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
-    let shm = out
-        .stderr
-        .lines()
-        .filter(|l| l.contains("PMI2_Init: rank ") && l.ends_with("transport Shm"))
-        .count();
-    assert_eq!(shm, TOTAL as usize, "ranks on a segment\n{}", out.report());
+    common::assert_one_job_on_segments(&out, TOTAL);
 }
 
 #[test]

@@ -119,3 +119,29 @@ fn build_capi() -> PathBuf {
 pub fn lib_env(cmd: common::Cmd) -> common::Cmd {
     cmd.env("LD_LIBRARY_PATH", capi_lib_dir())
 }
+
+/// fastpmi's C library logged `PMI2_Init: rank R of N, job J, transport
+/// Shm` (`FASTPMI_LOG=...,fastpmi_capi::session=debug`) exactly once for
+/// every rank R of a job of `n`, all with one job id J.
+#[allow(dead_code)]
+pub fn assert_one_job_on_segments(out: &super::Outcome, n: u32) {
+    let mut seen = vec![0u32; n as usize];
+    let mut jobs = std::collections::BTreeSet::new();
+    for l in out.stderr.lines() {
+        let Some((_, rest)) = l.split_once("PMI2_Init: rank ") else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split([' ', ',']).filter(|s| !s.is_empty()).collect();
+        assert_eq!(f.len(), 7, "init line {l:?}");
+        assert_eq!(f[2], n.to_string(), "size in {l:?}");
+        assert_eq!(f[6], "Shm", "transport in {l:?}\n{}", out.report());
+        seen[f[0].parse::<usize>().expect("rank")] += 1;
+        jobs.insert(f[4].to_string());
+    }
+    assert!(
+        seen.iter().all(|&n| n == 1),
+        "every rank of the job inits once: {seen:?}\n{}",
+        out.report()
+    );
+    assert_eq!(jobs.len(), 1, "one job id on both nodes: {jobs:?}");
+}

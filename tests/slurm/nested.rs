@@ -53,12 +53,7 @@ pub fn fastpmi_libpmi2(c: &Cluster) {
         .env("FASTPMI_LOG", "warn,fastpmi_capi::session=debug")
         .run();
     assert_only_line(&out, &format!("pmi2 ok size={TOTAL}"));
-    let shm = out
-        .stderr
-        .lines()
-        .filter(|l| l.contains("PMI2_Init: rank ") && l.ends_with("transport Shm"))
-        .count();
-    assert_eq!(shm, TOTAL as usize, "ranks on a segment\n{}", out.report());
+    common::assert_one_job_on_segments(&out, TOTAL);
     no_task_left(&exe);
 }
 
