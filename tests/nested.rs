@@ -158,6 +158,43 @@ fn nest_off_runs_one_job_per_node_server() {
     );
 }
 
+/// The name service is the outer job's: a name rank 0 publishes on the
+/// first node is found and unpublished by the last rank, on the second.
+#[test]
+fn names_published_on_one_node_are_found_on_the_other() {
+    let _g = heavy();
+    let out = nested(
+        Outer::Fastpmi,
+        &[],
+        prog(Prog::Pmi2Names),
+        &["nested-svc".into()],
+    )
+    .run();
+    assert_only_line(&out, "names ok service=nested-svc");
+}
+
+/// A spawn from a job over node servers starts its children on the
+/// spawning node; they publish a name the parent job looks up (MPICH 5,
+/// `nameserv_pub.c`).
+#[test]
+fn spawn_from_a_nested_job() {
+    let _g = heavy();
+    let program = Stack::Mpich5.program("nameserv_pub");
+    let mut c = nested(Outer::Fastpmi, &[], &program, &["nested-spawn".into()]);
+    for (k, v) in Stack::Mpich5.env() {
+        c = c.env(k, v);
+    }
+    let out = c.run();
+    out.assert_success();
+    let mut lines = out.stdout_lines();
+    lines.sort_unstable();
+    let ok = lines.len() == 2
+        && lines[0] == "nameserv child ok published=nested-spawn"
+        && lines[1].starts_with("nameserv ok service=nested-spawn ")
+        && lines[1].ends_with(" unpublished=yes");
+    assert!(ok, "{}", out.report());
+}
+
 /// A rank SIGKILLed on the second node while every rank fences in a loop:
 /// both node servers' ranks end within 2 s, the outer launcher exits
 /// non-zero, and its message names the rank by its rank in the job.

@@ -133,6 +133,20 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
             return 1;
         }
     }
+    // A node server's ranks publish and look up in the outer job's name
+    // service (unless a shared name server was named).
+    if let (Some(n), None) = (&l.nest, &l.names) {
+        match n.names(l.waker.clone()) {
+            Ok(c) => {
+                l.server.use_remote_names();
+                l.names = Some(c);
+            }
+            Err(e) => {
+                crate::errln!("fastpmi: cannot start the name-service thread: {e}");
+                return 1;
+            }
+        }
+    }
     let launched = l.launch();
     let code = match &launched {
         Ok(()) => l.serve(),

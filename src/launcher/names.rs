@@ -21,15 +21,24 @@ pub(super) struct NameClient {
 
 impl NameClient {
     pub fn start(addr: String, waker: Arc<mio::Waker>) -> std::io::Result<NameClient> {
+        let mut conn: Option<Connection> = None;
+        NameClient::with(waker, move |owner, op| call(&addr, &mut conn, owner, op))
+    }
+
+    /// A client whose thread answers each operation with `call` (a shared
+    /// name server, or a node server's outer PMI server, docs/nested.md).
+    pub fn with(
+        waker: Arc<mio::Waker>,
+        mut call: impl FnMut(&str, &NameOp) -> NameResult + Send + 'static,
+    ) -> std::io::Result<NameClient> {
         let (tx, rx) = mpsc::channel::<Request>();
         let replies = Arc::new(Mutex::new(Vec::new()));
         let out = replies.clone();
         std::thread::Builder::new()
             .name("fastpmi-nameclient".into())
             .spawn(move || {
-                let mut conn: Option<Connection> = None;
                 for (id, owner, op) in rx {
-                    let r = call(&addr, &mut conn, &owner, &op);
+                    let r = call(&owner, &op);
                     out.lock().unwrap_or_else(|e| e.into_inner()).push((id, r));
                     let _ = waker.wake();
                 }

@@ -76,6 +76,9 @@ pub enum Prog {
     /// `mpi_node_split.c` (MPICH): the nodes the library sees, and an
     /// allreduce across and within them; `nodes ok size=N local=L`.
     MpiNodeSplit,
+    /// `pmi2_names.c` (Slurm libpmi2): rank 0 publishes, the last rank
+    /// looks up and unpublishes; `names ok service=S`.
+    Pmi2Names,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -114,6 +117,7 @@ impl Prog {
             Prog::FpmiKvscopy => "fpmi_kvscopy",
             Prog::FpmiOob => "fpmi_oob",
             Prog::MpiNodeSplit => "mpi_node_split",
+            Prog::Pmi2Names => "pmi2_names",
         }
     }
 
@@ -141,7 +145,8 @@ impl Prog {
             | Prog::PsetSlurm
             | Prog::Pmi2Trivial
             | Prog::Pmi2LateSlurm
-            | Prog::Pmi2FenceLoopSlurm => Toolchain::SlurmPmi2,
+            | Prog::Pmi2FenceLoopSlurm
+            | Prog::Pmi2Names => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi
             | Prog::Pmi2SlurmOwnHeader
@@ -155,7 +160,7 @@ impl Prog {
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 23] = [const { OnceLock::new() }; 23];
+        static CELLS: [OnceLock<PathBuf>; 24] = [const { OnceLock::new() }; 24];
         &CELLS[self as usize]
     }
 }

@@ -21,6 +21,9 @@ use fastpmi_client::{Pmi, PmiError, ServerKind};
 use fastpmi_codec::names;
 use fastpmi_segment::{JobSegment, SharedFutex};
 use fastpmi_server::place::NodePlace;
+use fastpmi_server::{NameError, NameOp};
+
+use super::names::NameClient;
 
 use crate::config::LaunchConfig;
 use trade::{Pair, Trader};
@@ -158,6 +161,20 @@ impl Nest {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(format!("cannot start the node exchange thread: {e}"));
         }
+    }
+
+    /// The name service of the outer job: a node server's ranks publish
+    /// and look up where every node's do.
+    pub(super) fn names(&self, waker: Arc<mio::Waker>) -> std::io::Result<NameClient> {
+        let outer = self.outer.clone();
+        NameClient::with(waker, move |_owner, op| {
+            let r = match op {
+                NameOp::Publish { service, port } => outer.publish(service, port).map(|()| None),
+                NameOp::Unpublish { service } => outer.unpublish(service).map(|()| None),
+                NameOp::Lookup { service } => outer.lookup(service),
+            };
+            r.map_err(|e| NameError::Remote(format!("the outer PMI server: {e}")))
+        })
     }
 
     /// What the exchange thread could not do since last asked.
