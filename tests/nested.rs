@@ -195,6 +195,43 @@ fn spawn_from_a_nested_job() {
     assert!(ok, "{}", out.report());
 }
 
+/// `fastpmi ps` of a node server names its ranks by their ranks in the
+/// job: the second node server shows ranks 16 to 31.
+#[test]
+fn ps_of_a_node_server_shows_the_jobs_ranks() {
+    let _g = heavy();
+    let xdg = common::tools::runtime_dir("nested-ps");
+    let script = "echo ready $PMI_RANK $PPID >&2; exec sleep 30";
+    let job = nested(
+        Outer::Fastpmi,
+        &[],
+        Path::new("sh"),
+        &["-c".into(), script.into()],
+    )
+    .env("XDG_RUNTIME_DIR", xdg.path())
+    .spawn();
+    // The launcher of rank 16 (each rank's parent is its node server).
+    let pid: u32 = common::tools::wait_for(Duration::from_secs(60), "rank 16 started", || {
+        job.stderr_so_far().lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0] == "ready" && f[1] == "16").then(|| f[2].parse().ok())?
+        })
+    });
+    let tables = common::tools::wait_for(Duration::from_secs(60), "every rank started", || {
+        let t = common::tools::ps_json(xdg.path(), pid).ok()?;
+        let all = t.first()?.ranks.iter().all(|r| r.pid.is_some());
+        all.then_some(t)
+    });
+    let out = job.kill_all();
+    let ranks: Vec<u32> = tables[0].ranks.iter().map(|r| r.rank).collect();
+    assert_eq!(
+        ranks,
+        (PER_NODE..TOTAL).collect::<Vec<_>>(),
+        "{tables:?}\n{}",
+        out.report()
+    );
+}
+
 /// A rank SIGKILLed on the second node while every rank fences in a loop:
 /// both node servers' ranks end within 2 s, the outer launcher exits
 /// non-zero, and its message names the rank by its rank in the job.

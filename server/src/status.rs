@@ -80,7 +80,11 @@ pub struct GroupMember {
 #[derive(Debug, Clone)]
 pub struct JobStatus {
     pub id: String,
+    /// Ranks on this launcher (this node's, for a job over node servers).
     pub size: u32,
+    /// The job's rank of this launcher's first (docs/nested.md; else 0):
+    /// reports name ranks by it.
+    pub first_rank: u32,
     pub spawner: Option<String>,
     pub appnum: Vec<i32>,
     /// Fences of the job completed so far.
@@ -218,6 +222,7 @@ impl Server {
         JobStatus {
             id: j.id.clone(),
             size: j.size,
+            first_rank: j.global_rank(0),
             spawner: j.spawner.clone(),
             appnum: j.appnum.clone(),
             fences_completed: j.store.fences_completed(),

@@ -7,13 +7,14 @@
 //! I/O: `Conns`), [`jobs`] (creating a job: `Jobs`), [`starting`] (starting
 //! its ranks: `Starter`), [`supervise`] (reaping, failures, signals, exit
 //! status: `Procs`), [`binding`] (topology and CPU binding: `Binding`),
-//! [`tools`] (rendezvous, MPIR, fence timeout: `ToolsRt`). Besides: [`spawn`]
+//! [`tools`] (rendezvous, MPIR, reports: `ToolsRt`; [`fence_timeout`]). Besides: [`spawn`]
 //! (turning a spawn request into a job), [`watch`] (threads that sleep on a
 //! job's segment), [`names`] (the shared name server's client), and the
 //! computations [`placement`], [`topology`], [`impi`]; [`os`] is the OS glue.
 
 mod binding;
 mod conn;
+mod fence_timeout;
 mod impi;
 mod jobs;
 pub mod mpir;

@@ -210,6 +210,10 @@ pub fn job_table(js: &JobSnap) -> JobTable {
     });
     let group_fences = super::group_view::group_fences(&st.groups, seg, Some(&mut rows));
     between_fences(&mut rows, completed);
+    // Rows stay in this launcher's order; they show the job's ranks.
+    for row in &mut rows {
+        row.rank += st.first_rank;
+    }
     let mut t = JobTable {
         id: st.id.clone(),
         size: st.size,
