@@ -248,6 +248,15 @@ impl Pmi {
             .is_some()
     }
 
+    /// The launcher may know keys beyond the segment's: a job over node
+    /// servers, whose outer job a miss is asked of (docs/nested.md).
+    fn miss_asks(&self, seg: &JobSegment) -> bool {
+        seg.seg()
+            .node_attrs()
+            .get(fastpmi_codec::names::attr::MISS_ASKS.as_bytes())
+            .is_some()
+    }
+
     /// Put a key into the job's KVS (visible to all after the next fence).
     /// A key put twice keeps the last value.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<(), PmiError> {
@@ -350,7 +359,7 @@ impl Pmi {
             if let Some(v) = shm.seg.seg().kvs().get(key) {
                 return Ok(f(Some(v)));
             }
-            if !self.overflowed(&shm.seg) {
+            if !self.overflowed(&shm.seg) && !self.miss_asks(&shm.seg) {
                 return Ok(f(None));
             }
         }

@@ -18,6 +18,13 @@ pub mod attr {
     /// Set once a put went to the launcher's overflow table (the segment
     /// was full): a get that misses in the segment must ask the launcher.
     pub const OVERFLOW: &str = "fastpmi-overflow";
+    /// Set for a job over node servers (docs/nested.md): the launcher may
+    /// find, in the outer job, a key that misses in the segment, so a get
+    /// that misses must ask it.
+    pub const MISS_ASKS: &str = "fastpmi-missAsks";
+    /// Keys the node servers of a job put in the outer job's KVS start so;
+    /// they are never part of the inner job's KVS.
+    pub const NEST_KEY_PREFIX: &str = "fpmi-nest-";
     /// Ranks of the caller's node (node attribute, a comma list).
     pub const LOCAL_RANKS: &str = "localRanks";
     /// How many ranks the caller's node has (node attribute).

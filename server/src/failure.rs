@@ -22,6 +22,7 @@ impl Server {
         };
         self.forget_spawns_of(conn);
         self.forget_names_of(conn);
+        self.forget_outer_gets(conn);
         self.forget_held(conn);
         self.continuing.remove(&conn);
         if c.oob {

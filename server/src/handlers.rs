@@ -109,7 +109,7 @@ fn bound(
         }
         Request::Get { jobid, key, .. } => {
             s.stats.gets += 1;
-            Some(get(s, job, to, jobid, key))
+            get(s, job, to, jobid, key, out)
         }
         Request::Barrier => {
             s.stats.fences += 1;
@@ -249,10 +249,17 @@ fn store_result(r: Result<(), StoreError>) -> Response {
     }
 }
 
-fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Vec<u8>) -> Response {
+fn get(
+    s: &mut Server,
+    job: JobIdx,
+    to: &ReplyTo,
+    jobid: Option<String>,
+    key: Vec<u8>,
+    out: &mut Vec<Event>,
+) -> Option<Response> {
     let target = match super::connect::target(s, job, jobid.as_deref()) {
         Ok(t) => t,
-        Err(e) => return e,
+        Err(e) => return Some(e),
     };
     let j = &s.jobs[target];
     // PMI-1 clients read job attributes with plain gets.
@@ -265,16 +272,19 @@ fn get(s: &mut Server, job: JobIdx, to: &ReplyTo, jobid: Option<String>, key: Ve
         _ => None,
     }
     .or_else(|| j.store.get(&key));
+    if value.is_none() && s.ask_outer(target, to, &key, out) {
+        return None;
+    }
     if let Some(v) = value.as_ref().filter(|v| v.len() > VALLEN_MAX) {
         if !s.speaks_continued(to.conn) {
-            return Response::error(format!(
+            return Some(Response::error(format!(
                 "value of key {} is {} bytes, longer than this client reads ({VALLEN_MAX}): a client of fastpmi's reads it",
                 fastpmi_codec::show(&key),
                 v.len()
-            ));
+            )));
         }
     }
-    Response::Value { key, value }
+    Some(Response::Value { key, value })
 }
 
 fn job_attr(hwloc_xmlfile: Option<&str>, j: &super::Job, key: &[u8]) -> Option<Vec<u8>> {

@@ -81,6 +81,10 @@ pub enum Event {
     /// The shared name server answered the launcher's own operation
     /// `token` ([`Server::host_name_op`]).
     NameDone { token: u64, result: NameResult },
+    /// Nested mode: a get of `key` missed in this node's store after a
+    /// fence; the launcher asks the outer job and answers with
+    /// [`Server::outer_get_reply`]`(id, ..)`.
+    OuterGet { id: u64, key: Vec<u8> },
     /// Send `signal` to rank `rank` of `job` once the bytes queued on its
     /// out-of-band channel `conn` are written (the notice before it).
     Signal {
@@ -242,6 +246,8 @@ pub struct Server {
     /// PMIx ranks that exited cleanly before their finalize was heard, and
     /// until when it may be ([`Server::check_pmix_exits`]).
     pmix_exits: Vec<(JobIdx, u32, std::time::Instant)>,
+    /// Gets waiting for the outer job (nested mode).
+    outer_gets: place::OuterGets,
     pub stats: SocketStats,
 }
 
@@ -274,6 +280,7 @@ impl Server {
             held: Default::default(),
             continuing: BTreeSet::new(),
             pmix_exits: Vec::new(),
+            outer_gets: Default::default(),
             stats: SocketStats::default(),
         }
     }

@@ -4,7 +4,23 @@
 //! slot, its segment record and its launcher-side process); on the wire,
 //! in messages and in reports it is the job's rank.
 
-use crate::{Job, JobIdx, Server};
+use std::collections::HashMap;
+
+use fastpmi_codec::names::attr::NEST_KEY_PREFIX;
+use fastpmi_codec::{Response, VALLEN_MAX};
+
+use crate::{ConnId, Event, Job, JobIdx, ReplyTo, Server};
+
+/// Most gets one launcher waits on the outer job for at once; more are
+/// answered "not found" at once.
+pub const OUTER_GETS_MAX: usize = 4096;
+
+/// Gets that missed here and wait for the outer job's answer.
+#[derive(Debug, Default)]
+pub(crate) struct OuterGets {
+    next: u64,
+    pending: HashMap<u64, (ReplyTo, Vec<u8>)>,
+}
 
 /// Where one node's ranks sit in a job spanning several node servers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +90,62 @@ impl Server {
     /// messages and reports).
     pub fn global_rank(&self, job: JobIdx, rank: u32) -> u32 {
         self.jobs.get(job).map_or(rank, |j| j.global_rank(rank))
+    }
+
+    /// A get of `key` in `job` that missed here: whether it was handed to
+    /// the outer job (nested mode, after the job's first fence; the node
+    /// servers' own keys are never served).
+    pub(crate) fn ask_outer(
+        &mut self,
+        job: JobIdx,
+        to: &ReplyTo,
+        key: &[u8],
+        out: &mut Vec<Event>,
+    ) -> bool {
+        let j = &self.jobs[job];
+        let asks = j.place.is_some()
+            && j.store.fences_completed() > 0
+            && !key.starts_with(NEST_KEY_PREFIX.as_bytes())
+            && self.outer_gets.pending.len() < OUTER_GETS_MAX;
+        if !asks {
+            return false;
+        }
+        let g = &mut self.outer_gets;
+        g.next += 1;
+        g.pending.insert(g.next, (to.clone(), key.to_vec()));
+        out.push(Event::OuterGet {
+            id: g.next,
+            key: key.to_vec(),
+        });
+        true
+    }
+
+    /// The outer job's answer to get `id` ([`Event::OuterGet`]): the value,
+    /// none, or why it could not be asked.
+    pub fn outer_get_reply(
+        &mut self,
+        id: u64,
+        result: Result<Option<Vec<u8>>, String>,
+        out: &mut Vec<Event>,
+    ) {
+        let Some((to, key)) = self.outer_gets.pending.remove(&id) else {
+            return;
+        };
+        let resp = match result {
+            Ok(Some(v)) if v.len() > VALLEN_MAX => Response::error(format!(
+                "the outer job's value of {} is {} bytes, more than {VALLEN_MAX}",
+                fastpmi_codec::show(&key),
+                v.len()
+            )),
+            Ok(value) => Response::Value { key, value },
+            Err(why) => Response::error(format!("the outer PMI server: {why}")),
+        };
+        crate::reply(out, &to, &resp, None);
+    }
+
+    /// Drop the outer gets of a closed connection.
+    pub(crate) fn forget_outer_gets(&mut self, conn: ConnId) {
+        self.outer_gets.pending.retain(|_, (to, _)| to.conn != conn);
     }
 
     /// `job`'s node place, if it spans several node servers.

@@ -243,6 +243,10 @@ impl Jobs {
                     .join(","),
             ),
         ];
+        if place.is_some() {
+            // A miss may be in the outer job: clients ask the launcher.
+            attrs.push((attr::MISS_ASKS, "1".into()));
+        }
         if let Some(seg) = &segment {
             let m = seg.mapping();
             if self.foreign.is_none() && cfg.knobs.advertise_foreign_segment {
@@ -402,7 +406,7 @@ impl Launcher {
         });
         if let Some(p) = place {
             self.server.set_place(job, p);
-            if let (Some(n), Some(seg)) = (&self.nest, &segment) {
+            if let (Some(n), Some(seg)) = (&mut self.nest, &segment) {
                 n.start(seg.clone(), self.waker.clone());
             }
         }

@@ -286,6 +286,7 @@ impl Launcher {
                         self.forks_done();
                         self.server.poll_store(&mut self.events);
                         self.name_replies();
+                        self.nest_outer_replies();
                         self.serve_tool_queries();
                     }
                     RENDEZVOUS => self.tools.accept(self.poll.registry()),
@@ -435,6 +436,7 @@ impl Launcher {
                         signal,
                     } => self.oob_signal(conn, job, rank, signal),
                     Event::NameDone { token, result } => self.pmix_name_done(token, result),
+                    Event::OuterGet { id, key } => self.nest_outer_get(id, key),
                     Event::Refuse { conn, reason } => {
                         crate::errln!("fastpmi: refused PMI connection {conn} from {reason}");
                     }

@@ -77,5 +77,6 @@ mod jobs;
 mod kvs;
 mod kvscopy;
 mod oob;
+mod place;
 mod port_mode;
 mod wire;

@@ -14,7 +14,7 @@ mod trade;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use fastpmi_client::{Pmi, PmiError, ServerKind};
@@ -49,7 +49,14 @@ pub(super) struct Nest {
     stop: Arc<AtomicBool>,
     /// The job's failure was reported to the outer server.
     reported: bool,
+    /// Gets that missed on this node, to the outer job (a thread of its
+    /// own asks; [`Nest::outer_gets_done`] hands the answers over).
+    gets: Option<mpsc::Sender<(u64, Vec<u8>)>>,
+    got: Arc<Mutex<Vec<OuterGot>>>,
 }
+
+/// The outer job's answer to one get.
+type OuterGot = (u64, Result<Option<Vec<u8>>, String>);
 
 /// Why the launcher cannot be a node server of the job it was started in.
 #[derive(Debug, thiserror::Error)]
@@ -137,12 +144,30 @@ impl Nest {
             failures: Default::default(),
             stop: Default::default(),
             reported: false,
+            gets: None,
+            got: Default::default(),
         }))
     }
 
     /// Start the exchange thread of the job on `seg` (its barrier already
-    /// has the server party).
-    pub(super) fn start(&self, seg: Arc<JobSegment>, waker: Arc<mio::Waker>) {
+    /// has the server party), and the thread that asks the outer job for
+    /// keys that miss here.
+    pub(super) fn start(&mut self, seg: Arc<JobSegment>, waker: Arc<mio::Waker>) {
+        let (tx, rx) = mpsc::channel::<(u64, Vec<u8>)>();
+        let (outer, got, wake) = (self.outer.clone(), self.got.clone(), waker.clone());
+        let asker = std::thread::Builder::new()
+            .name("fastpmi-nest-get".into())
+            .spawn(move || {
+                for (id, key) in rx {
+                    let r = outer.get(&key, None).map_err(|e| e.to_string());
+                    got.lock().unwrap_or_else(|p| p.into_inner()).push((id, r));
+                    let _ = wake.wake();
+                }
+            });
+        match asker {
+            Ok(_) => self.gets = Some(tx),
+            Err(e) => tracing::warn!("no thread for gets of the outer job: {e}"),
+        }
         let ex = Exchange {
             outer: self.outer.clone(),
             node: self.node,
@@ -175,6 +200,19 @@ impl Nest {
             };
             r.map_err(|e| NameError::Remote(format!("the outer PMI server: {e}")))
         })
+    }
+
+    /// Ask the outer job for `key` (get `id` of the server).
+    pub(super) fn ask_outer(&self, id: u64, key: Vec<u8>) -> Result<(), String> {
+        match &self.gets {
+            Some(tx) => tx.send((id, key)).map_err(|e| e.to_string()),
+            None => Err("no thread to ask the outer job".into()),
+        }
+    }
+
+    /// The outer job's answers so far.
+    pub(super) fn outer_gets_done(&self) -> Vec<OuterGot> {
+        std::mem::take(&mut *self.got.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// What the exchange thread could not do since last asked.
@@ -234,6 +272,25 @@ impl super::Launcher {
             // The outer launcher may end this one at once.
             self.procs.announce_failure();
             n.report_failure(code, &msg);
+        }
+    }
+
+    /// A get that missed here goes to the outer job.
+    pub(super) fn nest_outer_get(&mut self, id: u64, key: Vec<u8>) {
+        let asked = match &self.nest {
+            Some(n) => n.ask_outer(id, key),
+            None => Err("not a node server".into()),
+        };
+        if let Err(why) = asked {
+            self.server.outer_get_reply(id, Err(why), &mut self.events);
+        }
+    }
+
+    /// The outer job's answers to gets, handed to the waiting ranks.
+    pub(super) fn nest_outer_replies(&mut self) {
+        let Some(n) = &self.nest else { return };
+        for (id, r) in n.outer_gets_done() {
+            self.server.outer_get_reply(id, r, &mut self.events);
         }
     }
 

@@ -18,7 +18,7 @@ pub(super) type Pair = (Vec<u8>, Vec<u8>);
 
 /// Every key node servers put in the outer KVS starts so; such pairs are
 /// never copied into a node's segment.
-pub(super) const RESERVED: &str = "fpmi-nest-";
+pub(super) const RESERVED: &str = fastpmi_codec::names::attr::NEST_KEY_PREFIX;
 
 /// Base64 characters per outer value: under every server's 1024 bytes
 /// (`PMI2_MAX_VALLEN`), whatever it counts in.
