@@ -102,6 +102,11 @@ pub struct Cli {
     /// `placement` selects only these).
     #[arg(long, value_name = "LIST", default_value = "none", value_parser = list)]
     placement_sizes: List,
+    /// Job sizes of the nested-mode rows: one job under a private Slurm
+    /// (started as root), `srun -n N` against 4 fastpmi node servers of N/4
+    /// ranks (configuration name `nest`; `none` to skip).
+    #[arg(long, value_name = "LIST", default_value = "256", value_parser = list)]
+    nest_sizes: List,
     /// `many-core`: rank counts sized from this machine's CPUs (N = cores,
     /// 4x, 16x and 64x cores, cores as `nproc` counts them): the exchange
     /// (fastpmi-shm, fastpmi-socket, futex-floor: fence and get-all), job
@@ -111,7 +116,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "NAME",
-        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes"]
+        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes", "nest_sizes"]
     )]
     profile: Option<Profile>,
 }
@@ -196,6 +201,8 @@ fn config_list(s: &str) -> Result<ConfigList, String> {
             configs::GROUP.to_vec()
         } else if name == "ps" {
             configs::PS.to_vec()
+        } else if name == "nest" {
+            configs::NEST.to_vec()
         } else if name == "placement" {
             Config::ALL
                 .into_iter()
@@ -234,6 +241,7 @@ pub struct Options {
     pub launch_sizes: Vec<u32>,
     pub group_sizes: Vec<u32>,
     pub ps_sizes: Vec<u32>,
+    pub nest_sizes: Vec<u32>,
     pub params: RunParams,
     /// `--profile`, and the core count it was sized from.
     pub profile: Option<(Profile, u32)>,
@@ -274,6 +282,7 @@ impl From<Cli> for Options {
             launch_sizes: c.launch_sizes.0,
             group_sizes: c.group_sizes.0,
             ps_sizes: c.ps_sizes.0,
+            nest_sizes: c.nest_sizes.0,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(c.timeout)),
                 floor_iters: c.floor_iters.unwrap_or(if quick { 100 } else { 1000 }),
@@ -312,6 +321,7 @@ impl Options {
                 self.spawn_sizes = vec![];
                 self.group_sizes = vec![];
                 self.ps_sizes = vec![];
+                self.nest_sizes = vec![];
             }
         }
         self.profile = Some((p, cores));

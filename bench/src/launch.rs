@@ -89,7 +89,7 @@ impl LaunchTools {
 /// fastpmi's C libraries as users get them: `make install` into the build
 /// directory (run by cargo), or the directory `FASTPMI_BENCH_CAPI_LIBDIR`
 /// names.
-fn install_capi(build_dir: &Path, exe_dir: &Path) -> Result<PathBuf, String> {
+pub fn install_capi(build_dir: &Path, exe_dir: &Path) -> Result<PathBuf, String> {
     if let Some(dir) = std::env::var_os(CAPI_LIBDIR_ENV).map(PathBuf::from) {
         return if dir.join("libpmi2.so.0").exists() {
             Ok(dir)

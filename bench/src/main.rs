@@ -24,7 +24,7 @@
 //! * [`tools`] (the launchers and the core configurations' programs),
 //!   [`record`] (one run's result, summaries), [`cells`] (what the report's
 //!   sections share), [`plan`] (the order of the runs);
-//! * the families: [`launch`], [`groups`], [`ps`], [`placement`] (their
+//! * the families: [`launch`], [`groups`], [`ps`], [`placement`], [`nested`] (their
 //!   programs, commands, checks and report sections);
 //! * [`suite`] (tools, command and judging over every configuration),
 //!   [`plot`], [`report`];
@@ -35,6 +35,7 @@ mod cli;
 mod configs;
 mod groups;
 mod launch;
+mod nested;
 mod placement;
 mod plan;
 mod plot;

@@ -93,6 +93,7 @@ pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.group_sizes, &[Kind::Group]);
     add(&opts.ps_sizes, &[Kind::Ps]);
     add(&opts.placement_sizes, &[Kind::Placement]);
+    add(&opts.nest_sizes, &[Kind::Nested]);
     cases
 }
 

@@ -31,6 +31,8 @@ fn color(c: Config) -> RGBColor {
         Config::GroupFence => RGBColor(0xbc, 0xbd, 0x22),
         Config::PsQuiet | Config::PsPolled | Config::PsSitting => RGBColor(0x7f, 0x7f, 0x7f),
         Config::Placement(_) => RGBColor(0x17, 0xbe, 0xcf),
+        Config::NestSrun => RGBColor(0x2c, 0xa0, 0x2c),
+        Config::NestNodes => RGBColor(0x1f, 0x77, 0xb4),
     }
 }
 

@@ -220,24 +220,25 @@ impl Tools {
         let wants = |c: Config| want.contains(&c);
         let skipped = || Err("not selected".to_string());
 
-        let pmi2_exchange = if wants(Config::SlurmPmi2) {
-            if !Path::new(SLURM_INCLUDE).join("pmi2.h").is_file() {
-                Err(format!(
-                    "no {SLURM_INCLUDE}/pmi2.h (Debian package libpmi2-0-dev)"
-                ))
+        let pmi2_exchange =
+            if wants(Config::SlurmPmi2) || wants(Config::NestSrun) || wants(Config::NestNodes) {
+                if !Path::new(SLURM_INCLUDE).join("pmi2.h").is_file() {
+                    Err(format!(
+                        "no {SLURM_INCLUDE}/pmi2.h (Debian package libpmi2-0-dev)"
+                    ))
+                } else {
+                    let inc = format!("-I{SLURM_INCLUDE}");
+                    compile(
+                        "gcc",
+                        build_dir,
+                        "pmi2_exchange",
+                        PMI2_EXCHANGE_C,
+                        &[&inc, "-lpmi2"],
+                    )
+                }
             } else {
-                let inc = format!("-I{SLURM_INCLUDE}");
-                compile(
-                    "gcc",
-                    build_dir,
-                    "pmi2_exchange",
-                    PMI2_EXCHANGE_C,
-                    &[&inc, "-lpmi2"],
-                )
-            }
-        } else {
-            skipped()
-        };
+                skipped()
+            };
         let floor = if wants(Config::FutexFloor) {
             compile("gcc", build_dir, "futex_barrier_floor", FUTEX_FLOOR_C, &[])
         } else {

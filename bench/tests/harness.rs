@@ -148,6 +148,9 @@ fn quick_run_writes_a_well_formed_report() {
             "4",
             "--ps-sizes",
             "4",
+            // The nested rows start a private Slurm: not in a quick run.
+            "--nest-sizes",
+            "none",
         ])
         .arg("--out")
         .arg(&out)
@@ -229,6 +232,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## Job start-up",
         "## Group fence",
         "## fastpmi ps during a job",
+        "## Beyond one node: node servers under Slurm",
         "## Memory",
         "## Failures",
     ] {

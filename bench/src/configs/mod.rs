@@ -36,6 +36,8 @@ pub enum Kind {
     Ps,
     /// Whole MPI jobs, fastpmi vs each stack's own launcher (wall time).
     Placement,
+    /// One job under Slurm: slurmstepd alone vs fastpmi node servers.
+    Nested,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -61,6 +63,10 @@ pub enum Config {
     PsQuiet,
     PsPolled,
     PsSitting,
+    /// `srun --mpi=pmi2 -n N` of the exchange on fastpmi's libpmi2.
+    NestSrun,
+    /// The same job served by 4 fastpmi node servers under srun.
+    NestNodes,
     /// A row of [`placement::CASES`] (index).
     Placement(u8),
 }
@@ -96,8 +102,11 @@ pub const GROUP: [Config; 1] = [Config::GroupFence];
 /// The `fastpmi ps` family ([`crate::ps`]).
 pub const PS: [Config; 3] = [Config::PsQuiet, Config::PsPolled, Config::PsSitting];
 
+/// The nested-mode family ([`crate::nested`]).
+pub const NEST: [Config; 2] = [Config::NestSrun, Config::NestNodes];
+
 /// The families' own lists, in the report's order after [`CORE`].
-const FAMILIES: [&[Config]; 3] = [&LAUNCH, &GROUP, &PS];
+const FAMILIES: [&[Config]; 4] = [&LAUNCH, &GROUP, &PS, &NEST];
 
 const fn families_len() -> usize {
     let mut n = 0;
@@ -160,6 +169,8 @@ impl Config {
             Config::PsQuiet => "fence-loop@fastpmi-shm",
             Config::PsPolled => "fence-loop+ps@fastpmi-shm",
             Config::PsSitting => "fence-sitting+ps@fastpmi-shm",
+            Config::NestSrun => "pmi2-exchange@srun",
+            Config::NestNodes => "pmi2-exchange@srun+4-node-servers",
             Config::Placement(i) => placement::CASES[i as usize].name,
         }
     }
@@ -178,6 +189,7 @@ impl Config {
             Config::GroupFence => Kind::Group,
             Config::PsQuiet | Config::PsPolled | Config::PsSitting => Kind::Ps,
             Config::Placement(_) => Kind::Placement,
+            Config::NestSrun | Config::NestNodes => Kind::Nested,
             _ => Kind::Exchange,
         }
     }
@@ -244,6 +256,12 @@ impl Config {
             }
             Config::Placement(_) => {
                 "bench/c/mpi_hello.c or mpi_allreduce.c (Intel MPI, MPICH 4, MPICH 5, Open MPI 5): whole job"
+            }
+            Config::NestSrun => {
+                "srun --mpi=pmi2 -n N (private Slurm): bench/c/pmi2_exchange.c on fastpmi's libpmi2.so.0 over slurmstepd's socket"
+            }
+            Config::NestNodes => {
+                "srun --mpi=pmi2 -n 4 fastpmi -n N/4: the same program, one job over 4 node servers, each node on its segment"
             }
         }
     }

@@ -10,7 +10,7 @@ use crate::cli::Options;
 use crate::configs::{placement, Availability, Config, Kind};
 use crate::record::{summarize, Record, Status, METRICS};
 use crate::suite::Suite;
-use crate::{groups, launch, ps};
+use crate::{groups, launch, nested, ps};
 
 mod memory;
 mod mpi;
@@ -328,6 +328,7 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
     launch::section(ctx, w);
     groups::section(ctx, w);
     ps::section(ctx, w);
+    nested::section(ctx, w);
 
     placement_section(ctx, w);
     memory::section(ctx, w);

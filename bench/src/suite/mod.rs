@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::configs::{Config, Kind};
 use crate::launch::{self, LaunchTools};
+use crate::nested::{self, NestTools};
 use crate::tools::Tools;
 use crate::{groups, placement, ps};
 
@@ -26,6 +27,8 @@ pub struct Suite {
     pub launch: LaunchTools,
     /// Programs and launchers of the placement rows.
     pub placement: placement::Tools,
+    /// The private Slurm and libraries of the nested rows.
+    pub nest: NestTools,
 }
 
 impl Suite {
@@ -44,10 +47,16 @@ impl Suite {
             &exe_dir,
             want.iter().any(|c| c.kind() == Kind::Placement),
         );
+        let nest = NestTools::prepare(
+            build_dir,
+            &exe_dir,
+            want.iter().any(|c| c.kind() == Kind::Nested),
+        );
         Ok(Suite {
             tools,
             launch,
             placement,
+            nest,
         })
     }
 
@@ -73,6 +82,7 @@ impl Suite {
             }
             Config::GroupFence => groups::needs(t, c),
             Config::PsQuiet | Config::PsPolled | Config::PsSitting => ps::needs(t, c),
+            Config::NestSrun | Config::NestNodes => return nested::missing(t, &self.nest),
             _ => launch::needs(t, &self.launch, c),
         };
         let reasons: Vec<&str> = need
