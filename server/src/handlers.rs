@@ -196,6 +196,10 @@ fn bound(
         }
         Request::JobDisconnect { jobid } => Some(super::connect::job_disconnect(s, job, &jobid)),
         Request::Spawn(req) => super::spawn::request(s, job, rank, to, req, out),
+        // Groups fence in one segment: a job over node servers has several.
+        Request::Group(_) if s.jobs[job].place.is_some() => Some(Response::error(
+            "process groups are not available in a job over several node servers (docs/nested.md)",
+        )),
         Request::Group(req) => {
             s.stats.other += 1;
             super::groups::handle(s, job, rank, to, req, out)

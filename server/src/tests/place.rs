@@ -132,3 +132,67 @@ fn a_closed_connection_forgets_its_outer_gets() {
     s.outer_get_reply(id, Ok(Some(b"v".to_vec())), &mut out);
     assert!(sent(&out, 0).is_empty());
 }
+
+#[test]
+fn groups_are_refused_over_node_servers() {
+    let (mut s, _) = second_node();
+    let out = send2(&mut s, 0, "cmd=group-construct;id=g;members=2,3;");
+    let m = pmi2_body(&sent(&out, 0)[0]);
+    assert_ne!(m.get_str("rc"), Some("0"), "{m:?}");
+    assert!(
+        m.get_str("errmsg")
+            .unwrap_or_default()
+            .contains("node servers"),
+        "{m:?}"
+    );
+}
+
+/// Port mode on the second node server: a claim names the job's rank; the
+/// launcher checks the process of this node's index of it, and a rank of
+/// another node is refused.
+#[test]
+fn port_mode_claims_name_the_jobs_rank() {
+    let mut s = Server::new();
+    let job = s.add_job(JobSpec {
+        id: "j".into(),
+        apps: vec![2],
+        universe_size: 4,
+        spawner: None,
+        store: Box::new(MemStore::new(2, VALLEN)),
+    });
+    s.set_place(
+        job,
+        NodePlace {
+            first: 2,
+            total: 4,
+            mapping: "(vector,(0,2,2))".into(),
+        },
+    );
+    for c in [10, 11] {
+        s.connect(c, None, Some(job));
+        s.set_peer(c, auth::Trust::Local, format!("127.0.0.1:{c}"));
+    }
+    let out = send1(&mut s, 10, "cmd=initack pmiid=3");
+    assert!(
+        matches!(
+            out[..],
+            [Event::CheckPeer {
+                conn: 10,
+                rank: 1,
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    let mut out = Vec::new();
+    s.peer_checked(10, true, &mut out);
+    assert_eq!(
+        sent(&out, 10)[0],
+        b"cmd=initack rc=0\ncmd=set size=4\ncmd=set rank=3\ncmd=set debug=0\n"
+    );
+    let out = send1(&mut s, 11, "cmd=initack pmiid=1");
+    let refused = out.iter().any(|e| {
+        matches!(e, Event::Refuse { conn: 11, reason } if reason.contains("does not run on this node"))
+    });
+    assert!(refused, "{out:?}");
+}
