@@ -5,17 +5,19 @@
 use super::*;
 use crate::place::NodePlace;
 
-/// Node server 1 of two of 2 ranks each: ranks 2 and 3 of 4.
+/// The place of node server 1 of two of 2 ranks each: ranks 2 and 3 of 4.
+fn second_of_two() -> NodePlace {
+    NodePlace {
+        first: 2,
+        total: 4,
+        mapping: "(vector,(0,2,2))".into(),
+    }
+}
+
+/// A server of that node's two ranks, initialized.
 fn second_node() -> (Server, JobIdx) {
     let (mut s, job) = server(2);
-    s.set_place(
-        job,
-        NodePlace {
-            first: 2,
-            total: 4,
-            mapping: "(vector,(0,2,2))".into(),
-        },
-    );
+    s.set_place(job, second_of_two());
     init_all(&mut s, 2);
     (s, job)
 }
@@ -32,14 +34,7 @@ fn outer_gets(out: &[Event]) -> Vec<(u64, Vec<u8>)> {
 #[test]
 fn fullinit_and_attributes_name_the_whole_job() {
     let (mut s, _) = server(2);
-    s.set_place(
-        0,
-        NodePlace {
-            first: 2,
-            total: 4,
-            mapping: "(vector,(0,2,2))".into(),
-        },
-    );
+    s.set_place(0, second_of_two());
     // Connection 1 is this node's rank 1.
     send1(&mut s, 1, "cmd=init pmi_version=2 pmi_subversion=0");
     let out = send2(&mut s, 1, "cmd=fullinit;threaded=FALSE;");
@@ -160,14 +155,7 @@ fn port_mode_claims_name_the_jobs_rank() {
         spawner: None,
         store: Box::new(MemStore::new(2, VALLEN)),
     });
-    s.set_place(
-        job,
-        NodePlace {
-            first: 2,
-            total: 4,
-            mapping: "(vector,(0,2,2))".into(),
-        },
-    );
+    s.set_place(job, second_of_two());
     for c in [10, 11] {
         s.connect(c, None, Some(job));
         s.set_peer(c, auth::Trust::Local, format!("127.0.0.1:{c}"));
