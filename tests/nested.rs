@@ -232,6 +232,30 @@ fn ps_of_a_node_server_shows_the_jobs_ranks() {
     );
 }
 
+/// MPI_Abort on the second node (rank 31 of `mpi_abort.c`, while every
+/// other rank waits in a barrier) ends the job on both nodes with its code,
+/// the outer launcher naming the rank in the job.
+#[test]
+fn an_abort_on_one_node_ends_the_job_with_its_code() {
+    let _g = heavy();
+    let out = nested(Outer::Fastpmi, &[], prog(Prog::MpiAbort), &[]).run();
+    out.assert_code(7);
+    let last = TOTAL - 1;
+    assert!(
+        out.stderr
+            .contains("rank 1 called abort with code 7: node server 1 of job"),
+        "the outer launcher does not name the node server's abort\n{}",
+        out.report()
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("rank {last} called abort with code 7")),
+        "no node server names rank {last}\n{}",
+        out.report()
+    );
+    common::assert_no_process_left(prog(Prog::MpiAbort), Duration::from_secs(5));
+}
+
 /// A rank SIGKILLed on the second node while every rank fences in a loop:
 /// both node servers' ranks end within 2 s, the outer launcher exits
 /// non-zero, and its message names the rank by its rank in the job.
