@@ -235,3 +235,38 @@ fn pmix_cpuset_is_the_ranks_binding() {
         );
     }
 }
+
+/// Process sets as PMIx queries answer them (what Open MPI 5's MPI
+/// Sessions ask): `--pset ocean` on 2 ranks and `--pset ice` on 1; every
+/// rank gets their number, names, members and the job's namespace, and a
+/// set nobody defined is not found.
+#[test]
+fn pmix_queries_answer_the_process_sets() {
+    let exe = client();
+    let exe = exe.to_str().unwrap();
+    let out = common::launch([
+        "-n", "2", "--pset", "ocean", exe, "psets", ":", "-n", "1", "--pset", "ice", exe, "psets",
+    ])
+    .timeout(Duration::from_secs(60))
+    .run();
+    out.assert_success();
+    let lines = out.stdout_lines();
+    assert_eq!(lines.len(), 3, "{}", out.report());
+    let ns = lines[0]
+        .split(" namespaces=")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    assert!(ns.starts_with("fastpmi_"), "{}", out.report());
+    let mut got: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    got.sort();
+    let want: Vec<String> = (0..3)
+        .map(|r| {
+            format!(
+                "pmix psets rank {r} num=2 names=ocean,ice members:ocean={ns}.0+{ns}.1 \
+                 members:ice={ns}.2 missing=-46 namespaces={ns}"
+            )
+        })
+        .collect();
+    assert_eq!(got, want, "{}", out.report());
+}

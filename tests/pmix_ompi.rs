@@ -348,3 +348,55 @@ fn fastpmi_ps_shows_pmix_ranks() {
     );
     drop(job.kill_all());
 }
+
+/// MPI Sessions' process sets (issue 30, point 6): `--pset ocean` on 2
+/// ranks and `--pset ice` on 1. Open MPI 5.0's own code cannot list or
+/// build them with any server: `MPI_Session_get_num_psets` counts only its
+/// three built-in sets although its query callback receives the server's
+/// count, and `MPI_Group_from_session_pset("ocean")` gives a group of 3
+/// with no member (docs/pmix.md). The same program therefore sees the same
+/// under fastpmi as under `prterun`; the sets themselves are checked at
+/// the PMIx level in tests/pmix_client.rs.
+#[test]
+fn open_mpi_5_sessions_see_what_they_see_under_prterun() {
+    let _g = heavy();
+    let prog = S.program("mpi_sessions");
+    let p = prog.to_str().unwrap();
+    let out = S
+        .fastpmi([
+            "-n", "2", "--pset", "ocean", p, "ocean", ":", "-n", "1", "--pset", "ice", p, "ocean",
+        ])
+        .timeout(Duration::from_secs(180))
+        .run();
+    out.assert_success();
+    let own = S
+        .own_launcher([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "--pset",
+            "ocean",
+            "-n",
+            "2",
+            p,
+            "ocean",
+            ":",
+            "--pset",
+            "ice",
+            "-n",
+            "1",
+            p,
+            "ocean",
+        ])
+        .timeout(Duration::from_secs(180))
+        .run();
+    own.assert_success();
+    let ours = lines_with(&out, "rank ");
+    assert_eq!(ours.len(), 3, "{}", out.report());
+    assert_eq!(
+        ours,
+        lines_with(&own, "rank "),
+        "{}\n{}",
+        out.report(),
+        own.report()
+    );
+}

@@ -50,6 +50,12 @@ impl Server {
         self.groups.psets.0.insert(job, sets);
     }
 
+    /// The process sets of `job`: (name, member ranks ascending), in
+    /// command-line order.
+    pub fn psets_of(&self, job: JobIdx) -> Vec<(String, Vec<u32>)> {
+        self.groups.psets.0.get(&job).cloned().unwrap_or_default()
+    }
+
     /// Job attributes of the group extension: process sets and the
     /// extension's own marker.
     pub(super) fn group_job_attr(&self, job: JobIdx, rank: u32, key: &[u8]) -> Option<Vec<u8>> {

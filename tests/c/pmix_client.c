@@ -23,6 +23,13 @@
  *     wait for the event and print
  *     "pmix event proc-terminated rank R code C" from its affected proc
  *     and exit code.
+ *   pmix_client psets
+ *     PMIx_Query_info of the number and names of the process sets, the
+ *     members of each named set, and the live namespaces (every query with
+ *     PMIX_QUERY_REFRESH_CACHE, as Open MPI asks); prints
+ *     "pmix psets rank R num=K names=A,B members:A=NS.r+NS.r members:B=...
+ *     missing=S namespaces=NS", S being the status of the members query of a
+ *     set nobody defined (PMIX_ERR_NOT_FOUND, -46).
  *   pmix_client publish-wait SERVICE PORT FILE
  *     Publish SERVICE = PORT, wait until FILE exists (another program,
  *     maybe of PMI, looked it up and made it), unpublish, print
@@ -170,6 +177,81 @@ static int watch(const pmix_proc_t *me, uint32_t size)
     return 0;
 }
 
+/* One query of `key` (refreshed), with the pset qualifier when `pset`. */
+static pmix_status_t query(const char *key, const char *pset, pmix_info_t **info, size_t *n)
+{
+    pmix_query_t q;
+    bool refresh = true;
+    pmix_status_t rc;
+
+    PMIX_QUERY_CONSTRUCT(&q);
+    PMIX_ARGV_APPEND(rc, q.keys, key);
+    PMIX_INFO_CREATE(q.qualifiers, pset ? 2 : 1);
+    q.nqual = pset ? 2 : 1;
+    PMIX_INFO_LOAD(&q.qualifiers[0], PMIX_QUERY_REFRESH_CACHE, &refresh, PMIX_BOOL);
+    if (pset)
+        PMIX_INFO_LOAD(&q.qualifiers[1], PMIX_PSET_NAME, pset, PMIX_STRING);
+    *info = NULL;
+    *n = 0;
+    rc = PMIx_Query_info(&q, 1, info, n);
+    PMIX_QUERY_DESTRUCT(&q);
+    return rc;
+}
+
+static int psets(const pmix_proc_t *me)
+{
+    pmix_info_t *info;
+    size_t n, num = 0;
+    char names[1024] = "", line[4096] = "";
+    pmix_status_t rc;
+
+    if ((rc = query(PMIX_QUERY_NUM_PSETS, NULL, &info, &n)) != PMIX_SUCCESS || n != 1 ||
+        info[0].value.type != PMIX_SIZE) {
+        fprintf(stderr, "pmix_client: number of psets: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    num = info[0].value.data.size;
+    PMIX_INFO_FREE(info, n);
+    if ((rc = query(PMIX_QUERY_PSET_NAMES, NULL, &info, &n)) != PMIX_SUCCESS || n != 1 ||
+        info[0].value.type != PMIX_STRING) {
+        fprintf(stderr, "pmix_client: pset names: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    snprintf(names, sizeof names, "%s", info[0].value.data.string);
+    PMIX_INFO_FREE(info, n);
+    snprintf(line, sizeof line, "pmix psets rank %u num=%zu names=%s", me->rank, num, names);
+    for (char *save = NULL, *p = strtok_r(names, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        if ((rc = query(PMIX_QUERY_PSET_MEMBERSHIP, p, &info, &n)) != PMIX_SUCCESS || n != 1 ||
+            info[0].value.type != PMIX_DATA_ARRAY) {
+            fprintf(stderr, "pmix_client: members of %s: %s\n", p, PMIx_Error_string(rc));
+            return 1;
+        }
+        pmix_data_array_t *da = info[0].value.data.darray;
+        pmix_proc_t *m = (pmix_proc_t *)da->array;
+        snprintf(line + strlen(line), sizeof line - strlen(line), " members:%s=", p);
+        for (size_t i = 0; i < da->size; i++)
+            snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s.%u", i ? "+" : "",
+                     m[i].nspace, m[i].rank);
+        PMIX_INFO_FREE(info, n);
+    }
+    rc = query(PMIX_QUERY_PSET_MEMBERSHIP, "no-such-pset", &info, &n);
+    snprintf(line + strlen(line), sizeof line - strlen(line), " missing=%d", rc);
+    if (rc == PMIX_SUCCESS)
+        PMIX_INFO_FREE(info, n);
+    if ((rc = query(PMIX_QUERY_NAMESPACES, NULL, &info, &n)) != PMIX_SUCCESS || n != 1 ||
+        info[0].value.type != PMIX_STRING) {
+        fprintf(stderr, "pmix_client: namespaces: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    snprintf(line + strlen(line), sizeof line - strlen(line), " namespaces=%s",
+             info[0].value.data.string);
+    PMIX_INFO_FREE(info, n);
+    printf("%s\n", line);
+    fflush(stdout);
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pmix_proc_t me, wild, peer;
@@ -206,6 +288,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "names") == 0 && argc == 4)
         return names(&me, argv[2], argv[3]);
+    if (strcmp(argv[1], "psets") == 0)
+        return psets(&me);
     if (strcmp(argv[1], "publish-wait") == 0 && argc == 5)
         return publish_wait(argv[2], argv[3], argv[4]);
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);

@@ -5,6 +5,7 @@
 //! of PMI's. Upcalls (abort, finalize) come back through the event loop.
 
 pub mod detect;
+mod query;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ pub(super) struct PmixHost {
 /// One application of a job to register: its rank count.
 pub(super) struct AppInfo {
     pub nranks: u32,
+    /// Its process set (`--pset`; the first when it names several).
+    pub pset: Option<String>,
 }
 
 /// What the launcher knows of a job's ranks that PMIx registers.
@@ -142,6 +145,9 @@ impl PmixHost {
             a.u32("pmix.appnum", appnum as u32);
             a.u32("pmix.app.size", app.nranks);
             a.rank("pmix.aldr", first);
+            if let Some(ps) = &app.pset {
+                a.string("pmix.pset.nm", ps)?;
+            }
             job.array("pmix.app.arr", a);
             for r in 0..app.nranks {
                 let rank = first + r;
@@ -154,6 +160,9 @@ impl PmixHost {
                 p.u16("pmix.nrank", rank.min(u16::MAX as u32) as u16);
                 p.u32("pmix.nodeid", 0);
                 p.string("pmix.hname", &self.hostname)?;
+                // Not the rank's pset name as well: Open MPI 5.0's
+                // MPI_Group_from_session_pset then reallocates an array it
+                // did not allocate and corrupts its heap (docs/pmix.md).
                 let pdir = nsdir.join(rank.to_string());
                 if let Err(e) = std::fs::create_dir_all(&pdir) {
                     return Err(PmixError::Failed {
@@ -327,7 +336,20 @@ impl super::Launcher {
                 })
                 .collect(),
         };
-        let infos: Vec<AppInfo> = apps.iter().map(|a| AppInfo { nranks: a.nranks }).collect();
+        // The first job's sections carry the command line's sets.
+        let psets = |i: usize| {
+            (job == 0)
+                .then(|| self.cfg.apps.get(i)?.psets.first().cloned())
+                .flatten()
+        };
+        let infos: Vec<AppInfo> = apps
+            .iter()
+            .enumerate()
+            .map(|(i, a)| AppInfo {
+                nranks: a.nranks,
+                pset: psets(i),
+            })
+            .collect();
         let xml = self
             .binding
             .xml_path()
@@ -489,6 +511,12 @@ impl super::Launcher {
                         self.server.pmix_rank(job, rank, PmixStep::Finalized);
                     }
                 }
+                Upcall::Query {
+                    nspace,
+                    queries,
+                    done,
+                    ..
+                } => self.pmix_query(&nspace, queries, done),
             }
         }
         self.apply_events();

@@ -13,6 +13,7 @@ pub const PMIX_SUCCESS: Status = 0;
 pub const PMIX_ERROR: Status = -1;
 pub const PMIX_ERR_BAD_PARAM: Status = -27;
 pub const PMIX_ERR_NOT_FOUND: Status = -46;
+pub const PMIX_ERR_NOT_SUPPORTED: Status = -47;
 pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
 /// A process of the job ended (`PMIX_EVENT_PROC_TERMINATED`).
 pub const PMIX_EVENT_PROC_TERMINATED: Status = -201;
@@ -23,6 +24,7 @@ pub const PMIX_RANGE_NAMESPACE: u8 = 3;
 pub mod ty {
     pub const BOOL: u16 = 1;
     pub const STRING: u16 = 3;
+    pub const SIZE: u16 = 4;
     pub const UINT16: u16 = 13;
     pub const UINT32: u16 = 14;
     pub const INT: u16 = 6;
@@ -60,6 +62,7 @@ pub union ValueData {
     pub uint16: u16,
     pub uint32: u32,
     pub int: i32,
+    pub size: usize,
     pub proc_: *mut Proc,
     pub string: *mut c_char,
     pub darray: *mut DataArray,
@@ -90,9 +93,18 @@ pub struct Info {
     pub value: Value,
 }
 
+/// `pmix_query_t`: the keys asked (a NULL-terminated `char **`) and the
+/// qualifiers that narrow them.
+#[repr(C)]
+pub struct Query {
+    pub keys: *mut *mut c_char,
+    pub qualifiers: *mut Info,
+    pub nqual: usize,
+}
+
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 19] = [
+pub const LAYOUT: [(&str, i64); 25] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -136,6 +148,21 @@ pub const LAYOUT: [(&str, i64); 19] = [
     ("PMIX_RANGE_NAMESPACE", PMIX_RANGE_NAMESPACE as i64),
     ("PMIX_DATA_ARRAY", ty::DATA_ARRAY as i64),
     ("PMIX_OPERATION_SUCCEEDED", PMIX_OPERATION_SUCCEEDED as i64),
+    ("PMIX_SIZE", ty::SIZE as i64),
+    ("PMIX_ERR_NOT_SUPPORTED", PMIX_ERR_NOT_SUPPORTED as i64),
+    ("sizeof(pmix_query_t)", std::mem::size_of::<Query>() as i64),
+    (
+        "offsetof(pmix_query_t, qualifiers)",
+        std::mem::offset_of!(Query, qualifiers) as i64,
+    ),
+    (
+        "offsetof(pmix_query_t, nqual)",
+        std::mem::offset_of!(Query, nqual) as i64,
+    ),
+    (
+        "offsetof(pmix_server_module_t, query)",
+        (SLOT_QUERY * 8) as i64,
+    ),
 ];
 
 /// Function slots of `pmix_server_module_t` in PMIx 4.x (v5 adds at the
@@ -151,6 +178,7 @@ pub(super) const SLOT_DIRECT_MODEX: usize = 4;
 pub(super) const SLOT_PUBLISH: usize = 5;
 pub(super) const SLOT_LOOKUP: usize = 6;
 pub(super) const SLOT_UNPUBLISH: usize = 7;
+pub(super) const SLOT_QUERY: usize = 15;
 
 /// Keeps the strings and arrays an info list points to alive.
 #[derive(Default)]
@@ -162,6 +190,7 @@ pub struct InfoList {
     #[allow(clippy::vec_box)]
     procs: Vec<Box<Proc>>,
     arrays: Vec<(Box<DataArray>, InfoList)>,
+    proc_arrays: Vec<(Box<DataArray>, Vec<Proc>)>,
 }
 
 fn key_bytes(key: &str) -> [c_char; KEY_BYTES] {
@@ -195,6 +224,25 @@ impl InfoList {
     pub fn rank(&mut self, key: &str, v: u32) {
         self.infos
             .push(info(key, ty::PROC_RANK, ValueData { uint32: v }));
+    }
+    pub fn size(&mut self, key: &str, v: usize) {
+        self.infos.push(info(key, ty::SIZE, ValueData { size: v }));
+    }
+    /// An array of procs under `key` (a process set's members).
+    pub fn procs(&mut self, key: &str, mut procs: Vec<Proc>) {
+        let mut da = Box::new(DataArray {
+            type_: ty::PROC,
+            size: procs.len(),
+            array: procs.as_mut_ptr().cast(),
+        });
+        let p: *mut DataArray = &mut *da;
+        self.infos
+            .push(info(key, ty::DATA_ARRAY, ValueData { darray: p }));
+        self.proc_arrays.push((da, procs));
+    }
+    /// Whether nothing was put in.
+    pub fn is_empty(&self) -> bool {
+        self.infos.is_empty()
     }
     pub fn int(&mut self, key: &str, v: i32) {
         self.infos.push(info(key, ty::INT, ValueData { int: v }));

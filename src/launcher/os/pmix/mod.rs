@@ -16,7 +16,7 @@ pub mod abi;
 pub use abi::*;
 mod upcalls;
 use upcalls::*;
-pub use upcalls::{LookupDone, OpDone, Upcall};
+pub use upcalls::{LookupDone, OpDone, QueryAsk, QueryDone, Upcall};
 
 /// Why the server is not available.
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +200,7 @@ impl Server {
         module[SLOT_PUBLISH] = up_publish as *const () as usize;
         module[SLOT_LOOKUP] = up_lookup as *const () as usize;
         module[SLOT_UNPUBLISH] = up_unpublish as *const () as usize;
+        module[SLOT_QUERY] = up_query as *const () as usize;
         let mut infos = InfoList::default();
         let dir = tmpdir.to_string_lossy();
         infos.string("pmix.srvr.tmpdir", &dir)?;

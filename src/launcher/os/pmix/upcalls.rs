@@ -49,6 +49,95 @@ pub enum Upcall {
         keys: Vec<String>,
         done: LookupDone,
     },
+    /// `PMIx_Query_info` that the library passes on (by `rank` of
+    /// `nspace`, or a tool).
+    Query {
+        nspace: String,
+        rank: u32,
+        queries: Vec<QueryAsk>,
+        done: QueryDone,
+    },
+}
+
+/// One query: the keys asked and its string qualifiers (others, such as
+/// `PMIX_QUERY_REFRESH_CACHE`, need nothing of the launcher).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryAsk {
+    pub keys: Vec<String>,
+    pub quals: Vec<(String, String)>,
+}
+
+impl QueryAsk {
+    /// The qualifier `key`'s value.
+    pub fn qual(&self, key: &str) -> Option<&str> {
+        self.quals
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+type InfoCb =
+    Option<unsafe extern "C" fn(Status, *mut Info, usize, *mut c_void, ReleaseCb, *mut c_void)>;
+
+/// The library's completion of a query, to be called once.
+pub struct QueryDone {
+    cb: InfoCb,
+    data: *mut c_void,
+}
+
+// SAFETY: as for `OpDone`.
+unsafe impl Send for QueryDone {}
+
+impl std::fmt::Debug for QueryDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QueryDone")
+    }
+}
+
+impl QueryDone {
+    /// Complete with the answers (none: not found). The list lives until
+    /// the library releases it.
+    pub fn complete(self, answer: InfoList) {
+        let Some(cb) = self.cb else { return };
+        if answer.is_empty() {
+            // SAFETY: the library's callback with its own argument, once.
+            unsafe {
+                cb(
+                    PMIX_ERR_NOT_FOUND,
+                    std::ptr::null_mut(),
+                    0,
+                    self.data,
+                    None,
+                    std::ptr::null_mut(),
+                )
+            };
+            return;
+        }
+        let raw = Box::into_raw(Box::new(answer));
+        // SAFETY: `raw` is a live box, released by `release_infos` only.
+        let (ptr, n) = unsafe { ((*raw).infos.as_mut_ptr(), (*raw).infos.len()) };
+        // SAFETY: the library's callback with its own argument, once; the
+        // infos stay valid until it calls `release_infos(raw)`.
+        unsafe {
+            cb(
+                PMIX_SUCCESS,
+                ptr,
+                n,
+                self.data,
+                Some(release_infos),
+                raw.cast(),
+            )
+        };
+    }
+}
+
+/// Frees a query's answer once the library is done with it.
+unsafe extern "C" fn release_infos(d: *mut c_void) {
+    if !d.is_null() {
+        // SAFETY: `d` is the box `QueryDone::complete` leaked, released once.
+        drop(unsafe { Box::from_raw(d.cast::<InfoList>()) });
+    }
 }
 
 /// The library's completion of an operation, to be called once, from any
@@ -373,4 +462,56 @@ pub(super) unsafe extern "C" fn up_dmodex(
     _d: *mut c_void,
 ) -> Status {
     PMIX_ERR_NOT_FOUND
+}
+
+pub(super) unsafe extern "C" fn up_query(
+    p: *mut Proc,
+    queries: *mut Query,
+    nqueries: usize,
+    cb: InfoCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and `nqueries` queries, each
+    // with a NULL-terminated key list and `nqual` qualifiers, for the
+    // call's duration.
+    let (Some(p), qs) = (unsafe { p.as_ref() }, unsafe {
+        if queries.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(queries, nqueries)
+        }
+    }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    let mut asks = Vec::with_capacity(qs.len());
+    for q in qs {
+        // SAFETY: as above.
+        let keys = unsafe { key_list(q.keys) };
+        let quals = if q.qualifiers.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: as above.
+            unsafe { std::slice::from_raw_parts(q.qualifiers, q.nqual) }
+        };
+        let quals = quals
+            .iter()
+            .filter(|i| i.value.type_ == ty::STRING)
+            .filter_map(|i| {
+                // SAFETY: a string value's pointer, NUL-terminated or NULL.
+                let v = unsafe { i.value.data.string };
+                // SAFETY: as above.
+                (!v.is_null())
+                    .then(|| unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned())
+                    .map(|v| (key_text(&i.key), v))
+            })
+            .collect();
+        asks.push(QueryAsk { keys, quals });
+    }
+    send(Upcall::Query {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        queries: asks,
+        done: QueryDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
 }

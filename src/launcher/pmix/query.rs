@@ -1,0 +1,81 @@
+//! `PMIx_Query_info` answered from fastpmi's jobs: the live namespaces, and
+//! the process sets of `--pset` (their number, names and members), which
+//! is what Open MPI 5's MPI Sessions ask (`MPI_Session_get_num_psets`,
+//! `MPI_Session_get_nth_pset`, `MPI_Group_from_session_pset`).
+
+use super::super::os::pmix::{proc_of, InfoList, QueryAsk, QueryDone};
+use crate::launcher::Launcher;
+
+/// The keys answered (`pmix_common.h`).
+const QUERY_NAMESPACES: &str = "pmix.qry.ns";
+const QUERY_NUM_PSETS: &str = "pmix.qry.psetnum";
+const QUERY_PSET_NAMES: &str = "pmix.qry.psets";
+const QUERY_PSET_MEMBERSHIP: &str = "pmix.qry.pmems";
+/// The qualifier naming a process set.
+const PSET_NAME: &str = "pmix.pset.nm";
+
+impl Launcher {
+    /// Answer `queries` of a process of `nspace` (a tool's namespace is no
+    /// job: it sees every job's sets). Keys fastpmi does not know are left
+    /// out; when none is answered the library hears "not found".
+    pub(super) fn pmix_query(&mut self, nspace: &str, queries: Vec<QueryAsk>, done: QueryDone) {
+        tracing::debug!(?queries, "PMIx query by {nspace}");
+        let requester = self.server.job_index(nspace);
+        let live: Vec<_> = (0..self.jobs.len())
+            .filter(|&j| self.jobs.live(j) > 0)
+            .collect();
+        // (name, members as (namespace, rank)), in command-line order.
+        let mut psets: Vec<(String, Vec<(String, u32)>)> = Vec::new();
+        for &j in live.iter().filter(|&&j| requester.is_none_or(|r| r == j)) {
+            let id = self.server.job_id(j).to_string();
+            for (name, ranks) in self.server.psets_of(j) {
+                let members = ranks.iter().map(|&r| (id.clone(), r));
+                match psets.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, m)) => m.extend(members),
+                    None => psets.push((name, members.collect())),
+                }
+            }
+        }
+        let mut answer = InfoList::default();
+        for q in &queries {
+            for k in &q.keys {
+                let put = match k.as_str() {
+                    QUERY_NAMESPACES => {
+                        let ids: Vec<&str> = live
+                            .iter()
+                            .filter(|&&j| self.server.is_pmix_job(j))
+                            .map(|&j| self.server.job_id(j))
+                            .collect();
+                        answer.string(k, &ids.join(","))
+                    }
+                    QUERY_NUM_PSETS => {
+                        answer.size(k, psets.len());
+                        Ok(())
+                    }
+                    QUERY_PSET_NAMES => {
+                        let names: Vec<&str> = psets.iter().map(|(n, _)| n.as_str()).collect();
+                        answer.string(k, &names.join(","))
+                    }
+                    QUERY_PSET_MEMBERSHIP => {
+                        let set = q
+                            .qual(PSET_NAME)
+                            .and_then(|want| psets.iter().find(|(n, _)| n == want));
+                        if let Some((_, members)) = set {
+                            let procs = members.iter().map(|(ns, r)| proc_of(ns, *r)).collect();
+                            answer.procs(k, procs);
+                        }
+                        Ok(())
+                    }
+                    other => {
+                        tracing::debug!("PMIx query of {other} by {nspace}: not answered");
+                        Ok(())
+                    }
+                };
+                if let Err(e) = put {
+                    tracing::warn!("PMIx query of {k}: {e}");
+                }
+            }
+        }
+        done.complete(answer);
+    }
+}
