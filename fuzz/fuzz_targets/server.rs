@@ -17,6 +17,7 @@
 use fastpmi_codec::command::SpawnRequest;
 use fastpmi_codec::{pmi1, pmi2, Deframer, VALLEN_MAX};
 use fastpmi_fuzz::{check_reply, parse_script, show, Op, CONNS};
+use fastpmi_server::place::NodePlace;
 use fastpmi_server::store::MemStore;
 use fastpmi_server::{ConnId, Event, JobSpec, NameError, Server, SpawnOutcome};
 use libfuzzer_sys::fuzz_target;
@@ -92,6 +93,16 @@ impl Harness {
             spawner: None,
             store: Box::new(MemStore::new(2, VALLEN_MAX)),
         });
+        // Job 0 is the second node server's part of a job of 4 (nested
+        // mode): its ranks 0 and 1 are the job's 2 and 3.
+        s.set_place(
+            0,
+            NodePlace {
+                first: 2,
+                total: 4,
+                mapping: "(vector,(0,2,2))".into(),
+            },
+        );
         s.add_job(JobSpec {
             id: "kvs_1".into(),
             apps: vec![1, 1],
@@ -226,6 +237,17 @@ impl Harness {
                     Event::Spawn { id, job, rank, req } => {
                         assert!(job < self.s.job_count() && rank < self.s.job_size(job));
                         self.spawns.push((id, job, req));
+                    }
+                    // A miss of the nested job after a fence: the outer
+                    // job answers a value, nothing or an error.
+                    Event::OuterGet { id, key } => {
+                        assert!(!key.is_empty());
+                        let answer = match id % 3 {
+                            0 => Ok(Some(b"outer-value".to_vec())),
+                            1 => Ok(None),
+                            _ => Err("outer server gone".into()),
+                        };
+                        self.s.outer_get_reply(id, answer, &mut more);
                     }
                     Event::Names { id, .. } => {
                         // Only with a shared name server; answered as the
