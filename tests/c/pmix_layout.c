@@ -32,6 +32,9 @@ int main(void)
     printf("PMIX_DATA_ARRAY = %d\n", PMIX_DATA_ARRAY);
     printf("PMIX_OPERATION_SUCCEEDED = %d\n", PMIX_OPERATION_SUCCEEDED);
     printf("PMIX_SIZE = %d\n", PMIX_SIZE);
+    printf("PMIX_ERR_NO_PERMISSIONS = %d\n", PMIX_ERR_NO_PERMISSIONS);
+    printf("offsetof(pmix_server_module_t, tool_connected) = %zu\n",
+           offsetof(pmix_server_module_t, tool_connected));
     printf("PMIX_ERR_NOT_SUPPORTED = %d\n", PMIX_ERR_NOT_SUPPORTED);
     printf("sizeof(pmix_query_t) = %zu\n", sizeof(pmix_query_t));
     printf("offsetof(pmix_query_t, qualifiers) = %zu\n", offsetof(pmix_query_t, qualifiers));

@@ -12,6 +12,7 @@ pub type Status = c_int;
 pub const PMIX_SUCCESS: Status = 0;
 pub const PMIX_ERROR: Status = -1;
 pub const PMIX_ERR_BAD_PARAM: Status = -27;
+pub const PMIX_ERR_NO_PERMISSIONS: Status = -23;
 pub const PMIX_ERR_NOT_FOUND: Status = -46;
 pub const PMIX_ERR_NOT_SUPPORTED: Status = -47;
 pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
@@ -104,7 +105,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 25] = [
+pub const LAYOUT: [(&str, i64); 27] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -149,6 +150,11 @@ pub const LAYOUT: [(&str, i64); 25] = [
     ("PMIX_DATA_ARRAY", ty::DATA_ARRAY as i64),
     ("PMIX_OPERATION_SUCCEEDED", PMIX_OPERATION_SUCCEEDED as i64),
     ("PMIX_SIZE", ty::SIZE as i64),
+    ("PMIX_ERR_NO_PERMISSIONS", PMIX_ERR_NO_PERMISSIONS as i64),
+    (
+        "offsetof(pmix_server_module_t, tool_connected)",
+        (SLOT_TOOL_CONNECTED * 8) as i64,
+    ),
     ("PMIX_ERR_NOT_SUPPORTED", PMIX_ERR_NOT_SUPPORTED as i64),
     ("sizeof(pmix_query_t)", std::mem::size_of::<Query>() as i64),
     (
@@ -179,6 +185,7 @@ pub(super) const SLOT_PUBLISH: usize = 5;
 pub(super) const SLOT_LOOKUP: usize = 6;
 pub(super) const SLOT_UNPUBLISH: usize = 7;
 pub(super) const SLOT_QUERY: usize = 15;
+pub(super) const SLOT_TOOL_CONNECTED: usize = 16;
 
 /// Keeps the strings and arrays an info list points to alive.
 #[derive(Default)]

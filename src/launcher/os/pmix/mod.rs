@@ -201,10 +201,12 @@ impl Server {
         module[SLOT_LOOKUP] = up_lookup as *const () as usize;
         module[SLOT_UNPUBLISH] = up_unpublish as *const () as usize;
         module[SLOT_QUERY] = up_query as *const () as usize;
+        module[SLOT_TOOL_CONNECTED] = up_tool_connected as *const () as usize;
         let mut infos = InfoList::default();
         let dir = tmpdir.to_string_lossy();
         infos.string("pmix.srvr.tmpdir", &dir)?;
         infos.string("pmix.sys.tmpdir", &dir)?;
+        infos.flag("pmix.srvr.tool", true);
 
         // SAFETY: `module` is a zero-padded pmix_server_module_t of function
         // pointers with the prototypes above; `infos` lives for the call.

@@ -515,3 +515,50 @@ pub(super) unsafe extern "C" fn up_query(
     });
     PMIX_SUCCESS
 }
+
+type ToolCb = Option<unsafe extern "C" fn(Status, *mut Proc, *mut c_void)>;
+
+/// Tools served so far (each gets a namespace of its own).
+static TOOLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A tool (`pps`, `pquery`, a debugger) connects: one of this user's gets
+/// a namespace of its own, `fastpmi-tool-<launcher pid>-<n>`, rank 0; one
+/// of another user's is refused and logged. Answered at once: it needs
+/// nothing of the launcher's jobs.
+pub(super) unsafe extern "C" fn up_tool_connected(
+    info: *mut Info,
+    ninfo: usize,
+    cb: ToolCb,
+    cbdata: *mut c_void,
+) {
+    // SAFETY: the library passes `ninfo` infos for the call's duration.
+    let infos = unsafe {
+        if info.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(info, ninfo)
+        }
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let uid = infos
+        .iter()
+        .find(|i| key_text(&i.key) == "pmix.euid" && i.value.type_ == ty::UINT32)
+        // SAFETY: a uint32 value, as its type says.
+        .map(|i| unsafe { i.value.data.uint32 });
+    let Some(cb) = cb else { return };
+    if uid.is_some_and(|u| u != me) {
+        tracing::warn!(
+            "refused a PMIx tool of uid {} (this launcher serves uid {me} only)",
+            uid.unwrap_or_default()
+        );
+        // SAFETY: the library's callback with its own argument, once.
+        unsafe { cb(PMIX_ERR_NO_PERMISSIONS, std::ptr::null_mut(), cbdata) };
+        return;
+    }
+    let n = TOOLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut p = proc_of(&format!("fastpmi-tool-{}-{n}", std::process::id()), 0);
+    tracing::debug!("PMIx tool {n} connected");
+    // SAFETY: the library's callback with its own argument, once; it copies
+    // the proc.
+    unsafe { cb(PMIX_SUCCESS, &mut p, cbdata) };
+}
