@@ -270,3 +270,46 @@ fn pmix_queries_answer_the_process_sets() {
         .collect();
     assert_eq!(got, want, "{}", out.report());
 }
+
+/// PMIx groups with context ids: in a job of 6, ranks {0,2,5} construct
+/// one group and {1,3} another, each asking for a context id; each member
+/// fences over its group and destructs it. The members of a group agree
+/// on its id, the two groups' ids differ, and no id is 0.
+#[test]
+fn pmix_groups_get_distinct_context_ids() {
+    let exe = client();
+    let out = common::launch(["-n", "6", exe.to_str().unwrap(), "groups"])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    let mut ids: std::collections::BTreeMap<String, Vec<(u32, u64)>> = Default::default();
+    let mut none = Vec::new();
+    for l in out.stdout_lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f[..] {
+            ["pmix", "group", g, "rank", r, "ctxid", c] => ids
+                .entry(g.to_string())
+                .or_default()
+                .push((r.parse().unwrap(), c.parse().unwrap())),
+            ["pmix", "group", "none", "rank", r] => none.push(r.to_string()),
+            _ => panic!("unexpected line {l:?}\n{}", out.report()),
+        }
+    }
+    let members = |g: &str| {
+        let mut v: Vec<u32> = ids
+            .get(g)
+            .map_or(vec![], |m| m.iter().map(|x| x.0).collect());
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(members("g1"), [0, 2, 5], "{}", out.report());
+    assert_eq!(members("g2"), [1, 3], "{}", out.report());
+    assert_eq!(none, ["4"], "{}", out.report());
+    let id = |g: &str| {
+        let set: std::collections::BTreeSet<u64> = ids[g].iter().map(|x| x.1).collect();
+        assert_eq!(set.len(), 1, "members of {g} disagree: {set:?}");
+        *set.iter().next().unwrap()
+    };
+    let (a, b) = (id("g1"), id("g2"));
+    assert!(a != 0 && b != 0 && a != b, "context ids {a} and {b}");
+}

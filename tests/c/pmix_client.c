@@ -30,6 +30,12 @@
  *     "pmix psets rank R num=K names=A,B members:A=NS.r+NS.r members:B=...
  *     missing=S namespaces=NS", S being the status of the members query of a
  *     set nobody defined (PMIX_ERR_NOT_FOUND, -46).
+ *   pmix_client groups   (6 ranks)
+ *     Ranks 0, 2 and 5 construct group "g1" and ranks 1 and 3 group "g2",
+ *     each asking for a context id (PMIX_GROUP_ASSIGN_CONTEXT_ID); each
+ *     member fences over its group (PMIx_Fence of the members) and
+ *     destructs it; every member prints "pmix group G rank R ctxid C",
+ *     rank 4 "pmix group none rank 4". Then all six fence.
  *   pmix_client publish-wait SERVICE PORT FILE
  *     Publish SERVICE = PORT, wait until FILE exists (another program,
  *     maybe of PMI, looked it up and made it), unpublish, print
@@ -252,6 +258,69 @@ static int psets(const pmix_proc_t *me)
     return 0;
 }
 
+static int groups(const pmix_proc_t *me)
+{
+    static const pmix_rank_t g1[] = {0, 2, 5}, g2[] = {1, 3};
+    const pmix_rank_t *mine = NULL;
+    size_t n = 0;
+    const char *name = "none";
+    pmix_status_t rc;
+
+    for (size_t i = 0; i < 3; i++)
+        if (g1[i] == me->rank) {
+            mine = g1;
+            n = 3;
+            name = "g1";
+        }
+    for (size_t i = 0; i < 2; i++)
+        if (g2[i] == me->rank) {
+            mine = g2;
+            n = 2;
+            name = "g2";
+        }
+    if (mine) {
+        pmix_proc_t procs[3];
+        pmix_info_t dir, *results = NULL;
+        size_t nresults = 0, ctxid = 0;
+        bool assign = true;
+        for (size_t i = 0; i < n; i++)
+            PMIX_LOAD_PROCID(&procs[i], me->nspace, mine[i]);
+        PMIX_INFO_LOAD(&dir, PMIX_GROUP_ASSIGN_CONTEXT_ID, &assign, PMIX_BOOL);
+        rc = PMIx_Group_construct(name, procs, n, &dir, 1, &results, &nresults);
+        if (rc != PMIX_SUCCESS) {
+            fprintf(stderr, "pmix_client: rank %u: construct %s: %s\n", me->rank, name,
+                    PMIx_Error_string(rc));
+            return 1;
+        }
+        for (size_t i = 0; i < nresults; i++)
+            if (PMIX_CHECK_KEY(&results[i], PMIX_GROUP_CONTEXT_ID) &&
+                results[i].value.type == PMIX_SIZE)
+                ctxid = results[i].value.data.size;
+        if (results)
+            PMIX_INFO_FREE(results, nresults);
+        if ((rc = PMIx_Fence(procs, n, NULL, 0)) != PMIX_SUCCESS) {
+            fprintf(stderr, "pmix_client: rank %u: fence of %s: %s\n", me->rank, name,
+                    PMIx_Error_string(rc));
+            return 1;
+        }
+        if ((rc = PMIx_Group_destruct(name, NULL, 0)) != PMIX_SUCCESS) {
+            fprintf(stderr, "pmix_client: rank %u: destruct %s: %s\n", me->rank, name,
+                    PMIx_Error_string(rc));
+            return 1;
+        }
+        printf("pmix group %s rank %u ctxid %zu\n", name, me->rank, ctxid);
+    } else {
+        printf("pmix group none rank %u\n", me->rank);
+    }
+    fflush(stdout);
+    if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS) {
+        fprintf(stderr, "pmix_client: rank %u: fence: %s\n", me->rank, PMIx_Error_string(rc));
+        return 1;
+    }
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pmix_proc_t me, wild, peer;
@@ -290,6 +359,8 @@ int main(int argc, char **argv)
         return names(&me, argv[2], argv[3]);
     if (strcmp(argv[1], "psets") == 0)
         return psets(&me);
+    if (strcmp(argv[1], "groups") == 0)
+        return groups(&me);
     if (strcmp(argv[1], "publish-wait") == 0 && argc == 5)
         return publish_wait(argv[2], argv[3], argv[4]);
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);

@@ -33,6 +33,9 @@ int main(void)
     printf("PMIX_OPERATION_SUCCEEDED = %d\n", PMIX_OPERATION_SUCCEEDED);
     printf("PMIX_SIZE = %d\n", PMIX_SIZE);
     printf("PMIX_ERR_NO_PERMISSIONS = %d\n", PMIX_ERR_NO_PERMISSIONS);
+    printf("offsetof(pmix_server_module_t, group) = %zu\n", offsetof(pmix_server_module_t, group));
+    printf("PMIX_GROUP_CONSTRUCT = %d\n", PMIX_GROUP_CONSTRUCT);
+    printf("PMIX_GROUP_DESTRUCT = %d\n", PMIX_GROUP_DESTRUCT);
     printf("offsetof(pmix_server_module_t, tool_connected) = %zu\n",
            offsetof(pmix_server_module_t, tool_connected));
     printf("PMIX_ERR_NOT_SUPPORTED = %d\n", PMIX_ERR_NOT_SUPPORTED);

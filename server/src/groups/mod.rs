@@ -234,6 +234,12 @@ impl Server {
         None
     }
 
+    /// A new context id for a group of the launcher's PMIx server: from
+    /// the counter PMI-2 groups use, so none is given twice.
+    pub fn alloc_ctxid(&mut self) -> u64 {
+        self.next_ctxid()
+    }
+
     fn next_ctxid(&mut self) -> u64 {
         self.groups.last_ctxid += 1;
         self.groups.last_ctxid

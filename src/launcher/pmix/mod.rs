@@ -5,6 +5,7 @@
 //! of PMI's. Upcalls (abort, finalize) come back through the event loop.
 
 pub mod detect;
+mod groups;
 mod query;
 
 use std::ffi::OsString;
@@ -517,6 +518,13 @@ impl super::Launcher {
                     done,
                     ..
                 } => self.pmix_query(&nspace, queries, done),
+                Upcall::Group {
+                    construct,
+                    name,
+                    members,
+                    ctxid,
+                    done,
+                } => self.pmix_group(construct, &name, &members, ctxid, done),
             }
         }
         self.apply_events();

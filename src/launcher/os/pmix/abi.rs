@@ -105,7 +105,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 27] = [
+pub const LAYOUT: [(&str, i64); 30] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -152,6 +152,12 @@ pub const LAYOUT: [(&str, i64); 27] = [
     ("PMIX_SIZE", ty::SIZE as i64),
     ("PMIX_ERR_NO_PERMISSIONS", PMIX_ERR_NO_PERMISSIONS as i64),
     (
+        "offsetof(pmix_server_module_t, group)",
+        (SLOT_GROUP * 8) as i64,
+    ),
+    ("PMIX_GROUP_CONSTRUCT", PMIX_GROUP_CONSTRUCT as i64),
+    ("PMIX_GROUP_DESTRUCT", PMIX_GROUP_DESTRUCT as i64),
+    (
         "offsetof(pmix_server_module_t, tool_connected)",
         (SLOT_TOOL_CONNECTED * 8) as i64,
     ),
@@ -186,6 +192,10 @@ pub(super) const SLOT_LOOKUP: usize = 6;
 pub(super) const SLOT_UNPUBLISH: usize = 7;
 pub(super) const SLOT_QUERY: usize = 15;
 pub(super) const SLOT_TOOL_CONNECTED: usize = 16;
+pub(super) const SLOT_GROUP: usize = 25;
+/// `pmix_group_operation_t`.
+pub const PMIX_GROUP_CONSTRUCT: c_int = 0;
+pub const PMIX_GROUP_DESTRUCT: c_int = 1;
 
 /// Keeps the strings and arrays an info list points to alive.
 #[derive(Default)]

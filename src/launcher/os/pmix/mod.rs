@@ -202,6 +202,7 @@ impl Server {
         module[SLOT_UNPUBLISH] = up_unpublish as *const () as usize;
         module[SLOT_QUERY] = up_query as *const () as usize;
         module[SLOT_TOOL_CONNECTED] = up_tool_connected as *const () as usize;
+        module[SLOT_GROUP] = up_group as *const () as usize;
         let mut infos = InfoList::default();
         let dir = tmpdir.to_string_lossy();
         infos.string("pmix.srvr.tmpdir", &dir)?;

@@ -57,6 +57,16 @@ pub enum Upcall {
         queries: Vec<QueryAsk>,
         done: QueryDone,
     },
+    /// `PMIx_Group_construct` (`construct`) or `_destruct` of group
+    /// `name` of `members`, once every local member called it (the
+    /// library collects them). `ctxid`: a context id is asked for.
+    Group {
+        construct: bool,
+        name: String,
+        members: Vec<(String, u32)>,
+        ctxid: bool,
+        done: QueryDone,
+    },
 }
 
 /// One query: the keys asked and its string qualifiers (others, such as
@@ -99,12 +109,22 @@ impl QueryDone {
     /// Complete with the answers (none: not found). The list lives until
     /// the library releases it.
     pub fn complete(self, answer: InfoList) {
+        let status = if answer.is_empty() {
+            PMIX_ERR_NOT_FOUND
+        } else {
+            PMIX_SUCCESS
+        };
+        self.finish(status, answer);
+    }
+
+    /// Complete with `status` and what comes with it (maybe nothing).
+    pub fn finish(self, status: Status, answer: InfoList) {
         let Some(cb) = self.cb else { return };
         if answer.is_empty() {
             // SAFETY: the library's callback with its own argument, once.
             unsafe {
                 cb(
-                    PMIX_ERR_NOT_FOUND,
+                    status,
                     std::ptr::null_mut(),
                     0,
                     self.data,
@@ -119,16 +139,7 @@ impl QueryDone {
         let (ptr, n) = unsafe { ((*raw).infos.as_mut_ptr(), (*raw).infos.len()) };
         // SAFETY: the library's callback with its own argument, once; the
         // infos stay valid until it calls `release_infos(raw)`.
-        unsafe {
-            cb(
-                PMIX_SUCCESS,
-                ptr,
-                n,
-                self.data,
-                Some(release_infos),
-                raw.cast(),
-            )
-        };
+        unsafe { cb(status, ptr, n, self.data, Some(release_infos), raw.cast()) };
     }
 }
 
@@ -561,4 +572,56 @@ pub(super) unsafe extern "C" fn up_tool_connected(
     // SAFETY: the library's callback with its own argument, once; it copies
     // the proc.
     unsafe { cb(PMIX_SUCCESS, &mut p, cbdata) };
+}
+
+pub(super) unsafe extern "C" fn up_group(
+    op: c_int,
+    grp: *mut c_char,
+    procs: *const Proc,
+    nprocs: usize,
+    directives: *const Info,
+    ndirs: usize,
+    cb: InfoCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a NUL-terminated group id, `nprocs`
+    // procs and `ndirs` directives, valid for the call.
+    let (name, members, dirs) = unsafe {
+        (
+            if grp.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(grp).to_string_lossy().into_owned()
+            },
+            if procs.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(procs, nprocs)
+            },
+            if directives.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(directives, ndirs)
+            },
+        )
+    };
+    let construct = match op {
+        PMIX_GROUP_CONSTRUCT => true,
+        PMIX_GROUP_DESTRUCT => false,
+        _ => return PMIX_ERR_BAD_PARAM,
+    };
+    let ctxid = dirs.iter().any(|i| {
+        key_text(&i.key) == "pmix.grp.actxid"
+            && i.value.type_ == ty::BOOL
+            // SAFETY: a bool value, as its type says.
+            && unsafe { i.value.data.flag }
+    });
+    send(Upcall::Group {
+        construct,
+        name,
+        members: members.iter().map(|p| (nspace_of(p), p.rank)).collect(),
+        ctxid,
+        done: QueryDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
 }
