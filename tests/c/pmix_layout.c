@@ -35,6 +35,8 @@ int main(void)
     printf("PMIX_ERR_NO_PERMISSIONS = %d\n", PMIX_ERR_NO_PERMISSIONS);
     printf("offsetof(pmix_server_module_t, group) = %zu\n", offsetof(pmix_server_module_t, group));
     printf("PMIX_GROUP_CONSTRUCT = %d\n", PMIX_GROUP_CONSTRUCT);
+    printf("PMIX_BYTE_OBJECT = %d\n", PMIX_BYTE_OBJECT);
+    printf("sizeof(pmix_byte_object_t) = %zu\n", sizeof(pmix_byte_object_t));
     printf("PMIX_GROUP_DESTRUCT = %d\n", PMIX_GROUP_DESTRUCT);
     printf("offsetof(pmix_server_module_t, tool_connected) = %zu\n",
            offsetof(pmix_server_module_t, tool_connected));

@@ -9,6 +9,8 @@ use crate::launcher::Launcher;
 
 /// `PMIX_GROUP_CONTEXT_ID` (`size_t`).
 const GROUP_CONTEXT_ID: &str = "pmix.grp.ctxid";
+/// `PMIX_GROUP_ENDPT_DATA` (byte object).
+const GROUP_ENDPT_DATA: &str = "pmix.grp.endpt";
 
 impl Launcher {
     pub(super) fn pmix_group(
@@ -17,9 +19,16 @@ impl Launcher {
         name: &str,
         members: &[(String, u32)],
         ctxid: bool,
+        endpoints: Option<Vec<u8>>,
         done: QueryDone,
     ) {
         let mut answer = InfoList::default();
+        // One node: what the library collected is every member's data.
+        if let Some(e) = endpoints.filter(|e| construct && !e.is_empty()) {
+            if let Err(err) = answer.bytes_given(GROUP_ENDPT_DATA, &e) {
+                tracing::warn!("PMIx group {name}: endpoint data not returned: {err}");
+            }
+        }
         if construct && ctxid {
             let id = self.server.alloc_ctxid();
             answer.size(GROUP_CONTEXT_ID, id as usize);

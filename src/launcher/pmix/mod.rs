@@ -523,8 +523,9 @@ impl super::Launcher {
                     name,
                     members,
                     ctxid,
+                    endpoints,
                     done,
-                } => self.pmix_group(construct, &name, &members, ctxid, done),
+                } => self.pmix_group(construct, &name, &members, ctxid, endpoints, done),
             }
         }
         self.apply_events();

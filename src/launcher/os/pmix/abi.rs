@@ -26,6 +26,7 @@ pub mod ty {
     pub const BOOL: u16 = 1;
     pub const STRING: u16 = 3;
     pub const SIZE: u16 = 4;
+    pub const BYTE_OBJECT: u16 = 27;
     pub const UINT16: u16 = 13;
     pub const UINT32: u16 = 14;
     pub const INT: u16 = 6;
@@ -67,7 +68,16 @@ pub union ValueData {
     pub proc_: *mut Proc,
     pub string: *mut c_char,
     pub darray: *mut DataArray,
+    pub bo: ByteObject,
     pub raw: [u64; 3],
+}
+
+/// `pmix_byte_object_t`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ByteObject {
+    pub bytes: *mut c_char,
+    pub size: usize,
 }
 
 /// `pmix_pdata_t` (a lookup's answer).
@@ -105,7 +115,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 30] = [
+pub const LAYOUT: [(&str, i64); 32] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -156,6 +166,11 @@ pub const LAYOUT: [(&str, i64); 30] = [
         (SLOT_GROUP * 8) as i64,
     ),
     ("PMIX_GROUP_CONSTRUCT", PMIX_GROUP_CONSTRUCT as i64),
+    ("PMIX_BYTE_OBJECT", ty::BYTE_OBJECT as i64),
+    (
+        "sizeof(pmix_byte_object_t)",
+        std::mem::size_of::<ByteObject>() as i64,
+    ),
     ("PMIX_GROUP_DESTRUCT", PMIX_GROUP_DESTRUCT as i64),
     (
         "offsetof(pmix_server_module_t, tool_connected)",
@@ -256,6 +271,25 @@ impl InfoList {
         self.infos
             .push(info(key, ty::DATA_ARRAY, ValueData { darray: p }));
         self.proc_arrays.push((da, procs));
+    }
+    /// A byte object under `key` whose bytes the library takes over: it
+    /// frees them (`PMIX_GROUP_ENDPT_DATA` of a group's answer, which
+    /// OpenPMIx 5 unloads and frees), so they come from `malloc`.
+    pub fn bytes_given(&mut self, key: &str, b: &[u8]) -> Result<(), PmixError> {
+        // SAFETY: a plain allocation of `len` bytes (at least 1).
+        let p = unsafe { libc::malloc(b.len().max(1)) }.cast::<u8>();
+        if p.is_null() {
+            return Err(PmixError::Nul("out of memory".into()));
+        }
+        // SAFETY: `p` holds `b.len()` bytes and does not overlap `b`.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len()) };
+        let bo = ByteObject {
+            bytes: p.cast(),
+            size: b.len(),
+        };
+        self.infos
+            .push(info(key, ty::BYTE_OBJECT, ValueData { bo }));
+        Ok(())
     }
     /// Whether nothing was put in.
     pub fn is_empty(&self) -> bool {

@@ -65,6 +65,10 @@ pub enum Upcall {
         name: String,
         members: Vec<(String, u32)>,
         ctxid: bool,
+        /// The members' endpoint data the library collected
+        /// (`PMIX_GROUP_ENDPT_DATA`): every member is local, so it is the
+        /// whole of it and goes back as it came.
+        endpoints: Option<Vec<u8>>,
         done: QueryDone,
     },
 }
@@ -616,11 +620,26 @@ pub(super) unsafe extern "C" fn up_group(
             // SAFETY: a bool value, as its type says.
             && unsafe { i.value.data.flag }
     });
+    let endpoints = dirs
+        .iter()
+        .find(|i| key_text(&i.key) == "pmix.grp.endpt" && i.value.type_ == ty::BYTE_OBJECT)
+        .map(|i| {
+            // SAFETY: a byte object, as its type says: `size` bytes at
+            // `bytes` (or none), valid for the call.
+            let bo = unsafe { i.value.data.bo };
+            if bo.bytes.is_null() {
+                Vec::new()
+            } else {
+                // SAFETY: as above.
+                unsafe { std::slice::from_raw_parts(bo.bytes.cast::<u8>(), bo.size) }.to_vec()
+            }
+        });
     send(Upcall::Group {
         construct,
         name,
         members: members.iter().map(|p| (nspace_of(p), p.rank)).collect(),
         ctxid,
+        endpoints,
         done: QueryDone { cb, data: cbdata },
     });
     PMIX_SUCCESS
