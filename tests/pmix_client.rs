@@ -313,3 +313,37 @@ fn pmix_groups_get_distinct_context_ids() {
     let (a, b) = (id("g1"), id("g2"));
     assert!(a != 0 && b != 0 && a != b, "context ids {a} and {b}");
 }
+
+/// `PMIX_QUERY_PROC_TABLE` of a job: one row per rank with its pid (as
+/// the rank itself reports it), its program, and the connected state.
+#[test]
+fn pmix_proc_table_lists_every_rank_with_its_pid() {
+    let exe = client();
+    let out = common::launch(["-n", "3", exe.to_str().unwrap(), "ptable"])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    let mut pids = std::collections::BTreeMap::new();
+    let mut rows = std::collections::BTreeMap::new();
+    for l in out.stdout_lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match f[..] {
+            ["pmix", "pid", "rank", r, p] => {
+                pids.insert(r.to_string(), p.to_string());
+            }
+            ["pmix", "ptable", "rank", r, "pid", p, "state", s, "exe", e] => {
+                rows.insert(r.to_string(), (p.to_string(), s.to_string(), e.to_string()));
+            }
+            _ => panic!("unexpected line {l:?}\n{}", out.report()),
+        }
+    }
+    assert_eq!(pids.len(), 3, "{}", out.report());
+    assert_eq!(rows.len(), 3, "{}", out.report());
+    for (r, p) in &pids {
+        let (pid, state, e) = &rows[r];
+        assert_eq!(pid, p, "rank {r}'s pid\n{}", out.report());
+        // PMIX_PROC_STATE_CONNECTED: every rank is inside PMIx.
+        assert_eq!(state, "6", "rank {r}'s state\n{}", out.report());
+        assert_eq!(e, exe.to_str().unwrap(), "rank {r}'s program");
+    }
+}

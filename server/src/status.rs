@@ -157,6 +157,15 @@ impl Server {
         }
     }
 
+    /// Whether rank `rank` of `job` has connected (initialized PMI or PMIx)
+    /// and not finalized yet.
+    pub fn rank_connected(&self, job: JobIdx, rank: u32) -> bool {
+        self.jobs
+            .get(job)
+            .and_then(|j| j.ranks.get(rank as usize))
+            .is_some_and(|s| s.phase == Phase::Initialized)
+    }
+
     /// Whether `job` has PMIx ranks.
     pub fn is_pmix_job(&self, job: JobIdx) -> bool {
         self.jobs

@@ -36,6 +36,11 @@
  *     member fences over its group (PMIx_Fence of the members) and
  *     destructs it; every member prints "pmix group G rank R ctxid C",
  *     rank 4 "pmix group none rank 4". Then all six fence.
+ *   pmix_client ptable
+ *     Every rank prints "pmix pid rank R P" (its getpid()) and fences;
+ *     rank 0 then queries PMIX_QUERY_PROC_TABLE of its namespace and
+ *     prints one "pmix ptable rank R pid P state S exe E" per row, then
+ *     all fence again.
  *   pmix_client publish-wait SERVICE PORT FILE
  *     Publish SERVICE = PORT, wait until FILE exists (another program,
  *     maybe of PMI, looked it up and made it), unpublish, print
@@ -321,6 +326,44 @@ static int groups(const pmix_proc_t *me)
     return 0;
 }
 
+static int ptable(const pmix_proc_t *me)
+{
+    pmix_status_t rc;
+    pmix_query_t q;
+    pmix_info_t *info = NULL;
+    size_t n = 0;
+
+    printf("pmix pid rank %u %d\n", me->rank, (int)getpid());
+    fflush(stdout);
+    if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS)
+        return 1;
+    if (me->rank == 0) {
+        PMIX_QUERY_CONSTRUCT(&q);
+        PMIX_ARGV_APPEND(rc, q.keys, PMIX_QUERY_PROC_TABLE);
+        PMIX_INFO_CREATE(q.qualifiers, 1);
+        q.nqual = 1;
+        PMIX_INFO_LOAD(&q.qualifiers[0], PMIX_NSPACE, me->nspace, PMIX_STRING);
+        rc = PMIx_Query_info(&q, 1, &info, &n);
+        if (rc != PMIX_SUCCESS || n != 1 || info[0].value.type != PMIX_DATA_ARRAY) {
+            fprintf(stderr, "pmix_client: proc table: %s\n", PMIx_Error_string(rc));
+            return 1;
+        }
+        pmix_data_array_t *da = info[0].value.data.darray;
+        pmix_proc_info_t *pi = (pmix_proc_info_t *)da->array;
+        for (size_t i = 0; i < da->size; i++)
+            printf("pmix ptable rank %u pid %d state %d exe %s\n", pi[i].proc.rank,
+                   (int)pi[i].pid, (int)pi[i].state,
+                   pi[i].executable_name ? pi[i].executable_name : "?");
+        fflush(stdout);
+        PMIX_INFO_FREE(info, n);
+        PMIX_QUERY_DESTRUCT(&q);
+    }
+    if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS)
+        return 1;
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pmix_proc_t me, wild, peer;
@@ -361,6 +404,8 @@ int main(int argc, char **argv)
         return psets(&me);
     if (strcmp(argv[1], "groups") == 0)
         return groups(&me);
+    if (strcmp(argv[1], "ptable") == 0)
+        return ptable(&me);
     if (strcmp(argv[1], "publish-wait") == 0 && argc == 5)
         return publish_wait(argv[2], argv[3], argv[4]);
     PMIX_LOAD_PROCID(&wild, me.nspace, PMIX_RANK_WILDCARD);

@@ -36,6 +36,13 @@ int main(void)
     printf("offsetof(pmix_server_module_t, group) = %zu\n", offsetof(pmix_server_module_t, group));
     printf("PMIX_GROUP_CONSTRUCT = %d\n", PMIX_GROUP_CONSTRUCT);
     printf("PMIX_BYTE_OBJECT = %d\n", PMIX_BYTE_OBJECT);
+    printf("PMIX_PROC_INFO = %d\n", PMIX_PROC_INFO);
+    printf("sizeof(pmix_proc_info_t) = %zu\n", sizeof(pmix_proc_info_t));
+    printf("offsetof(pmix_proc_info_t, pid) = %zu\n", offsetof(pmix_proc_info_t, pid));
+    printf("offsetof(pmix_proc_info_t, state) = %zu\n", offsetof(pmix_proc_info_t, state));
+    printf("PMIX_PROC_STATE_RUNNING = %d\n", PMIX_PROC_STATE_RUNNING);
+    printf("PMIX_PROC_STATE_CONNECTED = %d\n", PMIX_PROC_STATE_CONNECTED);
+    printf("PMIX_PROC_STATE_TERMINATED = %d\n", PMIX_PROC_STATE_TERMINATED);
     printf("sizeof(pmix_byte_object_t) = %zu\n", sizeof(pmix_byte_object_t));
     printf("PMIX_GROUP_DESTRUCT = %d\n", PMIX_GROUP_DESTRUCT);
     printf("offsetof(pmix_server_module_t, tool_connected) = %zu\n",

@@ -3,7 +3,11 @@
 //! is what Open MPI 5's MPI Sessions ask (`MPI_Session_get_num_psets`,
 //! `MPI_Session_get_nth_pset`, `MPI_Group_from_session_pset`).
 
-use super::super::os::pmix::{proc_of, InfoList, QueryAsk, QueryDone};
+use super::super::os::pmix::{
+    proc_of, InfoList, QueryAsk, QueryDone, PMIX_PROC_STATE_CONNECTED, PMIX_PROC_STATE_RUNNING,
+    PMIX_PROC_STATE_TERMINATED,
+};
+use crate::launcher::os;
 use crate::launcher::Launcher;
 
 /// The keys answered (`pmix_common.h`).
@@ -11,8 +15,12 @@ const QUERY_NAMESPACES: &str = "pmix.qry.ns";
 const QUERY_NUM_PSETS: &str = "pmix.qry.psetnum";
 const QUERY_PSET_NAMES: &str = "pmix.qry.psets";
 const QUERY_PSET_MEMBERSHIP: &str = "pmix.qry.pmems";
+const QUERY_PROC_TABLE: &str = "pmix.qry.ptable";
+const QUERY_LOCAL_PROC_TABLE: &str = "pmix.qry.lptable";
 /// The qualifier naming a process set.
 const PSET_NAME: &str = "pmix.pset.nm";
+/// The qualifier naming a namespace.
+const NSPACE: &str = "pmix.nspace";
 
 impl Launcher {
     /// Answer `queries` of a process of `nspace` (a tool's namespace is no
@@ -66,6 +74,21 @@ impl Launcher {
                         }
                         Ok(())
                     }
+                    // Every process is on this node: the local table is the
+                    // table.
+                    QUERY_PROC_TABLE | QUERY_LOCAL_PROC_TABLE => {
+                        let job = match q.qual(NSPACE) {
+                            Some(ns) => self.server.job_index(ns),
+                            None => requester,
+                        };
+                        match job {
+                            Some(j) => {
+                                let rows = self.proc_table(j);
+                                answer.proc_table(k, &rows)
+                            }
+                            None => Ok(()),
+                        }
+                    }
                     other => {
                         tracing::debug!("PMIx query of {other} by {nspace}: not answered");
                         Ok(())
@@ -77,5 +100,39 @@ impl Launcher {
             }
         }
         done.complete(answer);
+    }
+}
+
+impl Launcher {
+    /// The proc table of `job`: per rank its namespace, rank, hostname,
+    /// executable, pid (0 until started), exit code and state.
+    #[allow(clippy::type_complexity)]
+    fn proc_table(
+        &self,
+        job: fastpmi_server::JobIdx,
+    ) -> Vec<(String, u32, String, String, i32, i32, u8)> {
+        let id = self.server.job_id(job).to_string();
+        let host = self
+            .pmix
+            .as_ref()
+            .map(|h| h.hostname.clone())
+            .unwrap_or_default();
+        let size = self.server.job_size(job);
+        let mut rows: Vec<_> = (0..size)
+            .map(|r| (id.clone(), r, host.clone(), String::new(), 0, 0, 0u8))
+            .collect();
+        for p in self.procs.of_job(job) {
+            let Some(row) = rows.get_mut(p.rank as usize) else {
+                continue;
+            };
+            row.3 = p.exe.display().to_string();
+            row.4 = p.pid as i32;
+            (row.5, row.6) = match p.status {
+                Some(s) => (os::status_code(s), PMIX_PROC_STATE_TERMINATED),
+                None if self.server.rank_connected(job, p.rank) => (0, PMIX_PROC_STATE_CONNECTED),
+                None => (0, PMIX_PROC_STATE_RUNNING),
+            };
+        }
+        rows
     }
 }

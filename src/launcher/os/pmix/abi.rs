@@ -27,6 +27,7 @@ pub mod ty {
     pub const STRING: u16 = 3;
     pub const SIZE: u16 = 4;
     pub const BYTE_OBJECT: u16 = 27;
+    pub const PROC_INFO: u16 = 38;
     pub const UINT16: u16 = 13;
     pub const UINT32: u16 = 14;
     pub const INT: u16 = 6;
@@ -104,6 +105,22 @@ pub struct Info {
     pub value: Value,
 }
 
+/// `pmix_proc_info_t`: one row of a proc table.
+#[repr(C)]
+pub struct ProcInfo {
+    pub proc_: Proc,
+    pub hostname: *mut c_char,
+    pub executable_name: *mut c_char,
+    pub pid: c_int,
+    pub exit_code: c_int,
+    pub state: u8,
+}
+
+/// `pmix_proc_state_t` values used here.
+pub const PMIX_PROC_STATE_RUNNING: u8 = 5;
+pub const PMIX_PROC_STATE_CONNECTED: u8 = 6;
+pub const PMIX_PROC_STATE_TERMINATED: u8 = 20;
+
 /// `pmix_query_t`: the keys asked (a NULL-terminated `char **`) and the
 /// qualifiers that narrow them.
 #[repr(C)]
@@ -115,7 +132,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 32] = [
+pub const LAYOUT: [(&str, i64); 39] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -167,6 +184,28 @@ pub const LAYOUT: [(&str, i64); 32] = [
     ),
     ("PMIX_GROUP_CONSTRUCT", PMIX_GROUP_CONSTRUCT as i64),
     ("PMIX_BYTE_OBJECT", ty::BYTE_OBJECT as i64),
+    ("PMIX_PROC_INFO", ty::PROC_INFO as i64),
+    (
+        "sizeof(pmix_proc_info_t)",
+        std::mem::size_of::<ProcInfo>() as i64,
+    ),
+    (
+        "offsetof(pmix_proc_info_t, pid)",
+        std::mem::offset_of!(ProcInfo, pid) as i64,
+    ),
+    (
+        "offsetof(pmix_proc_info_t, state)",
+        std::mem::offset_of!(ProcInfo, state) as i64,
+    ),
+    ("PMIX_PROC_STATE_RUNNING", PMIX_PROC_STATE_RUNNING as i64),
+    (
+        "PMIX_PROC_STATE_CONNECTED",
+        PMIX_PROC_STATE_CONNECTED as i64,
+    ),
+    (
+        "PMIX_PROC_STATE_TERMINATED",
+        PMIX_PROC_STATE_TERMINATED as i64,
+    ),
     (
         "sizeof(pmix_byte_object_t)",
         std::mem::size_of::<ByteObject>() as i64,
@@ -223,6 +262,7 @@ pub struct InfoList {
     procs: Vec<Box<Proc>>,
     arrays: Vec<(Box<DataArray>, InfoList)>,
     proc_arrays: Vec<(Box<DataArray>, Vec<Proc>)>,
+    table_arrays: Vec<(Box<DataArray>, Vec<ProcInfo>)>,
 }
 
 fn key_bytes(key: &str) -> [c_char; KEY_BYTES] {
@@ -289,6 +329,41 @@ impl InfoList {
         };
         self.infos
             .push(info(key, ty::BYTE_OBJECT, ValueData { bo }));
+        Ok(())
+    }
+    /// A proc table under `key`: per row (namespace, rank, hostname,
+    /// executable, pid, exit code, state); its strings are kept with the
+    /// list.
+    #[allow(clippy::type_complexity)]
+    pub fn proc_table(
+        &mut self,
+        key: &str,
+        rows: &[(String, u32, String, String, i32, i32, u8)],
+    ) -> Result<(), PmixError> {
+        let mut table = Vec::with_capacity(rows.len());
+        for (ns, rank, host, exe, pid, code, state) in rows {
+            let h = CString::new(host.as_str()).map_err(|_| PmixError::Nul(host.clone()))?;
+            let e = CString::new(exe.as_str()).map_err(|_| PmixError::Nul(exe.clone()))?;
+            table.push(ProcInfo {
+                proc_: super::proc_of(ns, *rank),
+                hostname: h.as_ptr().cast_mut(),
+                executable_name: e.as_ptr().cast_mut(),
+                pid: *pid,
+                exit_code: *code,
+                state: *state,
+            });
+            self.strings.push(h);
+            self.strings.push(e);
+        }
+        let mut da = Box::new(DataArray {
+            type_: ty::PROC_INFO,
+            size: table.len(),
+            array: table.as_mut_ptr().cast(),
+        });
+        let p: *mut DataArray = &mut *da;
+        self.infos
+            .push(info(key, ty::DATA_ARRAY, ValueData { darray: p }));
+        self.table_arrays.push((da, table));
         Ok(())
     }
     /// Whether nothing was put in.
