@@ -347,3 +347,32 @@ fn pmix_proc_table_lists_every_rank_with_its_pid() {
         assert_eq!(e, exe.to_str().unwrap(), "rank {r}'s program");
     }
 }
+
+/// `PMIx_Spawn` from a libpmix client: two children in a new namespace,
+/// registered as spawned with the parent's id; each looks up a name with
+/// `PMIX_WAIT` that the parent publishes only 300 ms later, and gets it.
+#[test]
+fn pmix_spawn_and_a_waiting_lookup() {
+    let exe = client();
+    let exe = exe.to_str().unwrap();
+    let out = common::launch(["-n", "1", exe, "spawn"])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    let lines = out.stdout_lines();
+    let ns = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("pmix spawned "))
+        .unwrap_or_else(|| panic!("no spawn line\n{}", out.report()))
+        .to_string();
+    let parent = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("pmix child rank "))
+        .collect::<Vec<_>>();
+    assert_eq!(parent.len(), 2, "{}", out.report());
+    let first = ns.rsplit_once('_').map(|(p, _)| format!("{p}_0")).unwrap();
+    for r in 0..2 {
+        let want = format!("{r} of {ns} spawned 1 parent {first}:0 card card-of-the-parent");
+        assert!(parent.contains(&want.as_str()), "{want}\n{}", out.report());
+    }
+}

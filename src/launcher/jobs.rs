@@ -419,7 +419,8 @@ impl Launcher {
         // Before its ranks are registered (each gets its environment), with
         // their binding.
         if apps.iter().any(|a| a.pmix && a.nranks > 0) {
-            self.register_pmix_job(job, &apps, universe_size)?;
+            let parent = spawned_by.map(|s| (s.job, s.rank));
+            self.register_pmix_job(job, &apps, universe_size, parent)?;
         }
         let port = if self.cfg.pmi_port {
             let bind = self.cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());

@@ -267,6 +267,7 @@ impl Launcher {
                     .chain(groups)
                     .chain(self.tools_tick())
                     .chain(self.nest_wait())
+                    .chain(self.pmix_lookup_tick())
                     .min()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -333,6 +334,7 @@ impl Launcher {
                 self.nest_tick();
                 self.apply_events();
             }
+            self.pmix_retry_lookups();
         }
         self.nest_finish();
         timeline::step("all ranks ended");

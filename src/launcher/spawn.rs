@@ -39,7 +39,7 @@ enum CommandError {
 impl Launcher {
     pub(super) fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
         let mut errors = Vec::new();
-        let (outcome, job) = self.try_spawn(parent, rank, &req, &mut errors);
+        let (outcome, job) = self.try_spawn(parent, rank, &req, false, &mut errors);
         // One line per command that cannot run, or why nothing could start.
         let by = self.server.rank_name(parent, rank);
         match (&outcome, errors.is_empty()) {
@@ -71,11 +71,79 @@ impl Launcher {
         self.apply_events();
     }
 
+    /// `PMIx_Spawn` by `rank` of namespace `nspace` (Open MPI's
+    /// `MPI_Comm_spawn`): the same checks and job as a PMI spawn, its
+    /// ranks PMIx ones, answered with the new namespace once it is
+    /// registered (the children then connect to their parent).
+    pub(super) fn pmix_spawn(
+        &mut self,
+        nspace: &str,
+        rank: u32,
+        apps: Vec<super::os::pmix::SpawnApp>,
+        done: super::os::pmix::SpawnDone,
+    ) {
+        let Some(parent) = self.server.job_index(nspace) else {
+            crate::errln!("fastpmi: PMIx spawn by an unknown namespace {nspace}");
+            done.complete(None);
+            return;
+        };
+        let cmds = apps
+            .into_iter()
+            .map(|a| {
+                let mut info = Vec::new();
+                if let Some(d) = a.cwd.filter(|d| !d.is_empty()) {
+                    info.push(("wdir".to_string(), d));
+                }
+                if !a.env.is_empty() {
+                    info.push(("env".to_string(), a.env.join("\n")));
+                }
+                SpawnCmd {
+                    exe: a.cmd,
+                    maxprocs: a.maxprocs.max(0) as u32,
+                    // PMIx's argv starts with the program.
+                    args: a.argv.into_iter().skip(1).collect(),
+                    info,
+                }
+            })
+            .collect();
+        let req = SpawnRequest {
+            cmds,
+            preput: Vec::new(),
+        };
+        let by = self.server.rank_name(parent, rank);
+        if let Err(e) = req.validate() {
+            crate::errln!("fastpmi: PMIx spawn by {by}: {e}");
+            done.complete(None);
+            return;
+        }
+        let mut errors = Vec::new();
+        let (outcome, _) = self.try_spawn(parent, rank, &req, true, &mut errors);
+        for e in &errors {
+            crate::errln!("fastpmi: PMIx spawn by {by}: {e}");
+        }
+        match outcome {
+            SpawnOutcome::Started { jobid, .. } if errors.is_empty() => done.complete(Some(&jobid)),
+            SpawnOutcome::Started { jobid, .. } => {
+                // Some applications could not run: PMIx has no per-process
+                // error codes, so the spawn fails; the rest is ended.
+                if let Some(j) = self.server.job_index(&jobid) {
+                    self.abandon_job(j);
+                }
+                done.complete(None)
+            }
+            SpawnOutcome::Failed(msg) => {
+                crate::errln!("fastpmi: PMIx spawn by {by} failed: {msg}");
+                done.complete(None)
+            }
+        }
+    }
+
     fn try_spawn(
         &mut self,
         parent: JobIdx,
         rank: u32,
         req: &SpawnRequest,
+        pmix: bool,
         errors: &mut Vec<String>,
     ) -> (SpawnOutcome, Option<JobIdx>) {
         let failed = |msg: String| (SpawnOutcome::Failed(msg), None);
@@ -93,7 +161,8 @@ impl Launcher {
         let mut errcodes = Vec::with_capacity(total);
         for (i, cmd) in req.cmds.iter().enumerate() {
             match plan(cmd, &self.cfg.genv) {
-                Ok(p) => {
+                Ok(mut p) => {
+                    p.pmix = pmix;
                     errcodes.extend(std::iter::repeat_n(0, cmd.maxprocs as usize));
                     plans.push(p);
                 }

@@ -41,6 +41,13 @@
  *     rank 0 then queries PMIX_QUERY_PROC_TABLE of its namespace and
  *     prints one "pmix ptable rank R pid P state S exe E" per row, then
  *     all fence again.
+ *   pmix_client spawn   (1 rank)
+ *     PMIx_Spawn of 2 copies of this program with argument "child" into
+ *     a new namespace; prints "pmix spawned NS". Each child checks
+ *     PMIX_SPAWNED and PMIX_PARENT_ID, looks up "parent-card" with
+ *     PMIX_WAIT (the parent publishes it only after 300 ms, so the
+ *     lookup must wait) and prints "pmix child rank R of NS parent P:Q
+ *     card C". The parent then unpublishes and waits for nothing more.
  *   pmix_client publish-wait SERVICE PORT FILE
  *     Publish SERVICE = PORT, wait until FILE exists (another program,
  *     maybe of PMI, looked it up and made it), unpublish, print
@@ -364,6 +371,64 @@ static int ptable(const pmix_proc_t *me)
     return 0;
 }
 
+static int spawn_children(const pmix_proc_t *me, const char *self)
+{
+    pmix_app_t app;
+    pmix_nspace_t child;
+    pmix_status_t rc;
+
+    PMIX_APP_CONSTRUCT(&app);
+    app.cmd = strdup(self);
+    PMIX_ARGV_APPEND(rc, app.argv, self);
+    PMIX_ARGV_APPEND(rc, app.argv, "child");
+    app.maxprocs = 2;
+    if ((rc = PMIx_Spawn(NULL, 0, &app, 1, child)) != PMIX_SUCCESS) {
+        fprintf(stderr, "pmix_client: spawn: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    printf("pmix spawned %s\n", child);
+    fflush(stdout);
+    usleep(300 * 1000);
+    if (publish("parent-card", "card-of-the-parent"))
+        return 1;
+    /* The children look it up and exit; give them time, then leave. */
+    sleep(2);
+    unpublish("parent-card");
+    (void)me;
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}
+
+static int child(const pmix_proc_t *me)
+{
+    pmix_proc_t wild;
+    pmix_value_t *v = NULL;
+    pmix_pdata_t pd;
+    pmix_info_t wait;
+    pmix_status_t rc;
+    bool spawned = false;
+    int all = 0;
+    char parent[300] = "?";
+
+    PMIX_LOAD_PROCID(&wild, me->nspace, PMIX_RANK_WILDCARD);
+    if (PMIx_Get(&wild, PMIX_SPAWNED, NULL, 0, &v) == PMIX_SUCCESS && v->type == PMIX_BOOL)
+        spawned = v->data.flag;
+    if (PMIx_Get(&wild, PMIX_PARENT_ID, NULL, 0, &v) == PMIX_SUCCESS && v->type == PMIX_PROC)
+        snprintf(parent, sizeof parent, "%s:%u", v->data.proc->nspace, v->data.proc->rank);
+    PMIX_PDATA_CONSTRUCT(&pd);
+    pmix_strncpy(pd.key, "parent-card", PMIX_MAX_KEYLEN);
+    PMIX_INFO_LOAD(&wait, PMIX_WAIT, &all, PMIX_INT);
+    if ((rc = PMIx_Lookup(&pd, 1, &wait, 1)) != PMIX_SUCCESS || pd.value.type != PMIX_STRING) {
+        fprintf(stderr, "pmix_client: child lookup: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    printf("pmix child rank %u of %s spawned %d parent %s card %s\n", me->rank, me->nspace,
+           (int)spawned, parent, pd.value.data.string);
+    fflush(stdout);
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     pmix_proc_t me, wild, peer;
@@ -404,6 +469,10 @@ int main(int argc, char **argv)
         return psets(&me);
     if (strcmp(argv[1], "groups") == 0)
         return groups(&me);
+    if (strcmp(argv[1], "spawn") == 0)
+        return spawn_children(&me, argv[0]);
+    if (strcmp(argv[1], "child") == 0)
+        return child(&me);
     if (strcmp(argv[1], "ptable") == 0)
         return ptable(&me);
     if (strcmp(argv[1], "publish-wait") == 0 && argc == 5)

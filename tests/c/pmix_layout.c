@@ -37,6 +37,11 @@ int main(void)
     printf("PMIX_GROUP_CONSTRUCT = %d\n", PMIX_GROUP_CONSTRUCT);
     printf("PMIX_BYTE_OBJECT = %d\n", PMIX_BYTE_OBJECT);
     printf("PMIX_PROC_INFO = %d\n", PMIX_PROC_INFO);
+    printf("sizeof(pmix_app_t) = %zu\n", sizeof(pmix_app_t));
+    printf("offsetof(pmix_app_t, maxprocs) = %zu\n", offsetof(pmix_app_t, maxprocs));
+    printf("offsetof(pmix_server_module_t, spawn) = %zu\n", offsetof(pmix_server_module_t, spawn));
+    printf("offsetof(pmix_server_module_t, connect) = %zu\n",
+           offsetof(pmix_server_module_t, connect));
     printf("sizeof(pmix_proc_info_t) = %zu\n", sizeof(pmix_proc_info_t));
     printf("offsetof(pmix_proc_info_t, pid) = %zu\n", offsetof(pmix_proc_info_t, pid));
     printf("offsetof(pmix_proc_info_t, state) = %zu\n", offsetof(pmix_proc_info_t, state));

@@ -98,6 +98,7 @@ impl PmixHost {
         universe: u32,
         topology_xml: Option<&str>,
         ranks: &RankInfo,
+        parent: Option<(&str, u32)>,
     ) -> Result<(), PmixError> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let mut job = InfoList::default();
@@ -113,6 +114,11 @@ impl PmixHost {
         let peers = peers.join(",");
         job.string("pmix.pmap", &self.server.regex(&peers, true)?)?;
         job.u32("pmix.job.napps", apps.len() as u32);
+        // A spawned job: its parent (Open MPI's children connect to it).
+        if let Some((ns, r)) = parent {
+            job.proc_("pmix.parent", super::os::pmix::proc_of(ns, r));
+            job.flag("pmix.spawned", true);
+        }
         // The ranks' session directories (Open MPI's files), in this
         // launcher's directory: removed with it at exit.
         let nsdir = self.tmpdir.join(nspace);
@@ -238,7 +244,9 @@ struct NameRequest {
 
 enum Completion {
     Op(OpDone),
-    Lookup(LookupDone, String),
+    /// A lookup of the namespace's, that waits for missing names until
+    /// the deadline when `Some` (`PMIX_WAIT`; `Some(None)`: no deadline).
+    Lookup(LookupDone, String, Option<Option<std::time::Instant>>),
 }
 
 #[derive(Default)]
@@ -247,25 +255,56 @@ struct NameOps {
     requests: std::collections::HashMap<u64, NameRequest>,
     /// Operation token -> (request, index of its key).
     tokens: std::collections::HashMap<u64, (u64, usize)>,
+    /// Lookups waiting for names to be published (`PMIX_WAIT`).
+    parked: Vec<ParkedLookup>,
+    /// When the parked lookups were last asked again.
+    retried: Option<std::time::Instant>,
 }
+
+/// A lookup waiting for names to be published, asked again every
+/// [`LOOKUP_RETRY`] until they are or its deadline passes.
+struct ParkedLookup {
+    nspace: String,
+    keys: Vec<String>,
+    deadline: Option<std::time::Instant>,
+    done: LookupDone,
+}
+
+/// How often waiting lookups are asked again.
+const LOOKUP_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Completion {
     /// The request cannot be served (its namespace is no job of ours).
     fn fail(self) {
         match self {
             Completion::Op(done) => done.complete(false),
-            Completion::Lookup(done, _) => done.complete(None),
+            Completion::Lookup(done, ..) => done.complete(None),
         }
     }
 }
 
 impl NameRequest {
-    /// Answer the client once every key has its result.
-    fn finish(self) {
+    /// Answer the client once every key has its result; a waiting lookup
+    /// that misses a key comes back to be asked again (`parked`).
+    fn finish(self, parked: &mut Vec<ParkedLookup>) {
         let ok = self.results.iter().all(|r| matches!(r, Some(Ok(_))));
+        let missing = self
+            .results
+            .iter()
+            .any(|r| matches!(r, Some(Ok(None)) | None));
         match self.done {
             Completion::Op(done) => done.complete(ok),
-            Completion::Lookup(done, nspace) => {
+            Completion::Lookup(done, nspace, Some(deadline))
+                if missing && deadline.is_none_or(|d| std::time::Instant::now() < d) =>
+            {
+                parked.push(ParkedLookup {
+                    nspace,
+                    keys: self.keys,
+                    deadline,
+                    done,
+                });
+            }
+            Completion::Lookup(done, nspace, _) => {
                 let found: Option<Vec<_>> = self
                     .keys
                     .iter()
@@ -324,6 +363,7 @@ impl super::Launcher {
         job: JobIdx,
         apps: &[super::starting::AppPlan],
         universe: u32,
+        parent: Option<(JobIdx, u32)>,
     ) -> std::io::Result<()> {
         let id = self.server.job_id(job).to_string();
         let id = id.as_str();
@@ -343,6 +383,7 @@ impl super::Launcher {
                 .then(|| self.cfg.apps.get(i)?.psets.first().cloned())
                 .flatten()
         };
+        let parent_ns = parent.map(|(j, r)| (self.server.job_id(j).to_string(), r));
         let infos: Vec<AppInfo> = apps
             .iter()
             .enumerate()
@@ -356,7 +397,14 @@ impl super::Launcher {
             .xml_path()
             .and_then(|p| std::fs::read_to_string(p).ok());
         self.pmix_host()?
-            .register_job(id, &infos, universe, xml.as_deref(), &ranks)
+            .register_job(
+                id,
+                &infos,
+                universe,
+                xml.as_deref(),
+                &ranks,
+                parent_ns.as_ref().map(|(n, r)| (n.as_str(), *r)),
+            )
             .map_err(|e| std::io::Error::other(format!("PMIx job {id}: {e}")))
     }
 
@@ -378,6 +426,7 @@ impl super::Launcher {
     /// service (PMI clients of every job share it; `--nameserver` shares it
     /// between launchers).
     fn pmix_names(&mut self, nspace: &str, keys: Vec<String>, ops: Vec<NameOp>, done: Completion) {
+        tracing::debug!(?ops, "PMIx name operations of {nspace}");
         let Some(job) = self.server.job_index(nspace) else {
             return done.fail();
         };
@@ -402,7 +451,7 @@ impl super::Launcher {
             }
         }
         if req.results.iter().all(Option::is_some) {
-            req.finish();
+            req.finish(&mut host.names.parked);
         } else {
             host.names.requests.insert(id, req);
         }
@@ -422,7 +471,7 @@ impl super::Launcher {
         req.results[i] = Some(result);
         if req.results.iter().all(Option::is_some) {
             if let Some(req) = host.names.requests.remove(&id) {
-                req.finish();
+                req.finish(&mut host.names.parked);
             }
         }
     }
@@ -493,14 +542,19 @@ impl super::Launcher {
                     self.pmix_names(&nspace, keys, ops, Completion::Op(done));
                 }
                 Upcall::Lookup {
-                    nspace, keys, done, ..
+                    nspace,
+                    keys,
+                    wait,
+                    timeout,
+                    done,
+                    ..
                 } => {
-                    let ops = keys
-                        .iter()
-                        .map(|k| NameOp::Lookup { service: k.clone() })
-                        .collect();
-                    let c = Completion::Lookup(done, nspace.clone());
-                    self.pmix_names(&nspace, keys, ops, c);
+                    let deadline = wait.then(|| {
+                        timeout.map(|t| {
+                            std::time::Instant::now() + std::time::Duration::from_secs(t.into())
+                        })
+                    });
+                    self.pmix_lookup(nspace, keys, deadline, done);
                 }
                 Upcall::Connected { nspace, rank } => {
                     if let Some(job) = self.server.job_index(&nspace) {
@@ -518,6 +572,12 @@ impl super::Launcher {
                     done,
                     ..
                 } => self.pmix_query(&nspace, queries, done),
+                Upcall::Spawn {
+                    nspace,
+                    rank,
+                    apps,
+                    done,
+                } => self.pmix_spawn(&nspace, rank, apps, done),
                 Upcall::Group {
                     construct,
                     name,
@@ -529,5 +589,56 @@ impl super::Launcher {
             }
         }
         self.apply_events();
+    }
+}
+
+impl super::Launcher {
+    fn pmix_lookup(
+        &mut self,
+        nspace: String,
+        keys: Vec<String>,
+        deadline: Option<Option<std::time::Instant>>,
+        done: LookupDone,
+    ) {
+        let ops = keys
+            .iter()
+            .map(|k| NameOp::Lookup { service: k.clone() })
+            .collect();
+        let c = Completion::Lookup(done, nspace.clone(), deadline);
+        self.pmix_names(&nspace, keys, ops, c);
+    }
+
+    /// How soon lookups waiting for names must be asked again.
+    pub(super) fn pmix_lookup_tick(&self) -> Option<std::time::Duration> {
+        let names = &self.pmix.as_ref()?.names;
+        (!names.parked.is_empty()).then(|| {
+            names.retried.map_or(std::time::Duration::ZERO, |t| {
+                LOOKUP_RETRY.saturating_sub(t.elapsed())
+            })
+        })
+    }
+
+    /// Ask the waiting lookups again (every [`LOOKUP_RETRY`]); those past
+    /// their deadline are answered "not found".
+    pub(super) fn pmix_retry_lookups(&mut self) {
+        let Some(host) = self.pmix.as_mut() else {
+            return;
+        };
+        if host.names.parked.is_empty()
+            || host
+                .names
+                .retried
+                .is_some_and(|t| t.elapsed() < LOOKUP_RETRY)
+        {
+            return;
+        }
+        host.names.retried = Some(std::time::Instant::now());
+        for p in std::mem::take(&mut host.names.parked) {
+            if p.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+                p.done.complete(None);
+                continue;
+            }
+            self.pmix_lookup(p.nspace, p.keys, Some(p.deadline), p.done);
+        }
     }
 }

@@ -105,6 +105,18 @@ pub struct Info {
     pub value: Value,
 }
 
+/// `pmix_app_t`: one application of a `PMIx_Spawn`.
+#[repr(C)]
+pub struct App {
+    pub cmd: *mut c_char,
+    pub argv: *mut *mut c_char,
+    pub env: *mut *mut c_char,
+    pub cwd: *mut c_char,
+    pub maxprocs: c_int,
+    pub info: *mut Info,
+    pub ninfo: usize,
+}
+
 /// `pmix_proc_info_t`: one row of a proc table.
 #[repr(C)]
 pub struct ProcInfo {
@@ -132,7 +144,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 39] = [
+pub const LAYOUT: [(&str, i64); 43] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -185,6 +197,19 @@ pub const LAYOUT: [(&str, i64); 39] = [
     ("PMIX_GROUP_CONSTRUCT", PMIX_GROUP_CONSTRUCT as i64),
     ("PMIX_BYTE_OBJECT", ty::BYTE_OBJECT as i64),
     ("PMIX_PROC_INFO", ty::PROC_INFO as i64),
+    ("sizeof(pmix_app_t)", std::mem::size_of::<App>() as i64),
+    (
+        "offsetof(pmix_app_t, maxprocs)",
+        std::mem::offset_of!(App, maxprocs) as i64,
+    ),
+    (
+        "offsetof(pmix_server_module_t, spawn)",
+        (SLOT_SPAWN * 8) as i64,
+    ),
+    (
+        "offsetof(pmix_server_module_t, connect)",
+        (SLOT_CONNECT * 8) as i64,
+    ),
     (
         "sizeof(pmix_proc_info_t)",
         std::mem::size_of::<ProcInfo>() as i64,
@@ -244,6 +269,9 @@ pub(super) const SLOT_DIRECT_MODEX: usize = 4;
 pub(super) const SLOT_PUBLISH: usize = 5;
 pub(super) const SLOT_LOOKUP: usize = 6;
 pub(super) const SLOT_UNPUBLISH: usize = 7;
+pub(super) const SLOT_SPAWN: usize = 8;
+pub(super) const SLOT_CONNECT: usize = 9;
+pub(super) const SLOT_DISCONNECT: usize = 10;
 pub(super) const SLOT_QUERY: usize = 15;
 pub(super) const SLOT_TOOL_CONNECTED: usize = 16;
 pub(super) const SLOT_GROUP: usize = 25;

@@ -16,7 +16,7 @@ pub mod abi;
 pub use abi::*;
 mod upcalls;
 use upcalls::*;
-pub use upcalls::{LookupDone, OpDone, QueryAsk, QueryDone, Upcall};
+pub use upcalls::{LookupDone, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone, Upcall};
 
 /// Why the server is not available.
 #[derive(Debug, thiserror::Error)]
@@ -201,6 +201,9 @@ impl Server {
         module[SLOT_LOOKUP] = up_lookup as *const () as usize;
         module[SLOT_UNPUBLISH] = up_unpublish as *const () as usize;
         module[SLOT_QUERY] = up_query as *const () as usize;
+        module[SLOT_SPAWN] = up_spawn as *const () as usize;
+        module[SLOT_CONNECT] = up_connect as *const () as usize;
+        module[SLOT_DISCONNECT] = up_connect as *const () as usize;
         module[SLOT_TOOL_CONNECTED] = up_tool_connected as *const () as usize;
         module[SLOT_GROUP] = up_group as *const () as usize;
         let mut infos = InfoList::default();

@@ -42,11 +42,15 @@ pub enum Upcall {
         keys: Vec<String>,
         done: OpDone,
     },
-    /// `PMIx_Lookup` of `keys`.
+    /// `PMIx_Lookup` of `keys`; with `wait` (`PMIX_WAIT`) the answer waits
+    /// until every key is published, for at most `timeout` seconds
+    /// (`PMIX_TIMEOUT`; none: until the job ends).
     Lookup {
         nspace: String,
         rank: u32,
         keys: Vec<String>,
+        wait: bool,
+        timeout: Option<u32>,
         done: LookupDone,
     },
     /// `PMIx_Query_info` that the library passes on (by `rank` of
@@ -56,6 +60,13 @@ pub enum Upcall {
         rank: u32,
         queries: Vec<QueryAsk>,
         done: QueryDone,
+    },
+    /// `PMIx_Spawn` by `rank` of `nspace` (Open MPI's `MPI_Comm_spawn`).
+    Spawn {
+        nspace: String,
+        rank: u32,
+        apps: Vec<SpawnApp>,
+        done: SpawnDone,
     },
     /// `PMIx_Group_construct` (`construct`) or `_destruct` of group
     /// `name` of `members`, once every local member called it (the
@@ -445,8 +456,8 @@ pub(super) unsafe extern "C" fn up_unpublish(
 pub(super) unsafe extern "C" fn up_lookup(
     p: *const Proc,
     keys: *mut *mut c_char,
-    _info: *const Info,
-    _ninfo: usize,
+    info: *const Info,
+    ninfo: usize,
     cb: LookupCb,
     cbdata: *mut c_void,
 ) -> Status {
@@ -454,10 +465,28 @@ pub(super) unsafe extern "C" fn up_lookup(
     let (Some(p), keys) = (unsafe { p.as_ref() }, unsafe { key_list(keys) }) else {
         return PMIX_ERR_BAD_PARAM;
     };
+    // SAFETY: the library passes `ninfo` directives for the call.
+    let infos = unsafe {
+        if info.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(info, ninfo)
+        }
+    };
+    let wait = infos.iter().any(|i| key_text(&i.key) == "pmix.wait");
+    let timeout = infos
+        .iter()
+        .find(|i| key_text(&i.key) == "pmix.timeout" && i.value.type_ == ty::INT)
+        // SAFETY: an int value, as its type says.
+        .map(|i| unsafe { i.value.data.int })
+        .filter(|&t| t > 0)
+        .map(|t| t as u32);
     send(Upcall::Lookup {
         nspace: nspace_of(p),
         rank: p.rank,
         keys,
+        wait,
+        timeout,
         done: LookupDone { cb, data: cbdata },
     });
     PMIX_SUCCESS
@@ -470,12 +499,20 @@ fn key_text(k: &[c_char; KEY_BYTES]) -> String {
 
 /// Every process of a job is on this node: nothing to ask elsewhere.
 pub(super) unsafe extern "C" fn up_dmodex(
-    _p: *const Proc,
+    p: *const Proc,
     _i: *const Info,
     _n: usize,
     _cb: ModexCb,
     _d: *mut c_void,
 ) -> Status {
+    // SAFETY: the library passes a valid proc for the call's duration.
+    if let Some(p) = unsafe { p.as_ref() } {
+        tracing::debug!(
+            "PMIx direct modex for {}:{}: not found",
+            nspace_of(p),
+            p.rank
+        );
+    }
     PMIX_ERR_NOT_FOUND
 }
 
@@ -643,4 +680,118 @@ pub(super) unsafe extern "C" fn up_group(
         done: QueryDone { cb, data: cbdata },
     });
     PMIX_SUCCESS
+}
+
+/// One application of a `PMIx_Spawn`, copied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpawnApp {
+    pub cmd: String,
+    pub argv: Vec<String>,
+    pub env: Vec<String>,
+    pub cwd: Option<String>,
+    pub maxprocs: i32,
+}
+
+type SpawnCb = Option<unsafe extern "C" fn(Status, *mut c_char, *mut c_void)>;
+
+/// The library's completion of a spawn, to be called once.
+pub struct SpawnDone {
+    cb: SpawnCb,
+    data: *mut c_void,
+}
+
+// SAFETY: as for `OpDone`.
+unsafe impl Send for SpawnDone {}
+
+impl std::fmt::Debug for SpawnDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SpawnDone")
+    }
+}
+
+impl SpawnDone {
+    /// Complete with the new job's namespace, or fail.
+    pub fn complete(self, nspace: Option<&str>) {
+        let Some(cb) = self.cb else { return };
+        let mut ns = [0 as c_char; NSPACE_BYTES];
+        if let Some(n) = nspace {
+            for (d, s) in ns.iter_mut().zip(n.bytes().take(NSPACE_BYTES - 1)) {
+                *d = s as c_char;
+            }
+        }
+        let status = if nspace.is_some() {
+            PMIX_SUCCESS
+        } else {
+            PMIX_ERROR
+        };
+        // SAFETY: the library's callback with its own argument, once; the
+        // namespace lives until it returns.
+        unsafe { cb(status, ns.as_mut_ptr(), self.data) };
+    }
+}
+
+/// A NUL-terminated string, or None.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string valid for the call.
+unsafe fn opt_string(p: *const c_char) -> Option<String> {
+    // SAFETY: per the contract.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+pub(super) unsafe extern "C" fn up_spawn(
+    p: *const Proc,
+    _job_info: *const Info,
+    _ninfo: usize,
+    apps: *const App,
+    napps: usize,
+    cb: SpawnCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and `napps` apps, each with
+    // NUL-terminated strings and NULL-terminated lists, for the call.
+    let (Some(p), apps) = (unsafe { p.as_ref() }, unsafe {
+        if apps.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(apps, napps)
+        }
+    }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    let apps = apps
+        .iter()
+        .map(|a| SpawnApp {
+            // SAFETY: as above.
+            cmd: unsafe { opt_string(a.cmd) }.unwrap_or_default(),
+            // SAFETY: as above.
+            argv: unsafe { key_list(a.argv) },
+            // SAFETY: as above.
+            env: unsafe { key_list(a.env) },
+            // SAFETY: as above.
+            cwd: unsafe { opt_string(a.cwd) },
+            maxprocs: a.maxprocs,
+        })
+        .collect();
+    send(Upcall::Spawn {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        apps,
+        done: SpawnDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+/// Connect and disconnect: every process is local, and the library has
+/// collected every participant before it asks: nothing is left to wait
+/// for.
+pub(super) unsafe extern "C" fn up_connect(
+    _procs: *const Proc,
+    _nprocs: usize,
+    _info: *const Info,
+    _ninfo: usize,
+    _cb: OpCb,
+    _cbdata: *mut c_void,
+) -> Status {
+    PMIX_OPERATION_SUCCEEDED
 }
