@@ -6,6 +6,7 @@
 
 pub mod detect;
 mod groups;
+mod names;
 mod query;
 
 use std::ffi::OsString;
@@ -15,9 +16,10 @@ use std::sync::Arc;
 
 use fastpmi_server::JobIdx;
 
-use super::os::pmix::{InfoList, LookupDone, OpDone, PmixError, Server, Upcall};
+use super::os::pmix::{InfoList, PmixError, Server, Upcall};
 use fastpmi_server::status::PmixStep;
-use fastpmi_server::{NameOp, NameResult};
+use fastpmi_server::NameOp;
+use names::{Completion, NameOps};
 
 /// The running PMIx server of a launcher.
 pub(super) struct PmixHost {
@@ -234,95 +236,6 @@ impl PmixHost {
     }
 }
 
-/// A PMIx client's publish, unpublish or lookup: one name-service
-/// operation per key, answered once all are.
-struct NameRequest {
-    results: Vec<Option<NameResult>>,
-    keys: Vec<String>,
-    done: Completion,
-}
-
-enum Completion {
-    Op(OpDone),
-    /// A lookup of the namespace's, that waits for missing names until
-    /// the deadline when `Some` (`PMIX_WAIT`; `Some(None)`: no deadline).
-    Lookup(LookupDone, String, Option<Option<std::time::Instant>>),
-}
-
-#[derive(Default)]
-struct NameOps {
-    next: u64,
-    requests: std::collections::HashMap<u64, NameRequest>,
-    /// Operation token -> (request, index of its key).
-    tokens: std::collections::HashMap<u64, (u64, usize)>,
-    /// Lookups waiting for names to be published (`PMIX_WAIT`).
-    parked: Vec<ParkedLookup>,
-    /// When the parked lookups were last asked again.
-    retried: Option<std::time::Instant>,
-}
-
-/// A lookup waiting for names to be published, asked again every
-/// [`LOOKUP_RETRY`] until they are or its deadline passes.
-struct ParkedLookup {
-    nspace: String,
-    keys: Vec<String>,
-    deadline: Option<std::time::Instant>,
-    done: LookupDone,
-}
-
-/// How often waiting lookups are asked again.
-const LOOKUP_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
-
-impl Completion {
-    /// The request cannot be served (its namespace is no job of ours).
-    fn fail(self) {
-        match self {
-            Completion::Op(done) => done.complete(false),
-            Completion::Lookup(done, ..) => done.complete(None),
-        }
-    }
-}
-
-impl NameRequest {
-    /// Answer the client once every key has its result; a waiting lookup
-    /// that misses a key comes back to be asked again (`parked`).
-    fn finish(self, parked: &mut Vec<ParkedLookup>) {
-        let ok = self.results.iter().all(|r| matches!(r, Some(Ok(_))));
-        let missing = self
-            .results
-            .iter()
-            .any(|r| matches!(r, Some(Ok(None)) | None));
-        match self.done {
-            Completion::Op(done) => done.complete(ok),
-            Completion::Lookup(done, nspace, Some(deadline))
-                if missing && deadline.is_none_or(|d| std::time::Instant::now() < d) =>
-            {
-                parked.push(ParkedLookup {
-                    nspace,
-                    keys: self.keys,
-                    deadline,
-                    done,
-                });
-            }
-            Completion::Lookup(done, nspace, _) => {
-                let found: Option<Vec<_>> = self
-                    .keys
-                    .iter()
-                    .zip(self.results)
-                    .map(|(k, r)| match r {
-                        Some(Ok(Some(port))) => Some((k.clone(), port, nspace.clone(), WILDCARD)),
-                        _ => None,
-                    })
-                    .collect();
-                done.complete(found);
-            }
-        }
-    }
-}
-
-/// `PMIX_RANK_WILDCARD`: the publisher's rank is not kept, only its job.
-const WILDCARD: u32 = u32::MAX - 1;
-
 /// Remove the PMIx directories of launchers that are gone (a launcher
 /// killed with SIGKILL leaves its own behind).
 fn remove_dead(dir: &Path) {
@@ -420,60 +333,6 @@ impl super::Launcher {
         self.pmix_host()?
             .rank_env(id, rank)
             .map_err(|e| std::io::Error::other(format!("PMIx rank {rank} of {id}: {e}")))
-    }
-
-    /// Serve a PMIx client's name-service request from fastpmi's one name
-    /// service (PMI clients of every job share it; `--nameserver` shares it
-    /// between launchers).
-    fn pmix_names(&mut self, nspace: &str, keys: Vec<String>, ops: Vec<NameOp>, done: Completion) {
-        tracing::debug!(?ops, "PMIx name operations of {nspace}");
-        let Some(job) = self.server.job_index(nspace) else {
-            return done.fail();
-        };
-        let Some(host) = self.pmix.as_mut() else {
-            return;
-        };
-        let id = host.names.next;
-        host.names.next += 1;
-        let mut req = NameRequest {
-            results: vec![None; ops.len()],
-            keys,
-            done,
-        };
-        for (i, op) in ops.into_iter().enumerate() {
-            let token = host.names.next;
-            host.names.next += 1;
-            match self.server.host_name_op(job, op, token, &mut self.events) {
-                Some(r) => req.results[i] = Some(r),
-                None => {
-                    host.names.tokens.insert(token, (id, i));
-                }
-            }
-        }
-        if req.results.iter().all(Option::is_some) {
-            req.finish(&mut host.names.parked);
-        } else {
-            host.names.requests.insert(id, req);
-        }
-    }
-
-    /// The shared name server answered operation `token` of a PMIx client.
-    pub(super) fn pmix_name_done(&mut self, token: u64, result: NameResult) {
-        let Some(host) = self.pmix.as_mut() else {
-            return;
-        };
-        let Some((id, i)) = host.names.tokens.remove(&token) else {
-            return;
-        };
-        let Some(req) = host.names.requests.get_mut(&id) else {
-            return;
-        };
-        req.results[i] = Some(result);
-        if req.results.iter().all(Option::is_some) {
-            if let Some(req) = host.names.requests.remove(&id) {
-                req.finish(&mut host.names.parked);
-            }
-        }
     }
 
     /// Jobs `jobs` are being torn down: tell their PMIx clients which rank
@@ -589,56 +448,5 @@ impl super::Launcher {
             }
         }
         self.apply_events();
-    }
-}
-
-impl super::Launcher {
-    fn pmix_lookup(
-        &mut self,
-        nspace: String,
-        keys: Vec<String>,
-        deadline: Option<Option<std::time::Instant>>,
-        done: LookupDone,
-    ) {
-        let ops = keys
-            .iter()
-            .map(|k| NameOp::Lookup { service: k.clone() })
-            .collect();
-        let c = Completion::Lookup(done, nspace.clone(), deadline);
-        self.pmix_names(&nspace, keys, ops, c);
-    }
-
-    /// How soon lookups waiting for names must be asked again.
-    pub(super) fn pmix_lookup_tick(&self) -> Option<std::time::Duration> {
-        let names = &self.pmix.as_ref()?.names;
-        (!names.parked.is_empty()).then(|| {
-            names.retried.map_or(std::time::Duration::ZERO, |t| {
-                LOOKUP_RETRY.saturating_sub(t.elapsed())
-            })
-        })
-    }
-
-    /// Ask the waiting lookups again (every [`LOOKUP_RETRY`]); those past
-    /// their deadline are answered "not found".
-    pub(super) fn pmix_retry_lookups(&mut self) {
-        let Some(host) = self.pmix.as_mut() else {
-            return;
-        };
-        if host.names.parked.is_empty()
-            || host
-                .names
-                .retried
-                .is_some_and(|t| t.elapsed() < LOOKUP_RETRY)
-        {
-            return;
-        }
-        host.names.retried = Some(std::time::Instant::now());
-        for p in std::mem::take(&mut host.names.parked) {
-            if p.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-                p.done.complete(None);
-                continue;
-            }
-            self.pmix_lookup(p.nspace, p.keys, Some(p.deadline), p.done);
-        }
     }
 }

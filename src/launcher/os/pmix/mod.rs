@@ -14,9 +14,13 @@ use std::sync::{Arc, Condvar, Mutex};
 
 pub mod abi;
 pub use abi::*;
+mod done;
+mod requests;
 mod upcalls;
+pub use done::{LookupDone, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone};
+use requests::*;
+pub use upcalls::Upcall;
 use upcalls::*;
-pub use upcalls::{LookupDone, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone, Upcall};
 
 /// Why the server is not available.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,233 @@
+//! The upcalls about jobs rather than one client: queries, tools,
+//! groups, spawn and connect (on the library's progress thread, like
+//! [`super::upcalls`]).
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+use super::abi::*;
+use super::done::*;
+use super::upcalls::{key_list, key_text, opt_string, send, OpCb, Upcall};
+use super::{nspace_of, proc_of};
+
+pub(super) unsafe extern "C" fn up_query(
+    p: *mut Proc,
+    queries: *mut Query,
+    nqueries: usize,
+    cb: InfoCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and `nqueries` queries, each
+    // with a NULL-terminated key list and `nqual` qualifiers, for the
+    // call's duration.
+    let (Some(p), qs) = (unsafe { p.as_ref() }, unsafe {
+        if queries.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(queries, nqueries)
+        }
+    }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    let mut asks = Vec::with_capacity(qs.len());
+    for q in qs {
+        // SAFETY: as above.
+        let keys = unsafe { key_list(q.keys) };
+        let quals = if q.qualifiers.is_null() {
+            &[][..]
+        } else {
+            // SAFETY: as above.
+            unsafe { std::slice::from_raw_parts(q.qualifiers, q.nqual) }
+        };
+        let quals = quals
+            .iter()
+            .filter(|i| i.value.type_ == ty::STRING)
+            .filter_map(|i| {
+                // SAFETY: a string value's pointer, NUL-terminated or NULL.
+                let v = unsafe { i.value.data.string };
+                // SAFETY: as above.
+                (!v.is_null())
+                    .then(|| unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned())
+                    .map(|v| (key_text(&i.key), v))
+            })
+            .collect();
+        asks.push(QueryAsk { keys, quals });
+    }
+    send(Upcall::Query {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        queries: asks,
+        done: QueryDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+type ToolCb = Option<unsafe extern "C" fn(Status, *mut Proc, *mut c_void)>;
+
+/// Tools served so far (each gets a namespace of its own).
+static TOOLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A tool (`pps`, `pquery`, a debugger) connects: one of this user's gets
+/// a namespace of its own, `fastpmi-tool-<launcher pid>-<n>`, rank 0; one
+/// of another user's is refused and logged. Answered at once: it needs
+/// nothing of the launcher's jobs.
+pub(super) unsafe extern "C" fn up_tool_connected(
+    info: *mut Info,
+    ninfo: usize,
+    cb: ToolCb,
+    cbdata: *mut c_void,
+) {
+    // SAFETY: the library passes `ninfo` infos for the call's duration.
+    let infos = unsafe {
+        if info.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(info, ninfo)
+        }
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let uid = infos
+        .iter()
+        .find(|i| key_text(&i.key) == "pmix.euid" && i.value.type_ == ty::UINT32)
+        // SAFETY: a uint32 value, as its type says.
+        .map(|i| unsafe { i.value.data.uint32 });
+    let Some(cb) = cb else { return };
+    if uid.is_some_and(|u| u != me) {
+        tracing::warn!(
+            "refused a PMIx tool of uid {} (this launcher serves uid {me} only)",
+            uid.unwrap_or_default()
+        );
+        // SAFETY: the library's callback with its own argument, once.
+        unsafe { cb(PMIX_ERR_NO_PERMISSIONS, std::ptr::null_mut(), cbdata) };
+        return;
+    }
+    let n = TOOLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut p = proc_of(&format!("fastpmi-tool-{}-{n}", std::process::id()), 0);
+    tracing::debug!("PMIx tool {n} connected");
+    // SAFETY: the library's callback with its own argument, once; it copies
+    // the proc.
+    unsafe { cb(PMIX_SUCCESS, &mut p, cbdata) };
+}
+
+pub(super) unsafe extern "C" fn up_group(
+    op: c_int,
+    grp: *mut c_char,
+    procs: *const Proc,
+    nprocs: usize,
+    directives: *const Info,
+    ndirs: usize,
+    cb: InfoCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a NUL-terminated group id, `nprocs`
+    // procs and `ndirs` directives, valid for the call.
+    let (name, members, dirs) = unsafe {
+        (
+            if grp.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(grp).to_string_lossy().into_owned()
+            },
+            if procs.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(procs, nprocs)
+            },
+            if directives.is_null() {
+                &[][..]
+            } else {
+                std::slice::from_raw_parts(directives, ndirs)
+            },
+        )
+    };
+    let construct = match op {
+        PMIX_GROUP_CONSTRUCT => true,
+        PMIX_GROUP_DESTRUCT => false,
+        _ => return PMIX_ERR_BAD_PARAM,
+    };
+    let ctxid = dirs.iter().any(|i| {
+        key_text(&i.key) == "pmix.grp.actxid"
+            && i.value.type_ == ty::BOOL
+            // SAFETY: a bool value, as its type says.
+            && unsafe { i.value.data.flag }
+    });
+    let endpoints = dirs
+        .iter()
+        .find(|i| key_text(&i.key) == "pmix.grp.endpt" && i.value.type_ == ty::BYTE_OBJECT)
+        .map(|i| {
+            // SAFETY: a byte object, as its type says: `size` bytes at
+            // `bytes` (or none), valid for the call.
+            let bo = unsafe { i.value.data.bo };
+            if bo.bytes.is_null() {
+                Vec::new()
+            } else {
+                // SAFETY: as above.
+                unsafe { std::slice::from_raw_parts(bo.bytes.cast::<u8>(), bo.size) }.to_vec()
+            }
+        });
+    send(Upcall::Group {
+        construct,
+        name,
+        members: members.iter().map(|p| (nspace_of(p), p.rank)).collect(),
+        ctxid,
+        endpoints,
+        done: QueryDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+pub(super) unsafe extern "C" fn up_spawn(
+    p: *const Proc,
+    _job_info: *const Info,
+    _ninfo: usize,
+    apps: *const App,
+    napps: usize,
+    cb: SpawnCb,
+    cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes a valid proc and `napps` apps, each with
+    // NUL-terminated strings and NULL-terminated lists, for the call.
+    let (Some(p), apps) = (unsafe { p.as_ref() }, unsafe {
+        if apps.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(apps, napps)
+        }
+    }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    let apps = apps
+        .iter()
+        .map(|a| SpawnApp {
+            // SAFETY: as above.
+            cmd: unsafe { opt_string(a.cmd) }.unwrap_or_default(),
+            // SAFETY: as above.
+            argv: unsafe { key_list(a.argv) },
+            // SAFETY: as above.
+            env: unsafe { key_list(a.env) },
+            // SAFETY: as above.
+            cwd: unsafe { opt_string(a.cwd) },
+            maxprocs: a.maxprocs,
+        })
+        .collect();
+    send(Upcall::Spawn {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        apps,
+        done: SpawnDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+/// Connect and disconnect: every process is local, and the library has
+/// collected every participant before it asks: nothing is left to wait
+/// for.
+pub(super) unsafe extern "C" fn up_connect(
+    _procs: *const Proc,
+    _nprocs: usize,
+    _info: *const Info,
+    _ninfo: usize,
+    _cb: OpCb,
+    _cbdata: *mut c_void,
+) -> Status {
+    PMIX_OPERATION_SUCCEEDED
+}
