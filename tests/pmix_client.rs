@@ -213,7 +213,9 @@ fn pmix_ranks_hear_which_rank_ended_before_the_teardown() {
     );
 }
 
-/// Each rank's `PMIX_CPUSET` is the binding fastpmi gave it.
+/// Each rank's `PMIX_CPUSET` is the binding fastpmi gave it, and its
+/// `PMIX_LOCALITY_STRING` the library's for that binding: one string per
+/// CPU set.
 #[test]
 fn pmix_cpuset_is_the_ranks_binding() {
     let exe = client();
@@ -223,17 +225,32 @@ fn pmix_cpuset_is_the_ranks_binding() {
     out.assert_success();
     let lines = out.stdout_lines();
     assert_eq!(lines.len(), 4, "{}", out.report());
+    let mut by_cpus: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for l in lines {
-        let reg = l
-            .split(" registered=")
-            .nth(1)
-            .and_then(|r| r.split(' ').next());
-        let allowed = l.split(" allowed=").nth(1);
+        let field = |k: &str| {
+            l.split(&format!(" {k}="))
+                .nth(1)
+                .and_then(|r| r.split(' ').next())
+                .map(str::to_string)
+        };
+        let (reg, allowed, loc) = (field("registered"), field("allowed"), field("locality"));
         assert!(
-            reg.is_some() && reg != Some("none") && reg == allowed,
+            reg.is_some() && reg.as_deref() != Some("none") && reg == allowed,
             "{l}"
         );
+        // The library's locality string of the binding (what Open MPI
+        // compares between processes).
+        let loc = loc.filter(|l| l != "none" && !l.is_empty());
+        assert!(loc.is_some(), "no locality string: {l}");
+        by_cpus.entry(reg.unwrap()).or_default().push(loc.unwrap());
     }
+    // Ranks bound alike have one locality string; ranks bound apart differ.
+    let per_set: Vec<std::collections::BTreeSet<&String>> =
+        by_cpus.values().map(|v| v.iter().collect()).collect();
+    assert!(per_set.iter().all(|s| s.len() == 1), "{by_cpus:?}");
+    let distinct: std::collections::BTreeSet<&String> =
+        per_set.iter().flat_map(|s| s.iter().copied()).collect();
+    assert_eq!(distinct.len(), by_cpus.len(), "{by_cpus:?}");
 }
 
 /// Process sets as PMIx queries answer them (what Open MPI 5's MPI

@@ -14,8 +14,9 @@
  *     a third, rank 1's lookup must fail. Rank 1 prints
  *     "pmix names ok SERVICE=PORT, gone after unpublish".
  *   pmix_client cpuset
- *     Prints "pmix cpuset rank R registered=C allowed=A": PMIX_CPUSET as the
- *     server registered it, and the Cpus_allowed_list of /proc/self/status.
+ *     Prints "pmix cpuset rank R registered=C allowed=A locality=L":
+ *     PMIX_CPUSET as the server registered it, the Cpus_allowed_list of
+ *     /proc/self/status, and PMIX_LOCALITY_STRING ("none" if absent).
  *   pmix_client watch
  *     Every rank registers a handler for PMIX_EVENT_PROC_TERMINATED and
  *     fences; the last rank then exits with status 3 (without finalize),
@@ -458,8 +459,11 @@ int main(int argc, char **argv)
         if (f)
             fclose(f);
         rc = PMIx_Get(&me, PMIX_CPUSET, NULL, 0, &v);
-        printf("pmix cpuset rank %u registered=%s allowed=%s\n", me.rank,
-               rc == PMIX_SUCCESS && v->type == PMIX_STRING ? v->data.string : "none", allowed);
+        const char *cpuset =
+            rc == PMIX_SUCCESS && v->type == PMIX_STRING ? strdup(v->data.string) : "none";
+        rc = PMIx_Get(&me, PMIX_LOCALITY_STRING, NULL, 0, &v);
+        printf("pmix cpuset rank %u registered=%s allowed=%s locality=%s\n", me.rank, cpuset,
+               allowed, rc == PMIX_SUCCESS && v->type == PMIX_STRING ? v->data.string : "none");
         PMIx_Finalize(NULL, 0);
         return 0;
     }

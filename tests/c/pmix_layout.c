@@ -38,6 +38,7 @@ int main(void)
     printf("PMIX_BYTE_OBJECT = %d\n", PMIX_BYTE_OBJECT);
     printf("PMIX_PROC_INFO = %d\n", PMIX_PROC_INFO);
     printf("sizeof(pmix_app_t) = %zu\n", sizeof(pmix_app_t));
+    printf("sizeof(pmix_cpuset_t) = %zu\n", sizeof(pmix_cpuset_t));
     printf("offsetof(pmix_app_t, maxprocs) = %zu\n", offsetof(pmix_app_t, maxprocs));
     printf("offsetof(pmix_server_module_t, spawn) = %zu\n", offsetof(pmix_server_module_t, spawn));
     printf("offsetof(pmix_server_module_t, connect) = %zu\n",

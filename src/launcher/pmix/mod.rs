@@ -43,6 +43,8 @@ pub(super) struct AppInfo {
 
 /// What the launcher knows of a job's ranks that PMIx registers.
 pub(super) struct RankInfo {
+    /// Every CPU of the node (`0-15`): an unbound rank's set.
+    pub all_cpus: String,
     /// The CPUs each rank is bound to, as a list (`0-1,4`), if bound.
     pub cpus: Vec<Option<String>>,
 }
@@ -181,9 +183,16 @@ impl PmixHost {
                     });
                 }
                 p.string("pmix.pdir", &pdir.to_string_lossy())?;
-                // Its binding (Open MPI then knows it is bound).
-                if let Some(Some(cpus)) = ranks.cpus.get(rank as usize) {
+                // Its binding (Open MPI then knows it is bound), and its
+                // locality, which Open MPI asks of every process it
+                // connects to (a spawned job's, say).
+                let bound = ranks.cpus.get(rank as usize).and_then(Option::as_deref);
+                if let Some(cpus) = bound {
                     p.string("pmix.cpuset", cpus)?;
+                }
+                match self.server.locality(bound.unwrap_or(&ranks.all_cpus)) {
+                    Ok(loc) => p.string("pmix.locstr", &loc)?,
+                    Err(e) => tracing::debug!("rank {rank}: no locality string: {e}"),
                 }
                 job.array("pmix.pdata", p);
             }
@@ -236,6 +245,17 @@ impl PmixHost {
     }
 }
 
+/// The CPUs this launcher may run on (its ranks too, unbound), as a list.
+fn allowed_cpus() -> String {
+    let cpus: Vec<u32> = match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU as u32)
+            .filter(|&c| set.is_set(c as usize))
+            .collect(),
+        Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get()) as u32).collect(),
+    };
+    crate::ranges::ranges(&cpus)
+}
+
 /// Remove the PMIx directories of launchers that are gone (a launcher
 /// killed with SIGKILL leaves its own behind).
 fn remove_dead(dir: &Path) {
@@ -282,6 +302,7 @@ impl super::Launcher {
         let id = id.as_str();
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let ranks = RankInfo {
+            all_cpus: allowed_cpus(),
             cpus: (0..size)
                 .map(|r| {
                     self.binding

@@ -105,6 +105,13 @@ pub struct Info {
     pub value: Value,
 }
 
+/// `pmix_cpuset_t`: a bitmap (hwloc's) and where it came from.
+#[repr(C)]
+pub struct Cpuset {
+    pub source: *mut c_char,
+    pub bitmap: *mut c_void,
+}
+
 /// `pmix_app_t`: one application of a `PMIx_Spawn`.
 #[repr(C)]
 pub struct App {
@@ -144,7 +151,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 43] = [
+pub const LAYOUT: [(&str, i64); 44] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -198,6 +205,10 @@ pub const LAYOUT: [(&str, i64); 43] = [
     ("PMIX_BYTE_OBJECT", ty::BYTE_OBJECT as i64),
     ("PMIX_PROC_INFO", ty::PROC_INFO as i64),
     ("sizeof(pmix_app_t)", std::mem::size_of::<App>() as i64),
+    (
+        "sizeof(pmix_cpuset_t)",
+        std::mem::size_of::<Cpuset>() as i64,
+    ),
     (
         "offsetof(pmix_app_t, maxprocs)",
         std::mem::offset_of!(App, maxprocs) as i64,

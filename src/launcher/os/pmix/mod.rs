@@ -71,6 +71,9 @@ struct Fns {
     generate_regex: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> Status,
     generate_ppn: unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> Status,
     error_string: unsafe extern "C" fn(Status) -> *const c_char,
+    parse_cpuset: unsafe extern "C" fn(*const c_char, *mut Cpuset) -> Status,
+    locality: unsafe extern "C" fn(*const Cpuset, *mut *mut c_char) -> Status,
+    cpuset_destruct: unsafe extern "C" fn(*mut Cpuset),
 }
 
 /// The embedded server: the library and its functions. Never unloaded (the
@@ -183,6 +186,11 @@ impl Server {
                 generate_regex: *lib.get(b"PMIx_generate_regex\0").map_err(sym)?,
                 generate_ppn: *lib.get(b"PMIx_generate_ppn\0").map_err(sym)?,
                 error_string: *lib.get(b"PMIx_Error_string\0").map_err(sym)?,
+                parse_cpuset: *lib.get(b"PMIx_Parse_cpuset_string\0").map_err(sym)?,
+                locality: *lib
+                    .get(b"PMIx_server_generate_locality_string\0")
+                    .map_err(sym)?,
+                cpuset_destruct: *lib.get(b"PMIx_Cpuset_destruct\0").map_err(sym)?,
             }
         };
         if SINK.set(sink).is_err() {
@@ -242,6 +250,38 @@ impl Server {
             status: rc,
             text,
         })
+    }
+
+    /// The locality string (`PMIX_LOCALITY_STRING`) of a process bound to
+    /// `cpus` (a list such as `0-3,8`), as the library computes it from
+    /// the node's topology: what Open MPI compares between processes.
+    pub fn locality(&self, cpus: &str) -> Result<String, PmixError> {
+        let text = format!("hwloc:{cpus}");
+        let c = CString::new(text.as_str()).map_err(|_| PmixError::Nul(text.clone()))?;
+        let mut set = Cpuset {
+            source: std::ptr::null_mut(),
+            bitmap: std::ptr::null_mut(),
+        };
+        // SAFETY: `c` is NUL-terminated; the library fills `set`.
+        let rc = unsafe { (self.fns.parse_cpuset)(c.as_ptr(), &mut set) };
+        self.check("PMIx_Parse_cpuset_string", rc)?;
+        let mut out: *mut c_char = std::ptr::null_mut();
+        // SAFETY: `set` was filled by the library above; it mallocs `out`.
+        let rc = unsafe { (self.fns.locality)(&set, &mut out) };
+        // SAFETY: `set` came from the library's parse, destructed once.
+        unsafe { (self.fns.cpuset_destruct)(&mut set) };
+        self.check("PMIx_server_generate_locality_string", rc)?;
+        if out.is_null() {
+            return Ok(String::new());
+        }
+        // SAFETY: a NUL-terminated string the library allocated with
+        // malloc, freed here after the copy.
+        let s = unsafe {
+            let s = CStr::from_ptr(out).to_string_lossy().into_owned();
+            libc::free(out.cast());
+            s
+        };
+        Ok(s)
     }
 
     /// `PMIx_generate_regex` (`ppn`: `PMIx_generate_ppn`) of `input`.
