@@ -76,6 +76,21 @@ struct Fns {
     cpuset_destruct: unsafe extern "C" fn(*mut Cpuset),
 }
 
+/// The copy of a string the library allocated with malloc (NULL: empty),
+/// which is freed.
+fn take_string(out: *mut c_char) -> String {
+    if out.is_null() {
+        return String::new();
+    }
+    // SAFETY: a NUL-terminated string the library allocated with malloc
+    // and handed over; freed once, after the copy.
+    unsafe {
+        let s = CStr::from_ptr(out).to_string_lossy().into_owned();
+        libc::free(out.cast());
+        s
+    }
+}
+
 /// The embedded server: the library and its functions. Never unloaded (the
 /// progress thread lives until the process ends).
 pub struct Server {
@@ -271,17 +286,7 @@ impl Server {
         // SAFETY: `set` came from the library's parse, destructed once.
         unsafe { (self.fns.cpuset_destruct)(&mut set) };
         self.check("PMIx_server_generate_locality_string", rc)?;
-        if out.is_null() {
-            return Ok(String::new());
-        }
-        // SAFETY: a NUL-terminated string the library allocated with
-        // malloc, freed here after the copy.
-        let s = unsafe {
-            let s = CStr::from_ptr(out).to_string_lossy().into_owned();
-            libc::free(out.cast());
-            s
-        };
-        Ok(s)
+        Ok(take_string(out))
     }
 
     /// `PMIx_generate_regex` (`ppn`: `PMIx_generate_ppn`) of `input`.
@@ -303,17 +308,7 @@ impl Server {
             },
             rc,
         )?;
-        if out.is_null() {
-            return Ok(String::new());
-        }
-        // SAFETY: a NUL-terminated string the library allocated with
-        // malloc, freed here after the copy.
-        let s = unsafe {
-            let s = CStr::from_ptr(out).to_string_lossy().into_owned();
-            libc::free(out.cast());
-            s
-        };
-        Ok(s)
+        Ok(take_string(out))
     }
 
     /// Stop the server: the library removes what it made (PMIx 5's shared
