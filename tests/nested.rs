@@ -196,7 +196,8 @@ fn spawn_from_a_nested_job() {
 }
 
 /// `fastpmi ps` of a node server names its ranks by their ranks in the
-/// job: the second node server shows ranks 16 to 31.
+/// job: the second node server shows ranks 16 to 31; `fastpmi ps JOBID`
+/// shows every launcher holding a part of the job.
 #[test]
 fn ps_of_a_node_server_shows_the_jobs_ranks() {
     let _g = heavy();
@@ -222,6 +223,10 @@ fn ps_of_a_node_server_shows_the_jobs_ranks() {
         let all = t.first()?.ranks.iter().all(|r| r.pid.is_some());
         all.then_some(t)
     });
+    // By the job's id: every launcher holding a part of it (the outer
+    // one, whose ranks are the node servers, and both node servers).
+    let jobid = format!("fastpmi_{}_0", job.pid());
+    let all = common::tools::fastpmi(xdg.path(), &["ps", &jobid, "--json"]);
     let out = job.kill_all();
     let ranks: Vec<u32> = tables[0].ranks.iter().map(|r| r.rank).collect();
     assert_eq!(
@@ -229,6 +234,24 @@ fn ps_of_a_node_server_shows_the_jobs_ranks() {
         (PER_NODE..TOTAL).collect::<Vec<_>>(),
         "{tables:?}\n{}",
         out.report()
+    );
+    assert!(all.status.success(), "{}", common::tools::text(&all.stderr));
+    let parts: Vec<fastpmi::tools::proto::JobTable> =
+        serde_json::from_slice(&all.stdout).expect("ps --json of the job");
+    let mut sizes: Vec<(usize, Option<u32>)> = parts
+        .iter()
+        .map(|t| (t.ranks.len(), t.ranks.first().map(|r| r.rank)))
+        .collect();
+    sizes.sort_unstable();
+    assert_eq!(
+        sizes,
+        [
+            (NODES as usize, Some(0)),
+            (PER_NODE as usize, Some(0)),
+            (PER_NODE as usize, Some(PER_NODE))
+        ],
+        "{}",
+        common::tools::text(&all.stdout)
     );
 }
 

@@ -138,26 +138,40 @@ fn ask(path: &Path, req: &Request) -> Result<Reply, PsError> {
     Ok(r)
 }
 
-/// Which launcher (and job) `target` names: a launcher pid or a job id.
+/// Which launcher (and job) `target` names: a launcher pid or a job id
+/// (the first launcher holding it).
 fn resolve(dir: &Path, target: &str) -> Result<(PathBuf, Option<String>), PsError> {
+    resolve_all(dir, target).map(|mut v| v.remove(0))
+}
+
+/// Every launcher `target` names: the launcher of a pid, or each launcher
+/// holding a part of job `target` (a job over several node servers on
+/// this machine, and the outer launcher whose job it is: they share its
+/// id, docs/nested.md). Never empty.
+fn resolve_all(dir: &Path, target: &str) -> Result<Vec<(PathBuf, Option<String>)>, PsError> {
     if let Ok(pid) = target.parse::<u32>() {
         let path = socket_path(dir, pid);
         if !path.exists() {
             return Err(PsError::NoLauncher { pid, path });
         }
-        return Ok((path, None));
+        return Ok(vec![(path, None)]);
     }
-    let found = launchers_in(dir)?;
-    for f in found {
-        if let Ok(r) = ask(&f.path, &request(Op::Info, None)) {
-            if r.launcher
-                .is_some_and(|l| l.jobs.iter().any(|j| j.id == target))
-            {
-                return Ok((f.path, Some(target.to_string())));
-            }
-        }
+    let mut found: Vec<Found> = launchers_in(dir)?;
+    found.sort_by_key(|f| f.pid);
+    let holding: Vec<_> = found
+        .into_iter()
+        .filter(|f| {
+            ask(&f.path, &request(Op::Info, None)).is_ok_and(|r| {
+                r.launcher
+                    .is_some_and(|l| l.jobs.iter().any(|j| j.id == target))
+            })
+        })
+        .map(|f| (f.path, Some(target.to_string())))
+        .collect();
+    if holding.is_empty() {
+        return Err(PsError::NoJob(target.to_string()));
     }
-    Err(PsError::NoJob(target.to_string()))
+    Ok(holding)
 }
 
 /// `fastpmi ps [PID|JOBID] [--json]`; returns the exit status.
@@ -171,7 +185,7 @@ pub fn ps(target: Option<&str>, json: bool, socket: Option<&Path>) -> i32 {
                 .map(String::from),
             json,
         ),
-        (Some(t), None) => resolve(&dir, t).and_then(|(path, job)| table(&path, job, json)),
+        (Some(t), None) => resolve_all(&dir, t).and_then(|all| tables(&all, json)),
         (None, None) => list(&dir, json),
     };
     match r {
@@ -239,6 +253,32 @@ struct RawPs<'a> {
     error: Option<String>,
     #[serde(borrow)]
     jobs: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The tables of every launcher of `all`: printed one after the other,
+/// or as one JSON array.
+fn tables(all: &[(PathBuf, Option<String>)], json: bool) -> Result<(), PsError> {
+    if let [(path, job)] = all {
+        return table(path, job.clone(), json);
+    }
+    if !json {
+        for (path, job) in all {
+            table(path, job.clone(), false)?;
+        }
+        return Ok(());
+    }
+    let mut parts = Vec::new();
+    for (path, job) in all {
+        let jobs: Vec<JobTable> = ask(path, &request(Op::Ps, job.clone()))?
+            .jobs
+            .unwrap_or_default();
+        parts.extend(jobs);
+    }
+    crate::outln!(
+        "{}",
+        serde_json::to_string_pretty(&parts).unwrap_or_default()
+    );
+    Ok(())
 }
 
 fn table(path: &Path, job: Option<String>, json: bool) -> Result<(), PsError> {
