@@ -33,6 +33,7 @@ int main(void)
     printf("PMIX_OPERATION_SUCCEEDED = %d\n", PMIX_OPERATION_SUCCEEDED);
     printf("PMIX_SIZE = %d\n", PMIX_SIZE);
     printf("PMIX_ERR_NO_PERMISSIONS = %d\n", PMIX_ERR_NO_PERMISSIONS);
+    printf("PMIX_ERR_TIMEOUT = %d\n", PMIX_ERR_TIMEOUT);
     printf("offsetof(pmix_server_module_t, group) = %zu\n", offsetof(pmix_server_module_t, group));
     printf("PMIX_GROUP_CONSTRUCT = %d\n", PMIX_GROUP_CONSTRUCT);
     printf("PMIX_BYTE_OBJECT = %d\n", PMIX_BYTE_OBJECT);

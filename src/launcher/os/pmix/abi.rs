@@ -13,6 +13,7 @@ pub const PMIX_SUCCESS: Status = 0;
 pub const PMIX_ERROR: Status = -1;
 pub const PMIX_ERR_BAD_PARAM: Status = -27;
 pub const PMIX_ERR_NO_PERMISSIONS: Status = -23;
+pub const PMIX_ERR_TIMEOUT: Status = -24;
 pub const PMIX_ERR_NOT_FOUND: Status = -46;
 pub const PMIX_ERR_NOT_SUPPORTED: Status = -47;
 pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
@@ -151,7 +152,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 44] = [
+pub const LAYOUT: [(&str, i64); 45] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -197,6 +198,7 @@ pub const LAYOUT: [(&str, i64); 44] = [
     ("PMIX_OPERATION_SUCCEEDED", PMIX_OPERATION_SUCCEEDED as i64),
     ("PMIX_SIZE", ty::SIZE as i64),
     ("PMIX_ERR_NO_PERMISSIONS", PMIX_ERR_NO_PERMISSIONS as i64),
+    ("PMIX_ERR_TIMEOUT", PMIX_ERR_TIMEOUT as i64),
     (
         "offsetof(pmix_server_module_t, group)",
         (SLOT_GROUP * 8) as i64,

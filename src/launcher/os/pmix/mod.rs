@@ -127,13 +127,29 @@ fn wait_op(f: impl FnOnce(OpCb, *mut c_void) -> Status) -> Status {
             rc
         };
     }
+    // Bounded: a library that never calls back must not hang the launcher
+    // (a late callback finds its reference, taken above, still alive).
+    let deadline = std::time::Instant::now() + OP_TIMEOUT;
     let (m, cv) = &*done;
     let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
     while g.is_none() {
-        g = cv.wait(g).unwrap_or_else(|p| p.into_inner());
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return PMIX_ERR_TIMEOUT;
+        }
+        g = cv
+            .wait_timeout(g, left)
+            .map(|(g, _)| g)
+            .unwrap_or_else(|p| p.into_inner().0);
     }
     g.unwrap_or(PMIX_SUCCESS)
 }
+
+/// The longest an operation of the library may take to call back.
+const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The longest `PMIx_server_finalize` may take at exit.
+const FINALIZE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 pub fn proc_of(nspace: &str, rank: u32) -> Proc {
     let mut p = Proc {
@@ -313,12 +329,33 @@ impl Server {
 
     /// Stop the server: the library removes what it made (PMIx 5's shared
     /// memory files live in /tmp, outside the launcher's directory).
+    /// At most [`FINALIZE_TIMEOUT`]: the library's own threads can
+    /// deadlock (seen with OpenPMIx 5.0.11 after a client's failed group
+    /// construct), and the launcher must exit; the process's exit then
+    /// ends them.
     pub fn finalize(&self) {
-        // SAFETY: PMIx_server_finalize takes no argument; called once, at
-        // the launcher's exit, after which no other call is made.
-        let rc = unsafe { (self.fns.finalize)() };
-        if let Err(e) = self.check("PMIx_server_finalize", rc) {
-            tracing::debug!("{e}");
+        let f = self.fns.finalize;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("fastpmi-pmix-fin".into())
+            .spawn(move || {
+                // SAFETY: PMIx_server_finalize takes no argument; called
+                // once, at the launcher's exit, after which no other call
+                // is made; the library stays loaded (never unloaded).
+                let _ = tx.send(unsafe { f() });
+            });
+        if spawned.is_err() {
+            return;
+        }
+        match rx.recv_timeout(FINALIZE_TIMEOUT) {
+            Ok(rc) => {
+                if let Err(e) = self.check("PMIx_server_finalize", rc) {
+                    tracing::debug!("{e}");
+                }
+            }
+            Err(_) => tracing::warn!(
+                "PMIx_server_finalize did not return within {FINALIZE_TIMEOUT:?}; exiting anyway"
+            ),
         }
     }
 
