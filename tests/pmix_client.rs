@@ -370,9 +370,23 @@ fn pmix_proc_table_lists_every_rank_with_its_pid() {
 /// `PMIX_WAIT` that the parent publishes only 300 ms later, and gets it.
 #[test]
 fn pmix_spawn_and_a_waiting_lookup() {
+    spawn_and_wait(&[]);
+}
+
+/// The same with the names in a shared `fastpmi nameserver`: the waiting
+/// lookup is asked again over the network.
+#[test]
+fn pmix_spawn_and_a_waiting_lookup_through_the_name_server() {
+    let (_ns, addr) = common::nameserver::start_fastpmi();
+    spawn_and_wait(&["--nameserver", &addr]);
+}
+
+/// Strings and byte objects come back as published, a string that looks
+/// like fastpmi's spelling of bytes included.
+fn spawn_and_wait(flags: &[&str]) {
     let exe = client();
     let exe = exe.to_str().unwrap();
-    let out = common::launch(["-n", "1", exe, "spawn"])
+    let out = common::launch(flags.iter().copied().chain(["-n", "1", exe, "spawn"]))
         .timeout(Duration::from_secs(60))
         .run();
     out.assert_success();
@@ -389,7 +403,10 @@ fn pmix_spawn_and_a_waiting_lookup() {
     assert_eq!(parent.len(), 2, "{}", out.report());
     let first = ns.rsplit_once('_').map(|(p, _)| format!("{p}_0")).unwrap();
     for r in 0..2 {
-        let want = format!("{r} of {ns} spawned 1 parent {first}:0 card card-of-the-parent");
+        let want = format!(
+            "{r} of {ns} spawned 1 parent {first}:0 card card-of-the-parent \
+             bytes 0001feff66617374706d693a text fastpmi:text:not-bytes"
+        );
         assert!(parent.contains(&want.as_str()), "{want}\n{}", out.report());
     }
 }

@@ -133,10 +133,25 @@ fn own_then_fastpmi(
         }
         c.cwd(dir.path()).timeout(timeout)
     };
-    let own = with_env(stack.own_launcher(&argv)).run();
+    let own_argv: Vec<String> = stack
+        .own_flags()
+        .iter()
+        .map(|f| f.to_string())
+        .chain(argv.iter().cloned())
+        .collect();
+    let own = with_env(stack.own_launcher(&own_argv)).run();
     judge(Half::Own, &own, &exe, check);
     let fast = with_env(stack.fastpmi(&argv)).run();
     judge(Half::Fastpmi, &fast, &exe, check);
+    // A PMIx stack: with its own server library too (Debian's 4.2 above).
+    if let Some(lib) = stack.pmix_lib() {
+        let with_lib: Vec<String> = ["--pmix-lib".to_string(), lib.display().to_string()]
+            .into_iter()
+            .chain(argv.iter().cloned())
+            .collect();
+        let fast = with_env(stack.fastpmi(&with_lib)).run();
+        judge(Half::Fastpmi, &fast, &exe, check);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -190,6 +205,16 @@ fn mpich5_spawn_16_parents_4_children() {
 #[test]
 fn mpich5_spawn_16_parents_16_children() {
     spawn_parent(Stack::Mpich5, 16, 16, Duration::from_secs(120));
+}
+
+#[test]
+fn open_mpi_5_spawn_2_parents_1_child() {
+    spawn_parent(Stack::Ompi5, 2, 1, Duration::from_secs(90));
+}
+
+#[test]
+fn open_mpi_5_spawn_2_parents_4_children() {
+    spawn_parent(Stack::Ompi5, 2, 4, Duration::from_secs(120));
 }
 
 #[test]
@@ -284,6 +309,11 @@ fn spawn_multiple(stack: Stack) {
 #[test]
 fn mpich5_spawn_multiple_appnums() {
     spawn_multiple(Stack::Mpich5);
+}
+
+#[test]
+fn open_mpi_5_spawn_multiple_appnums() {
+    spawn_multiple(Stack::Ompi5);
 }
 
 #[test]

@@ -390,7 +390,7 @@ impl Launcher {
     }
 
     /// Carry out what the server asked for.
-    fn apply_events(&mut self) {
+    pub(in crate::launcher) fn apply_events(&mut self) {
         while !self.events.is_empty() {
             let batch = std::mem::take(&mut self.events);
             for ev in batch {

@@ -45,10 +45,13 @@
  *   pmix_client spawn   (1 rank)
  *     PMIx_Spawn of 2 copies of this program with argument "child" into
  *     a new namespace; prints "pmix spawned NS". Each child checks
- *     PMIX_SPAWNED and PMIX_PARENT_ID, looks up "parent-card" with
- *     PMIX_WAIT (the parent publishes it only after 300 ms, so the
- *     lookup must wait) and prints "pmix child rank R of NS parent P:Q
- *     card C". The parent then unpublishes and waits for nothing more.
+ *     PMIX_SPAWNED and PMIX_PARENT_ID, looks up with PMIX_WAIT (the
+ *     parent publishes them only after 300 ms, so the lookup must wait)
+ *     "parent-card" (a string), "parent-bytes" (a byte object: 00 01 fe
+ *     ff then "fastpmi:") and "parent-text" (the string
+ *     "fastpmi:text:not-bytes"), and prints "pmix child rank R of NS
+ *     spawned 1 parent P:Q card C bytes HEX text T". The parent then
+ *     unpublishes and waits for nothing more.
  *   pmix_client publish-wait SERVICE PORT FILE
  *     Publish SERVICE = PORT, wait until FILE exists (another program,
  *     maybe of PMI, looked it up and made it), unpublish, print
@@ -390,6 +393,18 @@ static int spawn_children(const pmix_proc_t *me, const char *self)
     printf("pmix spawned %s\n", child);
     fflush(stdout);
     usleep(300 * 1000);
+    /* A byte object (Open MPI's context-id exchange publishes these) and
+     * a string that looks like fastpmi's own spelling of one. */
+    static const char bytes[] = {0x00, 0x01, (char)0xfe, (char)0xff, 'f', 'a', 's', 't',
+                                 'p', 'm', 'i', ':'};
+    pmix_byte_object_t bo = {.bytes = (char *)bytes, .size = sizeof bytes};
+    pmix_info_t more[2];
+    PMIX_INFO_LOAD(&more[0], "parent-bytes", &bo, PMIX_BYTE_OBJECT);
+    PMIX_INFO_LOAD(&more[1], "parent-text", "fastpmi:text:not-bytes", PMIX_STRING);
+    if ((rc = PMIx_Publish(more, 2)) != PMIX_SUCCESS) {
+        fprintf(stderr, "pmix_client: publish bytes: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
     if (publish("parent-card", "card-of-the-parent"))
         return 1;
     /* The children look it up and exit; give them time, then leave. */
@@ -404,7 +419,7 @@ static int child(const pmix_proc_t *me)
 {
     pmix_proc_t wild;
     pmix_value_t *v = NULL;
-    pmix_pdata_t pd;
+    pmix_pdata_t pd[3];
     pmix_info_t wait;
     pmix_status_t rc;
     bool spawned = false;
@@ -416,15 +431,25 @@ static int child(const pmix_proc_t *me)
         spawned = v->data.flag;
     if (PMIx_Get(&wild, PMIX_PARENT_ID, NULL, 0, &v) == PMIX_SUCCESS && v->type == PMIX_PROC)
         snprintf(parent, sizeof parent, "%s:%u", v->data.proc->nspace, v->data.proc->rank);
-    PMIX_PDATA_CONSTRUCT(&pd);
-    pmix_strncpy(pd.key, "parent-card", PMIX_MAX_KEYLEN);
+    PMIX_PDATA_CONSTRUCT(&pd[0]);
+    PMIX_PDATA_CONSTRUCT(&pd[1]);
+    PMIX_PDATA_CONSTRUCT(&pd[2]);
+    pmix_strncpy(pd[0].key, "parent-card", PMIX_MAX_KEYLEN);
+    pmix_strncpy(pd[1].key, "parent-bytes", PMIX_MAX_KEYLEN);
+    pmix_strncpy(pd[2].key, "parent-text", PMIX_MAX_KEYLEN);
     PMIX_INFO_LOAD(&wait, PMIX_WAIT, &all, PMIX_INT);
-    if ((rc = PMIx_Lookup(&pd, 1, &wait, 1)) != PMIX_SUCCESS || pd.value.type != PMIX_STRING) {
-        fprintf(stderr, "pmix_client: child lookup: %s\n", PMIx_Error_string(rc));
+    if ((rc = PMIx_Lookup(pd, 3, &wait, 1)) != PMIX_SUCCESS || pd[0].value.type != PMIX_STRING ||
+        pd[1].value.type != PMIX_BYTE_OBJECT || pd[2].value.type != PMIX_STRING) {
+        fprintf(stderr, "pmix_client: child lookup: %s (types %d %d %d)\n", PMIx_Error_string(rc),
+                pd[0].value.type, pd[1].value.type, pd[2].value.type);
         return 1;
     }
-    printf("pmix child rank %u of %s spawned %d parent %s card %s\n", me->rank, me->nspace,
-           (int)spawned, parent, pd.value.data.string);
+    char hex[64] = "";
+    for (size_t i = 0; i < pd[1].value.data.bo.size && 2 * i + 2 < sizeof hex; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)pd[1].value.data.bo.bytes[i]);
+    printf("pmix child rank %u of %s spawned %d parent %s card %s bytes %s text %s\n", me->rank,
+           me->nspace, (int)spawned, parent, pd[0].value.data.string, hex,
+           pd[2].value.data.string);
     fflush(stdout);
     PMIx_Finalize(NULL, 0);
     return 0;

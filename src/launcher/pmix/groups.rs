@@ -4,11 +4,13 @@
 //! counter fastpmi's PMI-2 groups take theirs from, so no two groups of
 //! any job or personality share one.
 
-use super::super::os::pmix::{InfoList, QueryDone, PMIX_SUCCESS};
+use super::super::os::pmix::{proc_of, InfoList, QueryDone, PMIX_SUCCESS};
 use crate::launcher::Launcher;
 
 /// `PMIX_GROUP_CONTEXT_ID` (`size_t`).
 const GROUP_CONTEXT_ID: &str = "pmix.grp.ctxid";
+/// `PMIX_GROUP_MEMBERSHIP` (array of procs).
+const GROUP_MEMBERSHIP: &str = "pmix.grp.mbrs";
 /// `PMIX_GROUP_ENDPT_DATA` (byte object).
 const GROUP_ENDPT_DATA: &str = "pmix.grp.endpt";
 
@@ -23,6 +25,13 @@ impl Launcher {
         done: QueryDone,
     ) {
         let mut answer = InfoList::default();
+        // OpenPMIx 5 sends each member the final membership from this
+        // answer alone; without it a 5.0 client fails to unpack the reply
+        // (pmix_client_group.c, a NULL array of 0 members).
+        if construct {
+            let procs = members.iter().map(|(ns, r)| proc_of(ns, *r)).collect();
+            answer.procs(GROUP_MEMBERSHIP, procs);
+        }
         // One node: what the library collected is every member's data.
         if let Some(e) = endpoints.filter(|e| construct && !e.is_empty()) {
             if let Err(err) = answer.bytes_given(GROUP_ENDPT_DATA, &e) {

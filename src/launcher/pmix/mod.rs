@@ -408,7 +408,10 @@ impl super::Launcher {
                 } => {
                     let (keys, ops) = pairs
                         .into_iter()
-                        .map(|(service, port)| (service.clone(), NameOp::Publish { service, port }))
+                        .map(|(service, v)| {
+                            let port = names::encode(v);
+                            (service.clone(), NameOp::Publish { service, port })
+                        })
                         .unzip();
                     self.pmix_names(&nspace, keys, ops, Completion::Op(done));
                 }

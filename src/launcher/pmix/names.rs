@@ -3,8 +3,41 @@
 //! one operation per key, answered once all are; a lookup with
 //! `PMIX_WAIT` waits for its names to be published.
 
-use super::super::os::pmix::{LookupDone, OpDone};
+use super::super::os::pmix::{LookupDone, NameValue, OpDone};
+use base64::Engine as _;
 use fastpmi_server::{NameOp, NameResult};
+
+/// How a byte object is kept in the name service, whose values are text
+/// (PMI clients read them): this prefix, then its base64.
+const BYTES_MARK: &str = "fastpmi:bytes:";
+/// A PMIx string that itself starts with `fastpmi:` is kept behind this
+/// prefix, so that it never reads back as a byte object.
+const TEXT_MARK: &str = "fastpmi:text:";
+
+/// A PMIx value as the name service keeps it.
+pub(super) fn encode(v: NameValue) -> String {
+    match v {
+        NameValue::Text(t) if t.starts_with("fastpmi:") => format!("{TEXT_MARK}{t}"),
+        NameValue::Text(t) => t,
+        NameValue::Bytes(b) => format!(
+            "{BYTES_MARK}{}",
+            base64::engine::general_purpose::STANDARD.encode(b)
+        ),
+    }
+}
+
+/// A name-service value as PMIx clients get it back.
+fn decode(s: String) -> NameValue {
+    if let Some(t) = s.strip_prefix(TEXT_MARK) {
+        return NameValue::Text(t.to_string());
+    }
+    if let Some(b) = s.strip_prefix(BYTES_MARK) {
+        if let Ok(b) = base64::engine::general_purpose::STANDARD.decode(b) {
+            return NameValue::Bytes(b);
+        }
+    }
+    NameValue::Text(s)
+}
 
 /// A PMIx client's publish, unpublish or lookup: one name-service
 /// operation per key, answered once all are.
@@ -82,7 +115,9 @@ impl NameRequest {
                     .iter()
                     .zip(self.results)
                     .map(|(k, r)| match r {
-                        Some(Ok(Some(port))) => Some((k.clone(), port, nspace.clone(), WILDCARD)),
+                        Some(Ok(Some(port))) => {
+                            Some((k.clone(), decode(port), nspace.clone(), WILDCARD))
+                        }
                         _ => None,
                     })
                     .collect();
@@ -205,5 +240,8 @@ impl super::super::Launcher {
             }
             self.pmix_lookup(p.nspace, p.keys, Some(p.deadline), p.done);
         }
+        // With a shared name server the lookups are events to send now:
+        // the loop would otherwise sleep on them.
+        self.apply_events();
     }
 }

@@ -137,9 +137,9 @@ impl std::fmt::Debug for LookupDone {
 }
 
 impl LookupDone {
-    /// Complete with the names found: (service, port, publisher's nspace
+    /// Complete with the names found: (service, value, publisher's nspace
     /// and rank); `None` when some key was not found.
-    pub fn complete(self, found: Option<Vec<(String, String, String, u32)>>) {
+    pub fn complete(self, found: Option<Vec<(String, NameValue, String, u32)>>) {
         let Some(cb) = self.cb else { return };
         let Some(found) = found else {
             // SAFETY: the library's callback with its own argument, once;
@@ -147,35 +147,59 @@ impl LookupDone {
             unsafe { cb(PMIX_ERR_NOT_FOUND, std::ptr::null_mut(), 0, self.data) };
             return;
         };
-        let ports: Vec<CString> = found
+        // What the values point into, alive until the callback returns.
+        let texts: Vec<CString> = found
             .iter()
-            .map(|(_, p, _, _)| CString::new(p.as_str()).unwrap_or_default())
+            .map(|(_, v, _, _)| match v {
+                NameValue::Text(t) => CString::new(t.as_str()).unwrap_or_default(),
+                NameValue::Bytes(_) => CString::default(),
+            })
             .collect();
         let mut data: Vec<PData> = found
             .iter()
-            .zip(&ports)
-            .map(|((k, _, ns, r), port)| {
+            .zip(&texts)
+            .map(|((k, v, ns, r), text)| {
                 let mut key = [0 as c_char; KEY_BYTES];
                 for (d, s) in key.iter_mut().zip(k.bytes().take(KEY_BYTES - 1)) {
                     *d = s as c_char;
                 }
+                let value = match v {
+                    NameValue::Text(_) => Value {
+                        type_: ty::STRING,
+                        data: ValueData {
+                            string: text.as_ptr().cast_mut(),
+                        },
+                    },
+                    NameValue::Bytes(b) => Value {
+                        type_: ty::BYTE_OBJECT,
+                        data: ValueData {
+                            bo: ByteObject {
+                                bytes: b.as_ptr().cast::<c_char>().cast_mut(),
+                                size: b.len(),
+                            },
+                        },
+                    },
+                };
                 PData {
                     proc_: proc_of(ns, *r),
                     key,
-                    value: Value {
-                        type_: ty::STRING,
-                        data: ValueData {
-                            string: port.as_ptr().cast_mut(),
-                        },
-                    },
+                    value,
                 }
             })
             .collect();
         // SAFETY: the library's callback with its own argument, once; the
-        // array and its strings live until it returns (the library copies
-        // what it keeps).
+        // array, its strings and bytes live until it returns (the library
+        // packs what it sends and keeps no pointer).
         unsafe { cb(PMIX_SUCCESS, data.as_mut_ptr(), data.len(), self.data) };
     }
+}
+
+/// A published value as PMIx clients give it: a string (the only kind PMI
+/// clients know) or a byte object (Open MPI's context-id exchange).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameValue {
+    Text(String),
+    Bytes(Vec<u8>),
 }
 
 /// One application of a `PMIx_Spawn`, copied.

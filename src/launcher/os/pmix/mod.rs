@@ -17,7 +17,7 @@ pub use abi::*;
 mod done;
 mod requests;
 mod upcalls;
-pub use done::{LookupDone, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone};
+pub use done::{LookupDone, NameValue, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone};
 use requests::*;
 pub use upcalls::Upcall;
 use upcalls::*;

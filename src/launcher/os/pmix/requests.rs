@@ -164,6 +164,16 @@ pub(super) unsafe extern "C" fn up_group(
                 unsafe { std::slice::from_raw_parts(bo.bytes.cast::<u8>(), bo.size) }.to_vec()
             }
         });
+    // A destruct is answered here: every member is local, so the launcher
+    // has nothing to wait for. And OpenPMIx 5.0.11 calls the host twice
+    // for one local destruct that is answered later (its
+    // `pmix_server_grpdestruct` falls through to the global path),
+    // completing a freed tracker and deadlocking its progress thread.
+    let (cb, status) = if construct {
+        (cb, PMIX_SUCCESS)
+    } else {
+        (None, PMIX_OPERATION_SUCCEEDED)
+    };
     send(Upcall::Group {
         construct,
         name,
@@ -172,13 +182,13 @@ pub(super) unsafe extern "C" fn up_group(
         endpoints,
         done: QueryDone { cb, data: cbdata },
     });
-    PMIX_SUCCESS
+    status
 }
 
 pub(super) unsafe extern "C" fn up_spawn(
     p: *const Proc,
-    _job_info: *const Info,
-    _ninfo: usize,
+    job_info: *const Info,
+    ninfo: usize,
     apps: *const App,
     napps: usize,
     cb: SpawnCb,
@@ -195,6 +205,8 @@ pub(super) unsafe extern "C" fn up_spawn(
     }) else {
         return PMIX_ERR_BAD_PARAM;
     };
+    // SAFETY: the library passes `ninfo` job infos for the call.
+    let job_wdir = unsafe { wdir_of(job_info, ninfo) };
     let apps = apps
         .iter()
         .map(|a| SpawnApp {
@@ -204,8 +216,13 @@ pub(super) unsafe extern "C" fn up_spawn(
             argv: unsafe { key_list(a.argv) },
             // SAFETY: as above.
             env: unsafe { key_list(a.env) },
-            // SAFETY: as above.
-            cwd: unsafe { opt_string(a.cwd) },
+            // The app's `PMIX_WDIR` (Open MPI's `wdir` info key), as
+            // PRRTE has it override the `cwd` the client library fills in
+            // with the caller's; else that `cwd`; else the job's.
+            // SAFETY: as above; `ninfo` infos of the app.
+            cwd: unsafe { wdir_of(a.info, a.ninfo) }
+                .or_else(|| unsafe { opt_string(a.cwd) })
+                .or_else(|| job_wdir.clone()),
             maxprocs: a.maxprocs,
         })
         .collect();
@@ -216,6 +233,23 @@ pub(super) unsafe extern "C" fn up_spawn(
         done: SpawnDone { cb, data: cbdata },
     });
     PMIX_SUCCESS
+}
+
+/// `PMIX_WDIR` among `n` infos at `info`, if given as a string.
+///
+/// # Safety
+/// `info` points to `n` valid infos (or is NULL).
+unsafe fn wdir_of(info: *const Info, n: usize) -> Option<String> {
+    if info.is_null() {
+        return None;
+    }
+    // SAFETY: as the caller promises.
+    let infos = unsafe { std::slice::from_raw_parts(info, n) };
+    infos
+        .iter()
+        .find(|i| key_text(&i.key) == "pmix.wdir" && i.value.type_ == ty::STRING)
+        // SAFETY: a string value, NUL-terminated or NULL.
+        .and_then(|i| unsafe { opt_string(i.value.data.string) })
 }
 
 /// Connect and disconnect: every process is local, and the library has

@@ -29,11 +29,11 @@ pub enum Upcall {
     Connected { nspace: String, rank: u32 },
     /// `PMIx_Finalize` of `rank` of `nspace`.
     Finalized { nspace: String, rank: u32 },
-    /// `PMIx_Publish`: `pairs` (service, port) by `rank` of `nspace`.
+    /// `PMIx_Publish`: `pairs` (service, value) by `rank` of `nspace`.
     Publish {
         nspace: String,
         rank: u32,
-        pairs: Vec<(String, String)>,
+        pairs: Vec<(String, NameValue)>,
         done: OpDone,
     },
     /// `PMIx_Unpublish` of `keys` (empty: every name of the caller).
@@ -240,18 +240,31 @@ pub(super) unsafe extern "C" fn up_publish(
         if key.starts_with("pmix.") {
             continue;
         }
-        if i.value.type_ != ty::STRING {
-            return PMIX_ERR_BAD_PARAM;
-        }
-        // SAFETY: a string value's pointer, NUL-terminated or NULL.
-        let v = unsafe { i.value.data.string };
-        let port = if v.is_null() {
-            String::new()
-        } else {
-            // SAFETY: as above.
-            unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned()
+        let value = match i.value.type_ {
+            ty::STRING => {
+                // SAFETY: a string value's pointer, NUL-terminated or NULL.
+                let v = unsafe { i.value.data.string };
+                NameValue::Text(if v.is_null() {
+                    String::new()
+                } else {
+                    // SAFETY: as above.
+                    unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned()
+                })
+            }
+            ty::BYTE_OBJECT => {
+                // SAFETY: a byte object, as its type says: `size` bytes at
+                // `bytes` (or none), valid for the call.
+                let bo = unsafe { i.value.data.bo };
+                NameValue::Bytes(if bo.bytes.is_null() {
+                    Vec::new()
+                } else {
+                    // SAFETY: as above.
+                    unsafe { std::slice::from_raw_parts(bo.bytes.cast::<u8>(), bo.size) }.to_vec()
+                })
+            }
+            _ => return PMIX_ERR_BAD_PARAM,
         };
-        pairs.push((key, port));
+        pairs.push((key, value));
     }
     send(Upcall::Publish {
         nspace: nspace_of(p),
