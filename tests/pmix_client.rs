@@ -410,3 +410,27 @@ fn spawn_and_wait(flags: &[&str]) {
         assert!(parent.contains(&want.as_str()), "{want}\n{}", out.report());
     }
 }
+
+/// Programming-model declarations (`PMIX_MODEL_DECLARED`,
+/// `tests/c/pmix_model.c`): in each of 3 ranks a second `PMIx_Init`
+/// declaring a model is heard by the process's own handler (the hybrid
+/// use case: two libraries of one process), and a declaration rank 0
+/// notifies to its namespace is heard by the other ranks' handlers, from
+/// rank 0.
+#[test]
+fn pmix_model_declarations_reach_the_handlers() {
+    let exe = common::pmix::compile("pmix_model", true);
+    let out = common::launch(["-n", "3", exe.to_str().unwrap()])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    let lines = out.stdout_lines();
+    for r in 0..3 {
+        let own = format!("pmix model rank {r} heard fastpmi-omp from self");
+        assert!(lines.contains(&own.as_str()), "{own}\n{}", out.report());
+    }
+    for r in 1..3 {
+        let peer = format!("pmix model rank {r} heard fastpmi-mpi from 0");
+        assert!(lines.contains(&peer.as_str()), "{peer}\n{}", out.report());
+    }
+}
