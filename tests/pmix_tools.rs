@@ -4,7 +4,8 @@
 //! job's namespace, which it
 //! gets through the host's query upcall; a tool of another uid (65534,
 //! through `setpriv`) cannot reach the server (the directory is 0700) and
-//! the job goes on.
+//! the job goes on; `pattrs --host all`, which kills a server of
+//! OpenPMIx 4.2, is refused and the launcher serves on.
 
 mod common;
 
@@ -80,20 +81,61 @@ fn pps_lists_a_running_jobs_namespace_and_another_uid_is_refused() {
             .output()
             .expect("run pps (Debian package libpmix-bin) or setpriv (util-linux)")
     };
-    let mine = pps(None);
-    // pps writes its answers to stderr.
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&mine.stdout),
-        String::from_utf8_lossy(&mine.stderr)
-    );
     let want = format!("fastpmi_{pid}_0");
-    let listed = text
-        .lines()
-        .any(|l| l.starts_with("Active nspaces:") && l.split([' ', ',']).any(|w| w.trim() == want));
+    // pps writes its answers to stderr. Debian's pps 4.2.2 now and then
+    // fails to connect (PMIX_ERR_UNREACH, -25, or "multiple possible
+    // servers" though it was given the file) and connects when run again
+    // (seen once in CI; cause not found): a few tries.
+    let pps_lists = || {
+        let mut tries = 0;
+        loop {
+            let o = pps(None);
+            let t = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            let listed = t.lines().any(|l| {
+                l.starts_with("Active nspaces:") && l.split([' ', ',']).any(|w| w.trim() == want)
+            });
+            tries += 1;
+            if (o.status.success() && listed) || tries == 5 {
+                break (o, t, listed);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    let (mine, text, listed) = pps_lists();
     let other = pps(Some(65534));
+    // An attribute query for the host's functions, which OpenPMIx 4.2's
+    // server crashes on (src/launcher/os/pmix/guard.rs): refused, and the
+    // launcher serves on.
+    let pattrs = Command::new("pattrs")
+        .arg("--uri")
+        .arg(format!("file:{}", file.display()))
+        .args(["--host", "all"])
+        .output()
+        .expect("run pattrs (Debian package libpmix-bin)");
+    let pattrs_text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&pattrs.stdout),
+        String::from_utf8_lossy(&pattrs.stderr)
+    );
+    let (again, again_text, again_listed) = pps_lists();
     let running = job.try_wait().is_none();
     let out = job.kill_all();
+    assert!(
+        pattrs_text.contains("NOT-SUPPORTED"),
+        "pattrs --host all: {}\n{pattrs_text}\n{}",
+        pattrs.status,
+        out.report()
+    );
+    assert!(
+        again.status.success() && again_listed,
+        "pps after pattrs: {}\n{again_text}\n{}",
+        again.status,
+        out.report()
+    );
     assert!(
         mine.status.success() && listed,
         "pps: {} (launcher {pid})\n{text}\n{}",
@@ -106,4 +148,60 @@ fn pps_lists_a_running_jobs_namespace_and_another_uid_is_refused() {
         String::from_utf8_lossy(&other.stdout)
     );
     assert!(running, "the job ended while tools asked\n{}", out.report());
+}
+
+/// A client's attribute query for the host's functions: with Debian's
+/// 4.2 library refused (`NOT-SUPPORTED`) where the library itself would
+/// crash the launcher, and the job ends well; with the Open MPI wheel's
+/// 5.0 library (client and server) answered with the calls fastpmi
+/// serves.
+#[test]
+fn a_host_functions_query_is_answered_or_refused_never_fatal() {
+    let exe = common::pmix::compile("pmix_attrs", true);
+    let exe = exe.to_str().unwrap();
+    let out = common::launch(["--pmi", "pmix", "-n", "1", exe])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    assert!(
+        out.stdout_lines()
+            .contains(&"pmix attrs status NOT-SUPPORTED"),
+        "{}",
+        out.report()
+    );
+
+    let wheel = common::stacks::Stack::Ompi5;
+    let lib = wheel.pmix_lib().expect("the wheel ships its library");
+    let out = common::launch([
+        "--pmi",
+        "pmix",
+        "--pmix-lib",
+        lib.to_str().unwrap(),
+        "-n",
+        "1",
+        exe,
+    ])
+    // The client library of the same version as the server.
+    .env("LD_LIBRARY_PATH", lib.parent().unwrap())
+    .timeout(Duration::from_secs(60))
+    .run();
+    out.assert_success();
+    let fns = out
+        .stdout_lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("pmix attrs host functions "))
+        .unwrap_or_else(|| panic!("no host functions\n{}", out.report()))
+        .to_string();
+    for f in [
+        "PMIx_Spawn",
+        "PMIx_Lookup",
+        "PMIx_Group_construct",
+        "PMIx_Query_info",
+    ] {
+        assert!(
+            fns.split(',').any(|x| x == f),
+            "{f} not in {fns}\n{}",
+            out.report()
+        );
+    }
 }

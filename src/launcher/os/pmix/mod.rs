@@ -15,6 +15,7 @@ use std::sync::{Arc, Condvar, Mutex};
 pub mod abi;
 pub use abi::*;
 mod done;
+mod guard;
 mod requests;
 mod upcalls;
 pub use done::{LookupDone, NameValue, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone};
@@ -74,6 +75,7 @@ struct Fns {
     parse_cpuset: unsafe extern "C" fn(*const c_char, *mut Cpuset) -> Status,
     locality: unsafe extern "C" fn(*const Cpuset, *mut *mut c_char) -> Status,
     cpuset_destruct: unsafe extern "C" fn(*mut Cpuset),
+    register_attributes: unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> Status,
 }
 
 /// The copy of a string the library allocated with malloc (NULL: empty),
@@ -144,6 +146,56 @@ fn wait_op(f: impl FnOnce(OpCb, *mut c_void) -> Status) -> Status {
     }
     g.unwrap_or(PMIX_SUCCESS)
 }
+
+/// The PMIx calls this host serves (through the upcalls registered in
+/// [`Server::start`]) and the attributes it honours in each. A call that
+/// honours none has an empty list: PRRTE's "NONE" and "N/A" are names no
+/// dictionary knows, and OpenPMIx (4.2, 5.0) then answers a query for
+/// every function's attributes with nothing at all.
+const HOST_ATTRIBUTES: &[(&str, &[&str])] = &[
+    ("PMIx_Abort", &[]),
+    ("PMIx_Fence", &[]),
+    ("PMIx_Fence_nb", &[]),
+    ("PMIx_Publish", &[]),
+    ("PMIx_Publish_nb", &[]),
+    ("PMIx_Lookup", &["PMIX_WAIT", "PMIX_TIMEOUT"]),
+    ("PMIx_Lookup_nb", &["PMIX_WAIT", "PMIX_TIMEOUT"]),
+    ("PMIx_Unpublish", &[]),
+    ("PMIx_Unpublish_nb", &[]),
+    ("PMIx_Spawn", &["PMIX_WDIR"]),
+    ("PMIx_Spawn_nb", &["PMIX_WDIR"]),
+    ("PMIx_Connect", &[]),
+    ("PMIx_Connect_nb", &[]),
+    ("PMIx_Disconnect", &[]),
+    ("PMIx_Disconnect_nb", &[]),
+    (
+        "PMIx_Query_info",
+        &[
+            "PMIX_QUERY_NAMESPACES",
+            "PMIX_QUERY_NUM_PSETS",
+            "PMIX_QUERY_PSET_NAMES",
+            "PMIX_QUERY_PSET_MEMBERSHIP",
+            "PMIX_QUERY_PROC_TABLE",
+            "PMIX_QUERY_LOCAL_PROC_TABLE",
+        ],
+    ),
+    (
+        "PMIx_Query_info_nb",
+        &[
+            "PMIX_QUERY_NAMESPACES",
+            "PMIX_QUERY_NUM_PSETS",
+            "PMIX_QUERY_PSET_NAMES",
+            "PMIX_QUERY_PSET_MEMBERSHIP",
+            "PMIX_QUERY_PROC_TABLE",
+            "PMIX_QUERY_LOCAL_PROC_TABLE",
+        ],
+    ),
+    ("PMIx_Group_construct", &["PMIX_GROUP_ASSIGN_CONTEXT_ID"]),
+    ("PMIx_Group_construct_nb", &["PMIX_GROUP_ASSIGN_CONTEXT_ID"]),
+    ("PMIx_Group_destruct", &[]),
+    ("PMIx_Group_destruct_nb", &[]),
+    ("PMIx_tool_init", &[]),
+];
 
 /// The longest an operation of the library may take to call back.
 const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -222,8 +274,27 @@ impl Server {
                     .get(b"PMIx_server_generate_locality_string\0")
                     .map_err(sym)?,
                 cpuset_destruct: *lib.get(b"PMIx_Cpuset_destruct\0").map_err(sym)?,
+                register_attributes: *lib.get(b"PMIx_Register_attributes\0").map_err(sym)?,
             }
         };
+        // SAFETY: `PMIx_Query_info_nb` and `PMIx_Get_version` with their
+        // pmix.h prototypes; `dlsym` on the library's handle finds its own
+        // definitions (not the binary's guard of the same name).
+        let (query_nb, version) = unsafe {
+            let q: guard::QueryNb = *lib.get(b"PMIx_Query_info_nb\0").map_err(sym)?;
+            let v: unsafe extern "C" fn() -> *const c_char =
+                *lib.get(b"PMIx_Get_version\0").map_err(sym)?;
+            let text = v();
+            (
+                q,
+                if text.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(text).to_string_lossy().into_owned()
+                },
+            )
+        };
+        guard::install(query_nb, &version);
         if SINK.set(sink).is_err() {
             return Err(PmixError::Twice);
         }
@@ -265,7 +336,38 @@ impl Server {
             )
         };
         server.check("PMIx_server_init", rc)?;
+        server.register_attributes();
         Ok(server)
+    }
+
+    /// Tell the library what this host serves, function by function, for
+    /// tools that ask (`pattrs --host all`, `PMIX_QUERY_ATTRIBUTE_SUPPORT`).
+    /// Best effort: a refusal costs the tools' answer only.
+    fn register_attributes(&self) {
+        for (function, attrs) in HOST_ATTRIBUTES {
+            let (Ok(f), Ok(names)) = (
+                CString::new(*function),
+                attrs
+                    .iter()
+                    .map(|a| CString::new(*a))
+                    .collect::<Result<Vec<_>, _>>(),
+            ) else {
+                continue;
+            };
+            let mut ptrs: Vec<*mut c_char> = names
+                .iter()
+                .map(|n| n.as_ptr().cast_mut())
+                .chain(std::iter::once(std::ptr::null_mut()))
+                .collect();
+            // SAFETY: a NUL-terminated name and a NULL-terminated array of
+            // NUL-terminated names, alive for the call (the library copies
+            // both).
+            let rc =
+                unsafe { (self.fns.register_attributes)(f.as_ptr().cast_mut(), ptrs.as_mut_ptr()) };
+            if let Err(e) = self.check("PMIx_Register_attributes", rc) {
+                tracing::debug!("{function}: {e}");
+            }
+        }
     }
 
     fn check(&self, call: &'static str, rc: Status) -> Result<(), PmixError> {
