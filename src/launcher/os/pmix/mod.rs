@@ -168,33 +168,23 @@ const HOST_ATTRIBUTES: &[(&str, &[&str])] = &[
     ("PMIx_Connect_nb", &[]),
     ("PMIx_Disconnect", &[]),
     ("PMIx_Disconnect_nb", &[]),
-    (
-        "PMIx_Query_info",
-        &[
-            "PMIX_QUERY_NAMESPACES",
-            "PMIX_QUERY_NUM_PSETS",
-            "PMIX_QUERY_PSET_NAMES",
-            "PMIX_QUERY_PSET_MEMBERSHIP",
-            "PMIX_QUERY_PROC_TABLE",
-            "PMIX_QUERY_LOCAL_PROC_TABLE",
-        ],
-    ),
-    (
-        "PMIx_Query_info_nb",
-        &[
-            "PMIX_QUERY_NAMESPACES",
-            "PMIX_QUERY_NUM_PSETS",
-            "PMIX_QUERY_PSET_NAMES",
-            "PMIX_QUERY_PSET_MEMBERSHIP",
-            "PMIX_QUERY_PROC_TABLE",
-            "PMIX_QUERY_LOCAL_PROC_TABLE",
-        ],
-    ),
+    ("PMIx_Query_info", QUERY_KEYS),
+    ("PMIx_Query_info_nb", QUERY_KEYS),
     ("PMIx_Group_construct", &["PMIX_GROUP_ASSIGN_CONTEXT_ID"]),
     ("PMIx_Group_construct_nb", &["PMIX_GROUP_ASSIGN_CONTEXT_ID"]),
     ("PMIx_Group_destruct", &[]),
     ("PMIx_Group_destruct_nb", &[]),
     ("PMIx_tool_init", &[]),
+];
+
+/// The query keys the launcher answers (`src/launcher/pmix/query.rs`).
+const QUERY_KEYS: &[&str] = &[
+    "PMIX_QUERY_NAMESPACES",
+    "PMIX_QUERY_NUM_PSETS",
+    "PMIX_QUERY_PSET_NAMES",
+    "PMIX_QUERY_PSET_MEMBERSHIP",
+    "PMIX_QUERY_PROC_TABLE",
+    "PMIX_QUERY_LOCAL_PROC_TABLE",
 ];
 
 /// The longest an operation of the library may take to call back.
