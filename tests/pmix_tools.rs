@@ -75,9 +75,13 @@ fn pps_lists_a_running_jobs_namespace_and_another_uid_is_refused() {
             None => Command::new("pps"),
         };
         // The file of this launcher's server (the directory also holds
-        // one named by the server's namespace).
+        // one named by the server's namespace). TMPDIR: the tools'
+        // fallback, which in CI runs now and then replaced --uri with a
+        // search of $TMPDIR's subdirectories, finding other tests'
+        // launchers ("multiple possible servers"), sees only this one.
         c.arg("--uri")
             .arg(format!("file:{}", file.display()))
+            .env("TMPDIR", xdg.path().join("fastpmi"))
             .output()
             .expect("run pps (Debian package libpmix-bin) or setpriv (util-linux)")
     };
@@ -113,6 +117,7 @@ fn pps_lists_a_running_jobs_namespace_and_another_uid_is_refused() {
     let pattrs = Command::new("pattrs")
         .arg("--uri")
         .arg(format!("file:{}", file.display()))
+        .env("TMPDIR", xdg.path().join("fastpmi"))
         .args(["--host", "all"])
         .output()
         .expect("run pattrs (Debian package libpmix-bin)");

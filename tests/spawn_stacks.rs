@@ -431,7 +431,14 @@ fn connect_accept(stack: Stack) {
     let server_line = "server ok clients=3 merged=5 got=hello-from-client-3".to_string();
     let client_line = "client ok servers=2 merged=5 got=hello-from-server-2".to_string();
 
-    for half in [Half::Own, Half::Fastpmi] {
+    // Open MPI 5 connects jobs started apart only inside one PRRTE DVM
+    // (`prte`, then `prun`), not between two `prterun`s: no own half; its
+    // fastpmi half runs with Debian's server library and the wheel's.
+    let halves: Vec<(Half, Option<PathBuf>)> = match stack.pmix_lib() {
+        Some(lib) => vec![(Half::FastpmiOnly, None), (Half::FastpmiOnly, Some(lib))],
+        None => vec![(Half::Own, None), (Half::Fastpmi, None)],
+    };
+    for (half, lib) in halves {
         let port = free_port();
         let ns_addr = format!("127.0.0.1:{port}");
         let mut ns = match half {
@@ -454,7 +461,12 @@ fn connect_accept(stack: Stack) {
             let args: Vec<&str> = match half {
                 Half::Own => vec!["-nameserver", &ns_addr, "-n", n, &exe_s, role, &service],
                 Half::Fastpmi | Half::FastpmiOnly => {
-                    vec!["--nameserver", &ns_addr, "-n", n, &exe_s, role, &service]
+                    let mut a = vec!["--nameserver", ns_addr.as_str()];
+                    if let Some(l) = lib.as_ref().and_then(|l| l.to_str()) {
+                        a.extend(["--pmix-lib", l]);
+                    }
+                    a.extend(["-n", n, &exe_s, role, &service]);
+                    a
                 }
             };
             let mut c = match half {
@@ -491,6 +503,15 @@ fn connect_accept(stack: Stack) {
 #[test]
 fn mpich5_connect_accept_through_nameserver() {
     connect_accept(Stack::Mpich5);
+}
+
+/// Open MPI 5 jobs of two launchers: after `PMIx_Connect` each side's
+/// ranks get the other side's endpoint data from their own launcher,
+/// which fetches what the other launcher offered in the name server
+/// (docs/pmix.md).
+#[test]
+fn open_mpi_5_connect_accept_through_nameserver() {
+    connect_accept(Stack::Ompi5);
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod detect;
 mod groups;
 mod names;
 mod query;
+mod remote;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use fastpmi_server::JobIdx;
 use super::os::pmix::{InfoList, PmixError, Server, Upcall};
 use fastpmi_server::status::PmixStep;
 use fastpmi_server::NameOp;
-use names::{Completion, NameOps};
+use names::{Completion, LookupSink, NameOps};
 
 /// The running PMIx server of a launcher.
 pub(super) struct PmixHost {
@@ -32,6 +33,10 @@ pub(super) struct PmixHost {
     tmpdir: PathBuf,
     upcalls: Receiver<Upcall>,
     hostname: String,
+    /// Processes whose data this launcher offered other launchers.
+    offered: std::collections::HashSet<(String, u32)>,
+    /// Other launchers' namespaces registered with the library.
+    foreign: std::collections::HashSet<String>,
 }
 
 /// One application of a job to register: its rank count.
@@ -88,6 +93,8 @@ impl PmixHost {
         Ok(PmixHost {
             server,
             names: NameOps::default(),
+            offered: Default::default(),
+            foreign: Default::default(),
             tmpdir,
             upcalls: rx,
             hostname,
@@ -437,7 +444,7 @@ impl super::Launcher {
                             std::time::Instant::now() + std::time::Duration::from_secs(t.into())
                         })
                     });
-                    self.pmix_lookup(nspace, keys, deadline, done);
+                    self.pmix_lookup(nspace, keys, deadline, LookupSink::Pmix(done));
                 }
                 Upcall::Connected { nspace, rank } => {
                     if let Some(job) = self.server.job_index(&nspace) {
@@ -461,6 +468,11 @@ impl super::Launcher {
                     apps,
                     done,
                 } => self.pmix_spawn(&nspace, rank, apps, done),
+                Upcall::Connect { procs, done } => self.pmix_connect(&procs, done),
+                Upcall::Dmodex { nspace, rank, done } => self.pmix_dmodex(&nspace, rank, done),
+                Upcall::LocalModex { nspace, rank, data } => {
+                    self.pmix_offer_modex(&nspace, rank, data)
+                }
                 Upcall::Group {
                     construct,
                     name,

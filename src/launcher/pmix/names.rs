@@ -3,7 +3,7 @@
 //! one operation per key, answered once all are; a lookup with
 //! `PMIX_WAIT` waits for its names to be published.
 
-use super::super::os::pmix::{LookupDone, NameValue, OpDone};
+use super::super::os::pmix::{LookupDone, ModexDone, NameValue, OpDone};
 use base64::Engine as _;
 use fastpmi_server::{NameOp, NameResult};
 
@@ -51,7 +51,41 @@ pub(super) enum Completion {
     Op(OpDone),
     /// A lookup of the namespace's, that waits for missing names until
     /// the deadline when `Some` (`PMIX_WAIT`; `Some(None)`: no deadline).
-    Lookup(LookupDone, String, Option<Option<std::time::Instant>>),
+    Lookup(LookupSink, String, Option<Option<std::time::Instant>>),
+    /// The launcher's own operation (what it offers other launchers):
+    /// nobody waits; a failure is logged.
+    Quiet,
+}
+
+/// Who waits for a lookup's answer.
+pub(super) enum LookupSink {
+    /// A client's `PMIx_Lookup`.
+    Pmix(LookupDone),
+    /// The library's direct-modex request for another launcher's process:
+    /// the one key's byte object.
+    Modex(ModexDone),
+}
+
+impl LookupSink {
+    fn complete(self, found: Option<Vec<(String, NameValue, String, u32)>>) {
+        match self {
+            LookupSink::Pmix(done) => done.complete(found),
+            LookupSink::Modex(done) => {
+                let blob =
+                    found
+                        .and_then(|v| v.into_iter().next())
+                        .and_then(|(_, v, _, _)| match v {
+                            NameValue::Bytes(b) => Some(b),
+                            NameValue::Text(_) => None,
+                        });
+                tracing::debug!(
+                    bytes = blob.as_ref().map(Vec::len),
+                    "direct modex answered from another launcher's offer"
+                );
+                done.complete(blob)
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -72,7 +106,7 @@ struct ParkedLookup {
     nspace: String,
     keys: Vec<String>,
     deadline: Option<std::time::Instant>,
-    done: LookupDone,
+    done: LookupSink,
 }
 
 /// How often waiting lookups are asked again.
@@ -84,6 +118,7 @@ impl Completion {
         match self {
             Completion::Op(done) => done.complete(false),
             Completion::Lookup(done, ..) => done.complete(None),
+            Completion::Quiet => tracing::debug!("a name operation of the launcher's failed"),
         }
     }
 }
@@ -99,6 +134,15 @@ impl NameRequest {
             .any(|r| matches!(r, Some(Ok(None)) | None));
         match self.done {
             Completion::Op(done) => done.complete(ok),
+            Completion::Quiet => {
+                if !ok {
+                    tracing::warn!(
+                        "publishing {:?} for other launchers failed: {:?}",
+                        self.keys,
+                        self.results
+                    );
+                }
+            }
             Completion::Lookup(done, nspace, Some(deadline))
                 if missing && deadline.is_none_or(|d| std::time::Instant::now() < d) =>
             {
@@ -198,7 +242,7 @@ impl super::super::Launcher {
         nspace: String,
         keys: Vec<String>,
         deadline: Option<Option<std::time::Instant>>,
-        done: LookupDone,
+        done: LookupSink,
     ) {
         let ops = keys
             .iter()

@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_void, CString};
 
 use super::abi::*;
 use super::proc_of;
-use super::upcalls::{OpCb, ReleaseCb};
+use super::upcalls::{ModexCb, OpCb, ReleaseCb};
 
 /// One query: the keys asked and its string qualifiers (others, such as
 /// `PMIX_QUERY_REFRESH_CACHE`, need nothing of the launcher).
@@ -247,5 +247,67 @@ impl SpawnDone {
         // SAFETY: the library's callback with its own argument, once; the
         // namespace lives until it returns.
         unsafe { cb(status, ns.as_mut_ptr(), self.data) };
+    }
+}
+
+/// The library's completion of a direct-modex request (a rank asked for
+/// data of a process this server does not host), to be called once.
+pub struct ModexDone {
+    pub(super) cb: ModexCb,
+    pub(super) data: *mut c_void,
+}
+
+// SAFETY: as for `OpDone`.
+unsafe impl Send for ModexDone {}
+
+impl std::fmt::Debug for ModexDone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ModexDone")
+    }
+}
+
+impl ModexDone {
+    /// Complete with the process's data (the blob another server's
+    /// `PMIx_server_dmodex_request` gave), or not found.
+    pub fn complete(self, blob: Option<Vec<u8>>) {
+        let Some(cb) = self.cb else { return };
+        let Some(blob) = blob else {
+            // SAFETY: the library's callback with its own argument, once.
+            unsafe {
+                cb(
+                    PMIX_ERR_NOT_FOUND,
+                    std::ptr::null(),
+                    0,
+                    self.data,
+                    None,
+                    std::ptr::null_mut(),
+                )
+            };
+            return;
+        };
+        let raw = Box::into_raw(Box::new(blob));
+        // SAFETY: `raw` is a live box, released by `release_bytes` only.
+        let (ptr, n) = unsafe { ((*raw).as_ptr(), (*raw).len()) };
+        // SAFETY: the library's callback with its own argument, once; the
+        // bytes stay valid until it calls `release_bytes(raw)` (it keeps
+        // the pointer until it has stored the data).
+        unsafe {
+            cb(
+                PMIX_SUCCESS,
+                ptr.cast::<c_char>(),
+                n,
+                self.data,
+                Some(release_bytes),
+                raw.cast(),
+            )
+        };
+    }
+}
+
+/// Frees a direct-modex answer once the library is done with it.
+unsafe extern "C" fn release_bytes(d: *mut c_void) {
+    if !d.is_null() {
+        // SAFETY: `d` is the box `ModexDone::complete` leaked, released once.
+        drop(unsafe { Box::from_raw(d.cast::<Vec<u8>>()) });
     }
 }

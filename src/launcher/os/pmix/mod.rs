@@ -18,7 +18,9 @@ mod done;
 mod guard;
 mod requests;
 mod upcalls;
-pub use done::{LookupDone, NameValue, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone};
+pub use done::{
+    LookupDone, ModexDone, NameValue, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone,
+};
 use requests::*;
 pub use upcalls::Upcall;
 use upcalls::*;
@@ -76,6 +78,30 @@ struct Fns {
     locality: unsafe extern "C" fn(*const Cpuset, *mut *mut c_char) -> Status,
     cpuset_destruct: unsafe extern "C" fn(*mut Cpuset),
     register_attributes: unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> Status,
+    dmodex_request: unsafe extern "C" fn(*const Proc, DmodexCb, *mut c_void) -> Status,
+}
+
+/// `pmix_dmodex_response_fn_t`.
+type DmodexCb = Option<unsafe extern "C" fn(Status, *mut c_char, usize, *mut c_void)>;
+
+/// The library's answer to `Server::request_modex`, on its thread.
+unsafe extern "C" fn modex_data(
+    status: Status,
+    data: *mut c_char,
+    size: usize,
+    cbdata: *mut c_void,
+) {
+    if cbdata.is_null() {
+        return;
+    }
+    // SAFETY: `cbdata` is the box `request_modex` leaked, taken back once.
+    let who = unsafe { Box::from_raw(cbdata.cast::<(String, u32)>()) };
+    let data = (status == PMIX_SUCCESS && !data.is_null()).then(|| {
+        // SAFETY: the library passes `size` bytes at `data` for the call.
+        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size) }.to_vec()
+    });
+    let (nspace, rank) = *who;
+    upcalls::send(Upcall::LocalModex { nspace, rank, data });
 }
 
 /// The copy of a string the library allocated with malloc (NULL: empty),
@@ -265,6 +291,7 @@ impl Server {
                     .map_err(sym)?,
                 cpuset_destruct: *lib.get(b"PMIx_Cpuset_destruct\0").map_err(sym)?,
                 register_attributes: *lib.get(b"PMIx_Register_attributes\0").map_err(sym)?,
+                dmodex_request: *lib.get(b"PMIx_server_dmodex_request\0").map_err(sym)?,
             }
         };
         // SAFETY: `PMIx_Query_info_nb` and `PMIx_Get_version` with their
@@ -307,7 +334,7 @@ impl Server {
         module[SLOT_QUERY] = up_query as *const () as usize;
         module[SLOT_SPAWN] = up_spawn as *const () as usize;
         module[SLOT_CONNECT] = up_connect as *const () as usize;
-        module[SLOT_DISCONNECT] = up_connect as *const () as usize;
+        module[SLOT_DISCONNECT] = up_disconnect as *const () as usize;
         module[SLOT_TOOL_CONNECTED] = up_tool_connected as *const () as usize;
         module[SLOT_GROUP] = up_group as *const () as usize;
         let mut infos = InfoList::default();
@@ -395,6 +422,22 @@ impl Server {
         unsafe { (self.fns.cpuset_destruct)(&mut set) };
         self.check("PMIx_server_generate_locality_string", rc)?;
         Ok(take_string(out))
+    }
+
+    /// Ask the library for the data `rank` of `nspace` (a client of this
+    /// server) committed, as a direct-modex answer carries it to another
+    /// server; it comes back as [`Upcall::LocalModex`].
+    pub fn request_modex(&self, nspace: &str, rank: u32) -> Result<(), PmixError> {
+        let p = proc_of(nspace, rank);
+        let raw = Box::into_raw(Box::new((nspace.to_string(), rank)));
+        // SAFETY: `p` lives for the call (the library copies it); `raw` is
+        // taken back by `modex_data`, or below when the library refuses.
+        let rc = unsafe { (self.fns.dmodex_request)(&p, Some(modex_data), raw.cast()) };
+        if rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED {
+            // SAFETY: refused: the library will not call back.
+            drop(unsafe { Box::from_raw(raw) });
+        }
+        self.check("PMIx_server_dmodex_request", rc)
     }
 
     /// `PMIx_generate_regex` (`ppn`: `PMIx_generate_ppn`) of `input`.

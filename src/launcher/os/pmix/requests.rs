@@ -252,10 +252,32 @@ unsafe fn wdir_of(info: *const Info, n: usize) -> Option<String> {
         .and_then(|i| unsafe { opt_string(i.value.data.string) })
 }
 
-/// Connect and disconnect: every process is local, and the library has
-/// collected every participant before it asks: nothing is left to wait
-/// for.
+/// Connect: the library has collected every local participant before it
+/// asks. The launcher registers the namespaces of other launchers'
+/// participants (so that their data is asked of it) and offers its own
+/// participants' data, then answers.
 pub(super) unsafe extern "C" fn up_connect(
+    procs: *const Proc,
+    nprocs: usize,
+    _info: *const Info,
+    _ninfo: usize,
+    cb: OpCb,
+    cbdata: *mut c_void,
+) -> Status {
+    if procs.is_null() {
+        return PMIX_OPERATION_SUCCEEDED;
+    }
+    // SAFETY: the library passes `nprocs` procs for the call.
+    let procs = unsafe { std::slice::from_raw_parts(procs, nprocs) };
+    send(Upcall::Connect {
+        procs: procs.iter().map(|p| (nspace_of(p), p.rank)).collect(),
+        done: OpDone { cb, data: cbdata },
+    });
+    PMIX_SUCCESS
+}
+
+/// Disconnect: nothing to wait for (see `up_connect`).
+pub(super) unsafe extern "C" fn up_disconnect(
     _procs: *const Proc,
     _nprocs: usize,
     _info: *const Info,

@@ -62,6 +62,26 @@ pub enum Upcall {
         queries: Vec<QueryAsk>,
         done: QueryDone,
     },
+    /// `PMIx_Connect` of `procs` (rank `u32::MAX - 1`: all of its
+    /// namespace), once the library gathered every local participant.
+    Connect {
+        procs: Vec<(String, u32)>,
+        done: OpDone,
+    },
+    /// A rank asked for data of `rank` of `nspace`, which this server does
+    /// not host (another launcher's job, after `PMIx_Connect`).
+    Dmodex {
+        nspace: String,
+        rank: u32,
+        done: ModexDone,
+    },
+    /// The data the library holds of `rank` of `nspace`, one of this
+    /// server's clients (`Server::request_modex`); `None` when it has none.
+    LocalModex {
+        nspace: String,
+        rank: u32,
+        data: Option<Vec<u8>>,
+    },
     /// `PMIx_Spawn` by `rank` of `nspace` (Open MPI's `MPI_Comm_spawn`).
     Spawn {
         nspace: String,
@@ -346,18 +366,19 @@ pub(super) unsafe extern "C" fn up_dmodex(
     p: *const Proc,
     _i: *const Info,
     _n: usize,
-    _cb: ModexCb,
-    _d: *mut c_void,
+    cb: ModexCb,
+    d: *mut c_void,
 ) -> Status {
     // SAFETY: the library passes a valid proc for the call's duration.
-    if let Some(p) = unsafe { p.as_ref() } {
-        tracing::debug!(
-            "PMIx direct modex for {}:{}: not found",
-            nspace_of(p),
-            p.rank
-        );
-    }
-    PMIX_ERR_NOT_FOUND
+    let Some(p) = (unsafe { p.as_ref() }) else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    send(Upcall::Dmodex {
+        nspace: nspace_of(p),
+        rank: p.rank,
+        done: ModexDone { cb, data: d },
+    });
+    PMIX_SUCCESS
 }
 
 /// A NUL-terminated string, or None.
