@@ -26,64 +26,66 @@ fn lines_with(out: &common::Outcome, prefix: &str) -> Vec<String> {
     l
 }
 
-#[test]
-fn open_mpi_5_hello_is_one_job_of_n_ranks() {
-    let _g = heavy();
-    let hello = S.program("mpi_hello");
-    for n in [1u32, 4, 64] {
-        let out = S
-            .fastpmi(["-n", &n.to_string(), hello.to_str().unwrap()])
-            .timeout(Duration::from_secs(120))
-            .run();
-        out.assert_success();
-        let lines = lines_with(&out, "hello rank");
-        assert_eq!(lines.len(), n as usize, "{}", out.report());
-        for r in 0..n {
-            assert!(
-                lines
-                    .iter()
-                    .any(|l| l.starts_with(&format!("hello rank {r} of {n} "))),
-                "rank {r} of {n} missing\n{}",
-                out.report()
-            );
-        }
+/// Every one of `n` ranks said `hello rank R of N`.
+fn assert_hello(out: &common::Outcome, n: u32) {
+    let lines = lines_with(out, "hello rank");
+    assert_eq!(lines.len(), n as usize, "{}", out.report());
+    for r in 0..n {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("hello rank {r} of {n} "))),
+            "rank {r} of {n} missing\n{}",
+            out.report()
+        );
     }
 }
 
+/// The allreduce of the ranks over `n` ranks, as `mpi_allreduce` prints it.
+fn allreduce_line(n: u32) -> String {
+    format!("allreduce ok size={n} sum={}", n * (n - 1) / 2)
+}
+
+/// Open MPI 5 at 1, 4, 64 and 256 ranks: hello and allreduce report the
+/// size under fastpmi, and the same allreduce under `prterun` agrees at
+/// each size (the 256-rank runs take about half a minute each on 2
+/// cores).
 #[test]
-fn open_mpi_5_allreduce_agrees_with_prterun() {
+fn open_mpi_5_hello_and_allreduce_at_1_4_64_and_256_ranks_as_under_prterun() {
     let _g = heavy();
+    let hello = S.program("mpi_hello");
     let prog = S.program("mpi_allreduce");
-    for n in [4u32, 16] {
+    for n in [1u32, 4, 64, 256] {
         let ns = n.to_string();
-        let want = format!("allreduce ok size={n} sum={}", n * (n - 1) / 2);
         let out = S
-            .fastpmi(["-n", &ns, prog.to_str().unwrap(), &ns])
-            .timeout(Duration::from_secs(180))
+            .fastpmi(["-n", &ns, hello.to_str().unwrap()])
+            .timeout(Duration::from_secs(300))
             .run();
         out.assert_success();
+        assert_hello(&out, n);
+        let out = S
+            .fastpmi(["-n", &ns, prog.to_str().unwrap(), &ns])
+            .timeout(Duration::from_secs(300))
+            .run();
+        out.assert_success();
+        let want = allreduce_line(n);
         assert_eq!(
             lines_with(&out, "allreduce"),
             std::slice::from_ref(&want),
             "{}",
             out.report()
         );
-        if n == 4 {
-            // CI runs as root, which prterun refuses without the flag.
-            let own = S
-                .own_launcher([
-                    "--allow-run-as-root",
-                    "--oversubscribe",
-                    "-n",
-                    &ns,
-                    prog.to_str().unwrap(),
-                    &ns,
-                ])
-                .timeout(Duration::from_secs(180))
-                .run();
-            own.assert_success();
-            assert_eq!(lines_with(&own, "allreduce"), [want], "{}", own.report());
-        }
+        let own = S
+            .own_launcher(S.own_flags().iter().copied().chain([
+                "-n",
+                &ns,
+                prog.to_str().unwrap(),
+                &ns,
+            ]))
+            .timeout(Duration::from_secs(300))
+            .run();
+        own.assert_success();
+        assert_eq!(lines_with(&own, "allreduce"), [want], "{}", own.report());
     }
 }
 
@@ -211,46 +213,46 @@ fn debian_program(source: &str) -> std::path::PathBuf {
     out
 }
 
+/// Debian's Open MPI 4.1 at 1, 4, 64 and 256 ranks: hello and allreduce
+/// report the size under fastpmi, and the same allreduce under
+/// `mpirun.openmpi` agrees at each size.
 #[test]
-fn debian_open_mpi_4_1_is_one_job_of_n_ranks() {
+fn debian_open_mpi_4_1_at_1_4_64_and_256_ranks_as_under_mpirun() {
     let _g = heavy();
     let hello = debian_program("mpi_hello");
     let prog = debian_program("mpi_allreduce");
-    let out = common::launch(["-n", "4", hello.to_str().unwrap()])
-        .timeout(Duration::from_secs(120))
+    for n in [1u32, 4, 64, 256] {
+        let ns = n.to_string();
+        let out = common::launch(["-n", &ns, hello.to_str().unwrap()])
+            .timeout(Duration::from_secs(300))
+            .run();
+        out.assert_success();
+        assert_hello(&out, n);
+        let want = allreduce_line(n);
+        let out = common::launch(["-n", &ns, prog.to_str().unwrap(), &ns])
+            .timeout(Duration::from_secs(300))
+            .run();
+        out.assert_success();
+        assert_eq!(
+            lines_with(&out, "allreduce"),
+            std::slice::from_ref(&want),
+            "{}",
+            out.report()
+        );
+        let own = common::launch([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            &ns,
+            prog.to_str().unwrap(),
+            &ns,
+        ])
+        .program("mpirun.openmpi")
+        .timeout(Duration::from_secs(300))
         .run();
-    out.assert_success();
-    let lines = lines_with(&out, "hello rank");
-    assert_eq!(lines.len(), 4, "{}", out.report());
-    assert!(
-        lines.iter().all(|l| l.contains(" of 4 ")),
-        "{}",
-        out.report()
-    );
-    let want = "allreduce ok size=4 sum=6".to_string();
-    let out = common::launch(["-n", "4", prog.to_str().unwrap(), "4"])
-        .timeout(Duration::from_secs(120))
-        .run();
-    out.assert_success();
-    assert_eq!(
-        lines_with(&out, "allreduce"),
-        std::slice::from_ref(&want),
-        "{}",
-        out.report()
-    );
-    let own = common::launch([
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-n",
-        "4",
-        prog.to_str().unwrap(),
-        "4",
-    ])
-    .program("mpirun.openmpi")
-    .timeout(Duration::from_secs(120))
-    .run();
-    own.assert_success();
-    assert_eq!(lines_with(&own, "allreduce"), [want], "{}", own.report());
+        own.assert_success();
+        assert_eq!(lines_with(&own, "allreduce"), [want], "{}", own.report());
+    }
 }
 
 /// The server library's files live in `pmix-<pid>/` of the user's private
