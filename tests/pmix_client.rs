@@ -434,3 +434,47 @@ fn pmix_model_declarations_reach_the_handlers() {
         assert!(lines.contains(&peer.as_str()), "{peer}\n{}", out.report());
     }
 }
+
+/// The group queries: while ranks 0-2 of 4 hold group "gq", rank 3 (no
+/// member) is told of one group, its name and its three members; after
+/// the destruct, of none. With Debian's library, and with the wheel's
+/// (client and server 5.0).
+#[test]
+fn pmix_group_queries_follow_construct_and_destruct() {
+    let exe = common::pmix::compile("pmix_group_query", true);
+    let exe = exe.to_str().unwrap();
+    let wheel = common::stacks::Stack::Ompi5
+        .pmix_lib()
+        .expect("the wheel ships its library");
+    for lib in [None, Some(wheel)] {
+        let mut args: Vec<String> = vec!["--pmi".into(), "pmix".into()];
+        let mut cmd_env = None;
+        if let Some(l) = &lib {
+            args.extend(["--pmix-lib".into(), l.display().to_string()]);
+            cmd_env = l.parent().map(|d| d.to_path_buf());
+        }
+        args.extend(["-n".into(), "4".into(), exe.into()]);
+        let mut c = common::launch(&args).timeout(Duration::from_secs(60));
+        if let Some(d) = cmd_env {
+            // The client library of the same version as the server.
+            c = c.env("LD_LIBRARY_PATH", d);
+        }
+        let out = c.run();
+        out.assert_success();
+        let lines = out.stdout_lines();
+        let job = lines
+            .first()
+            .and_then(|l| l.split_whitespace().nth(7))
+            .and_then(|m| m.split(':').next())
+            .unwrap_or("?")
+            .to_string();
+        let want_during = format!("pmix groups num 1 names gq members {job}:0,{job}:1,{job}:2");
+        assert_eq!(
+            lines,
+            [want_during.as_str(), "pmix groups num 0 names  members -"],
+            "{}",
+            out.report()
+        );
+        assert!(job.starts_with("fastpmi_"), "{}", out.report());
+    }
+}

@@ -56,6 +56,14 @@ impl Launcher {
                 }
             );
         }
+        // Kept for the group queries (`PMIX_QUERY_GROUP_NAMES`, ...).
+        if let Some(host) = self.pmix.as_mut() {
+            if construct {
+                host.groups.insert(name.to_string(), members.to_vec());
+            } else {
+                host.groups.remove(name);
+            }
+        }
         done.finish(PMIX_SUCCESS, answer);
     }
 }

@@ -37,6 +37,8 @@ pub(super) struct PmixHost {
     offered: std::collections::HashSet<(String, u32)>,
     /// Other launchers' namespaces registered with the library.
     foreign: std::collections::HashSet<String>,
+    /// The PMIx groups constructed and not destructed: their members.
+    groups: std::collections::BTreeMap<String, Vec<(String, u32)>>,
 }
 
 /// One application of a job to register: its rank count.
@@ -95,6 +97,7 @@ impl PmixHost {
             names: NameOps::default(),
             offered: Default::default(),
             foreign: Default::default(),
+            groups: Default::default(),
             tmpdir,
             upcalls: rx,
             hostname,

@@ -1,7 +1,8 @@
-//! `PMIx_Query_info` answered from fastpmi's jobs: the live namespaces, and
+//! `PMIx_Query_info` answered from fastpmi's jobs: the live namespaces,
 //! the process sets of `--pset` (their number, names and members), which
 //! is what Open MPI 5's MPI Sessions ask (`MPI_Session_get_num_psets`,
-//! `MPI_Session_get_nth_pset`, `MPI_Group_from_session_pset`).
+//! `MPI_Session_get_nth_pset`, `MPI_Group_from_session_pset`), the PMIx
+//! groups (number, names, members) and the proc tables.
 
 use super::super::os::pmix::{
     proc_of, InfoList, QueryAsk, QueryDone, PMIX_PROC_STATE_CONNECTED, PMIX_PROC_STATE_RUNNING,
@@ -17,6 +18,11 @@ const QUERY_PSET_NAMES: &str = "pmix.qry.psets";
 const QUERY_PSET_MEMBERSHIP: &str = "pmix.qry.pmems";
 const QUERY_PROC_TABLE: &str = "pmix.qry.ptable";
 const QUERY_LOCAL_PROC_TABLE: &str = "pmix.qry.lptable";
+const QUERY_NUM_GROUPS: &str = "pmix.qry.pgrpnum";
+const QUERY_GROUP_NAMES: &str = "pmix.qry.pgrp";
+const QUERY_GROUP_MEMBERSHIP: &str = "pmix.qry.pgrpmems";
+/// The qualifier naming a group.
+const GROUP_ID: &str = "pmix.grp.id";
 /// The qualifier naming a process set.
 const PSET_NAME: &str = "pmix.pset.nm";
 /// The qualifier naming a namespace.
@@ -44,6 +50,19 @@ impl Launcher {
                 }
             }
         }
+        // The groups a job's process sees: those with a member of its job
+        // (a tool sees all).
+        let groups: Vec<(String, Vec<(String, u32)>)> = self
+            .pmix
+            .as_ref()
+            .map(|h| {
+                h.groups
+                    .iter()
+                    .filter(|(_, m)| requester.is_none() || m.iter().any(|(ns, _)| ns == nspace))
+                    .map(|(n, m)| (n.clone(), m.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
         let mut answer = InfoList::default();
         for q in &queries {
             for k in &q.keys {
@@ -69,6 +88,24 @@ impl Launcher {
                             .qual(PSET_NAME)
                             .and_then(|want| psets.iter().find(|(n, _)| n == want));
                         if let Some((_, members)) = set {
+                            let procs = members.iter().map(|(ns, r)| proc_of(ns, *r)).collect();
+                            answer.procs(k, procs);
+                        }
+                        Ok(())
+                    }
+                    QUERY_NUM_GROUPS => {
+                        answer.size(k, groups.len());
+                        Ok(())
+                    }
+                    QUERY_GROUP_NAMES => {
+                        let names: Vec<String> = groups.iter().map(|(n, _)| n.clone()).collect();
+                        answer.strings(k, &names)
+                    }
+                    QUERY_GROUP_MEMBERSHIP => {
+                        let group = q
+                            .qual(GROUP_ID)
+                            .and_then(|want| groups.iter().find(|(n, _)| n == want));
+                        if let Some((_, members)) = group {
                             let procs = members.iter().map(|(ns, r)| proc_of(ns, *r)).collect();
                             answer.procs(k, procs);
                         }

@@ -304,6 +304,7 @@ pub struct InfoList {
     arrays: Vec<(Box<DataArray>, InfoList)>,
     proc_arrays: Vec<(Box<DataArray>, Vec<Proc>)>,
     table_arrays: Vec<(Box<DataArray>, Vec<ProcInfo>)>,
+    string_arrays: Vec<(Box<DataArray>, Vec<*mut c_char>)>,
 }
 
 fn key_bytes(key: &str) -> [c_char; KEY_BYTES] {
@@ -422,6 +423,27 @@ impl InfoList {
         self.infos
             .push(info(key, ty::PROC, ValueData { proc_: ptr }));
     }
+    /// An array of strings under `key` (`PMIX_QUERY_GROUP_NAMES`).
+    pub fn strings(&mut self, key: &str, v: &[String]) -> Result<(), PmixError> {
+        let mut ptrs = Vec::with_capacity(v.len());
+        for s in v {
+            let c = CString::new(s.as_str()).map_err(|_| PmixError::Nul(s.clone()))?;
+            // The heap buffer stays put when the CString moves into the list.
+            ptrs.push(c.as_ptr().cast_mut());
+            self.strings.push(c);
+        }
+        let mut da = Box::new(DataArray {
+            type_: ty::STRING,
+            size: ptrs.len(),
+            array: ptrs.as_mut_ptr().cast(),
+        });
+        let p: *mut DataArray = &mut *da;
+        self.infos
+            .push(info(key, ty::DATA_ARRAY, ValueData { darray: p }));
+        self.string_arrays.push((da, ptrs));
+        Ok(())
+    }
+
     pub fn string(&mut self, key: &str, v: &str) -> Result<(), PmixError> {
         let s = CString::new(v).map_err(|_| PmixError::Nul(v.to_string()))?;
         let p = s.as_ptr().cast_mut();

@@ -14,6 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 pub mod abi;
 pub use abi::*;
+mod attributes;
 mod done;
 mod guard;
 mod requests;
@@ -173,46 +174,6 @@ fn wait_op(f: impl FnOnce(OpCb, *mut c_void) -> Status) -> Status {
     g.unwrap_or(PMIX_SUCCESS)
 }
 
-/// The PMIx calls this host serves (through the upcalls registered in
-/// [`Server::start`]) and the attributes it honours in each. A call that
-/// honours none has an empty list: PRRTE's "NONE" and "N/A" are names no
-/// dictionary knows, and OpenPMIx (4.2, 5.0) then answers a query for
-/// every function's attributes with nothing at all.
-const HOST_ATTRIBUTES: &[(&str, &[&str])] = &[
-    ("PMIx_Abort", &[]),
-    ("PMIx_Fence", &[]),
-    ("PMIx_Fence_nb", &[]),
-    ("PMIx_Publish", &[]),
-    ("PMIx_Publish_nb", &[]),
-    ("PMIx_Lookup", &["PMIX_WAIT", "PMIX_TIMEOUT"]),
-    ("PMIx_Lookup_nb", &["PMIX_WAIT", "PMIX_TIMEOUT"]),
-    ("PMIx_Unpublish", &[]),
-    ("PMIx_Unpublish_nb", &[]),
-    ("PMIx_Spawn", &["PMIX_WDIR"]),
-    ("PMIx_Spawn_nb", &["PMIX_WDIR"]),
-    ("PMIx_Connect", &[]),
-    ("PMIx_Connect_nb", &[]),
-    ("PMIx_Disconnect", &[]),
-    ("PMIx_Disconnect_nb", &[]),
-    ("PMIx_Query_info", QUERY_KEYS),
-    ("PMIx_Query_info_nb", QUERY_KEYS),
-    ("PMIx_Group_construct", &["PMIX_GROUP_ASSIGN_CONTEXT_ID"]),
-    ("PMIx_Group_construct_nb", &["PMIX_GROUP_ASSIGN_CONTEXT_ID"]),
-    ("PMIx_Group_destruct", &[]),
-    ("PMIx_Group_destruct_nb", &[]),
-    ("PMIx_tool_init", &[]),
-];
-
-/// The query keys the launcher answers (`src/launcher/pmix/query.rs`).
-const QUERY_KEYS: &[&str] = &[
-    "PMIX_QUERY_NAMESPACES",
-    "PMIX_QUERY_NUM_PSETS",
-    "PMIX_QUERY_PSET_NAMES",
-    "PMIX_QUERY_PSET_MEMBERSHIP",
-    "PMIX_QUERY_PROC_TABLE",
-    "PMIX_QUERY_LOCAL_PROC_TABLE",
-];
-
 /// The longest an operation of the library may take to call back.
 const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -361,7 +322,7 @@ impl Server {
     /// tools that ask (`pattrs --host all`, `PMIX_QUERY_ATTRIBUTE_SUPPORT`).
     /// Best effort: a refusal costs the tools' answer only.
     fn register_attributes(&self) {
-        for (function, attrs) in HOST_ATTRIBUTES {
+        for (function, attrs) in attributes::HOST_ATTRIBUTES {
             let (Ok(f), Ok(names)) = (
                 CString::new(*function),
                 attrs
