@@ -1,6 +1,7 @@
 //! `--stop-in-init` with real processes: every rank held in init (MPICH,
-//! and fastpmi's libpmi2 on shared memory), shown by `fastpmi ps`, until
-//! `fastpmi release` by launcher pid or job id.
+//! fastpmi's libpmi2 on shared memory, a libpmix client and Open MPI 5 in
+//! `PMIx_Init`), shown by `fastpmi ps`, until `fastpmi release` by
+//! launcher pid or job id.
 //!
 //! Every launcher here runs with its own `XDG_RUNTIME_DIR`, so `fastpmi ps`
 //! sees only the launchers of the test.
@@ -118,4 +119,48 @@ fn stop_in_init_fastpmi_libpmi2_shared_memory() {
     // After release the ranks fenced in shared memory.
     let shm = common::stats_row(&out.stderr, "shared-memory").expect("stats row");
     assert_eq!(shm[2], 64, "shared-memory fences:\n{}", out.report());
+}
+
+/// PMIx ranks wait in `PMIx_Init` (`PMIX_DEBUG_STOP_IN_INIT`) until the
+/// launcher's `PMIX_DEBUGGER_RELEASE`.
+#[test]
+fn stop_in_init_pmix_client() {
+    let exe = common::pmix::compile("pmix_client", true);
+    let out = stop_in_init("sii-pmix", args(&[&"-n", &"4", &exe, &"exchange"]), 4, true);
+    assert_eq!(
+        out.stdout.matches("pmix exchange ok").count(),
+        4,
+        "{}",
+        out.report()
+    );
+}
+
+/// Open MPI 5 (the wheel), with its own server library: held in MPI_Init's
+/// `PMIx_Init` until released by launcher pid.
+#[test]
+fn stop_in_init_open_mpi_5() {
+    let s = common::stacks::Stack::Ompi5;
+    let exe = s.program("mpi_init_mark");
+    let venv = s.venv();
+    let lib = s.pmix_lib().expect("the wheel ships its library");
+    let out = stop_in_init(
+        "sii-ompi5",
+        args(&[
+            &"--pmix-lib",
+            &lib,
+            &"-genv",
+            &"OPAL_PREFIX",
+            &venv,
+            &"-n",
+            &"4",
+            &exe,
+        ]),
+        4,
+        false,
+    );
+    assert!(
+        out.stdout.contains("init mark ok size=4 sum=6"),
+        "{}",
+        out.report()
+    );
 }

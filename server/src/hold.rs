@@ -22,6 +22,9 @@ pub(super) struct Held {
     /// Jobs whose init replies are held.
     holding: BTreeSet<JobIdx>,
     replies: HashMap<JobIdx, Vec<HeldReply>>,
+    /// PMIx ranks waiting in `PMIx_Init` (the launcher's PMIx server holds
+    /// them; the launcher sends their release).
+    pmix: HashMap<JobIdx, BTreeSet<u32>>,
 }
 
 impl Server {
@@ -41,6 +44,15 @@ impl Server {
             .replies
             .get(&job)
             .is_some_and(|v| v.iter().any(|h| h.rank == rank))
+            || self.held.pmix.get(&job).is_some_and(|s| s.contains(&rank))
+    }
+
+    /// PMIx rank `rank` of `job` connected: held in `PMIx_Init` when its
+    /// job is held.
+    pub(super) fn pmix_connected_held(&mut self, job: JobIdx, rank: u32) {
+        if self.held.holding.contains(&job) {
+            self.held.pmix.entry(job).or_default().insert(rank);
+        }
     }
 
     /// Stop holding `job`: send every held init reply. Returns how many
@@ -51,7 +63,7 @@ impl Server {
         for h in &held {
             reply(out, &h.to, &h.resp, None);
         }
-        held.len()
+        held.len() + self.held.pmix.remove(&job).map_or(0, |s| s.len())
     }
 
     /// The reply `resp` to a request on `conn`: `None` when it completes
@@ -96,6 +108,7 @@ impl Server {
     /// `job` failed: its held ranks get the error instead of a stuck init.
     pub(super) fn fail_held(&mut self, job: JobIdx, msg: &str, out: &mut Vec<Event>) {
         self.held.holding.remove(&job);
+        self.held.pmix.remove(&job);
         for h in self.held.replies.remove(&job).unwrap_or_default() {
             reply(out, &h.to, &Response::error(msg), None);
         }
@@ -156,6 +169,25 @@ mod tests {
         assert!(sends(&out, 1)[0].contains("cmd=response_to_init rc=0"));
         assert!(!s.is_holding(job));
         assert_eq!(s.job_status(job).ranks[1].state, SockState::Running);
+    }
+
+    #[test]
+    fn pmix_ranks_of_a_held_job_are_held_until_release() {
+        let (mut s, job) = held_server(3);
+        s.pmix_rank(job, 0, crate::status::PmixStep::Connected);
+        s.pmix_rank(job, 2, crate::status::PmixStep::Connected);
+        assert!(s.init_held(job, 0) && s.init_held(job, 2));
+        assert!(!s.init_held(job, 1));
+        let st = s.job_status(job);
+        assert_eq!(st.ranks[0].state, SockState::HeldInInit);
+        assert_eq!(st.ranks[0].last_op, "PMIx_Init");
+        let mut out = Vec::new();
+        assert_eq!(s.release_init(job, &mut out), 2);
+        assert!(out.is_empty(), "PMIx ranks get no PMI reply");
+        assert!(!s.init_held(job, 0));
+        // Not held any more: a rank connecting now is not held either.
+        s.pmix_rank(job, 1, crate::status::PmixStep::Connected);
+        assert!(!s.init_held(job, 1));
     }
 
     #[test]

@@ -149,6 +149,7 @@ impl Server {
                     slot.set_phase(Phase::Initialized);
                 }
                 slot.last_op = "PMIx_Init".into();
+                self.pmix_connected_held(job, rank);
             }
             PmixStep::Finalized => {
                 slot.set_phase(Phase::Finalized);

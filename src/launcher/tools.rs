@@ -449,6 +449,7 @@ impl Launcher {
         let mut n = 0;
         for j in targets {
             n += self.server.release_init(j, &mut self.events);
+            self.pmix_release(j);
         }
         tracing::debug!("released {n} ranks held in init");
         Ok(n)

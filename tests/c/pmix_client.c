@@ -6,6 +6,8 @@
  *     PMIx_Put of "card" = "card-R", PMIx_Commit, PMIx_Fence collecting
  *     data, then PMIx_Get of every rank's card; prints
  *     "pmix exchange ok rank R size N".
+ *   Every mode: once PMIx_Init returns, with FASTPMI_TEST_MARK_DIR set, the
+ *   rank creates <dir>/init.<rank> (for --stop-in-init tests).
  *   pmix_client exit-early
  *     PMIx_Init, then exit(0) without PMIx_Finalize.
  *   pmix_client names SERVICE PORT
@@ -472,6 +474,14 @@ int main(int argc, char **argv)
     if ((rc = PMIx_Init(&me, NULL, 0)) != PMIX_SUCCESS) {
         fprintf(stderr, "pmix_client: PMIx_Init: %s\n", PMIx_Error_string(rc));
         return 1;
+    }
+    const char *marks = getenv("FASTPMI_TEST_MARK_DIR");
+    if (marks) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/init.%u", marks, me.rank);
+        FILE *m = fopen(path, "w");
+        if (m)
+            fclose(m);
     }
     if (strcmp(argv[1], "exit-early") == 0)
         exit(0);

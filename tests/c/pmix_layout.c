@@ -34,6 +34,9 @@ int main(void)
     printf("PMIX_SIZE = %d\n", PMIX_SIZE);
     printf("PMIX_ERR_NO_PERMISSIONS = %d\n", PMIX_ERR_NO_PERMISSIONS);
     printf("PMIX_ERR_TIMEOUT = %d\n", PMIX_ERR_TIMEOUT);
+    printf("PMIX_DEBUGGER_RELEASE = %d\n", PMIX_DEBUGGER_RELEASE);
+    printf("PMIX_RANGE_CUSTOM = %d\n", PMIX_RANGE_CUSTOM);
+    printf("PMIX_RANK_WILDCARD = %lld\n", (long long)PMIX_RANK_WILDCARD);
     printf("offsetof(pmix_server_module_t, group) = %zu\n", offsetof(pmix_server_module_t, group));
     printf("PMIX_GROUP_CONSTRUCT = %d\n", PMIX_GROUP_CONSTRUCT);
     printf("PMIX_BYTE_OBJECT = %d\n", PMIX_BYTE_OBJECT);

@@ -37,6 +37,8 @@ pub(super) struct PmixHost {
     offered: std::collections::HashSet<(String, u32)>,
     /// Other launchers' namespaces registered with the library.
     foreign: std::collections::HashSet<String>,
+    /// Jobs whose ranks wait in PMIx_Init for the debugger release.
+    held: std::cell::RefCell<std::collections::BTreeSet<JobIdx>>,
     /// The PMIx groups constructed and not destructed: their members.
     groups: std::collections::BTreeMap<String, Vec<(String, u32)>>,
 }
@@ -98,13 +100,17 @@ impl PmixHost {
             offered: Default::default(),
             foreign: Default::default(),
             groups: Default::default(),
+            held: Default::default(),
             tmpdir,
             upcalls: rx,
             hostname,
         })
     }
 
-    /// Register job `nspace` of `size` ranks, all on this node, in `apps`.
+    /// Register job `nspace` of `size` ranks, all on this node, in `apps`
+    /// (`held`: waiting in `PMIx_Init` for the debugger release).
+    // Each argument is one part of the registration, passed through once.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn register_job(
         &self,
         nspace: &str,
@@ -113,9 +119,15 @@ impl PmixHost {
         topology_xml: Option<&str>,
         ranks: &RankInfo,
         parent: Option<(&str, u32)>,
+        held: bool,
     ) -> Result<(), PmixError> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let mut job = InfoList::default();
+        // `--stop-in-init`: every rank waits in PMIx_Init for
+        // PMIX_DEBUGGER_RELEASE (`Server::release_debugger`).
+        if held {
+            job.rank("pmix.dbg.init", super::os::pmix::PMIX_RANK_WILDCARD);
+        }
         job.u32("pmix.univ.size", universe.max(size));
         job.u32("pmix.job.size", size);
         job.u32("pmix.max.size", universe.max(size));
@@ -340,6 +352,10 @@ impl super::Launcher {
             .binding
             .xml_path()
             .and_then(|p| std::fs::read_to_string(p).ok());
+        let held = self.tools_holding_new_jobs();
+        if held {
+            self.pmix_host()?.held.borrow_mut().insert(job);
+        }
         self.pmix_host()?
             .register_job(
                 id,
@@ -348,6 +364,7 @@ impl super::Launcher {
                 xml.as_deref(),
                 &ranks,
                 parent_ns.as_ref().map(|(n, r)| (n.as_str(), *r)),
+                held,
             )
             .map_err(|e| std::io::Error::other(format!("PMIx job {id}: {e}")))
     }
@@ -379,6 +396,20 @@ impl super::Launcher {
         let id = self.server.job_id(job).to_string();
         if let Err(e) = host.server.notify_terminated(&id, rank, code) {
             tracing::debug!("PMIx event for rank {rank} of {id}: {e}");
+        }
+    }
+
+    /// Let the PMIx ranks of `job` held in `PMIx_Init` (`--stop-in-init`)
+    /// go: the library's debugger-release event, once (the server counts
+    /// them with the PMI ranks it releases).
+    pub(super) fn pmix_release(&mut self, job: JobIdx) {
+        let Some(host) = &self.pmix else { return };
+        if !self.server.is_pmix_job(job) || !host.held.borrow_mut().remove(&job) {
+            return;
+        }
+        let id = self.server.job_id(job).to_string();
+        if let Err(e) = host.server.release_debugger(&id) {
+            crate::errln!("fastpmi: cannot release the PMIx ranks of {id}: {e}");
         }
     }
 

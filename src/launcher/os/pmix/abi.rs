@@ -21,6 +21,11 @@ pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
 pub const PMIX_EVENT_PROC_TERMINATED: Status = -201;
 /// `pmix_data_range_t` of an event for the source's namespace.
 pub const PMIX_RANGE_NAMESPACE: u8 = 3;
+pub const PMIX_RANGE_CUSTOM: u8 = 6;
+/// The debugger lets ranks held in `PMIx_Init` go (`PMIX_DEBUGGER_RELEASE`).
+pub const PMIX_DEBUGGER_RELEASE: Status = -3;
+/// Every rank of a namespace.
+pub const PMIX_RANK_WILDCARD: u32 = u32::MAX - 1;
 
 /// `pmix_data_type_t` codes used here.
 pub mod ty {
@@ -152,7 +157,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 45] = [
+pub const LAYOUT: [(&str, i64); 48] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -194,6 +199,9 @@ pub const LAYOUT: [(&str, i64); 45] = [
         PMIX_EVENT_PROC_TERMINATED as i64,
     ),
     ("PMIX_RANGE_NAMESPACE", PMIX_RANGE_NAMESPACE as i64),
+    ("PMIX_DEBUGGER_RELEASE", PMIX_DEBUGGER_RELEASE as i64),
+    ("PMIX_RANGE_CUSTOM", PMIX_RANGE_CUSTOM as i64),
+    ("PMIX_RANK_WILDCARD", PMIX_RANK_WILDCARD as i64),
     ("PMIX_DATA_ARRAY", ty::DATA_ARRAY as i64),
     ("PMIX_OPERATION_SUCCEEDED", PMIX_OPERATION_SUCCEEDED as i64),
     ("PMIX_SIZE", ty::SIZE as i64),

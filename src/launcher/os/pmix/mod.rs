@@ -463,13 +463,29 @@ impl Server {
         let mut infos = InfoList::default();
         infos.proc_("pmix.evproc", source);
         infos.int("pmix.exit.code", code);
+        self.notify(
+            PMIX_EVENT_PROC_TERMINATED,
+            &source,
+            PMIX_RANGE_NAMESPACE,
+            infos,
+        )
+    }
+
+    /// `PMIx_Notify_event` of `code` from `source` to `range`, waited for.
+    fn notify(
+        &self,
+        code: Status,
+        source: &Proc,
+        range: u8,
+        mut infos: InfoList,
+    ) -> Result<(), PmixError> {
         let rc = wait_op(|cb, data| {
             // SAFETY: `source` and `infos` outlive the wait for completion.
             unsafe {
                 (self.fns.notify)(
-                    PMIX_EVENT_PROC_TERMINATED,
-                    &source,
-                    PMIX_RANGE_NAMESPACE,
+                    code,
+                    source,
+                    range,
                     infos.infos.as_mut_ptr(),
                     infos.infos.len(),
                     cb,
@@ -478,6 +494,21 @@ impl Server {
             }
         });
         self.check("PMIx_Notify_event", rc)
+    }
+
+    /// Release the ranks of `nspace` waiting in `PMIx_Init` for a debugger
+    /// (`PMIX_DEBUG_STOP_IN_INIT`): `PMIX_DEBUGGER_RELEASE` to the
+    /// namespace. The library keeps the event for a rank that registers
+    /// its handler later.
+    pub fn release_debugger(&self, nspace: &str) -> Result<(), PmixError> {
+        // Not a process of the job: the library skips the source's own
+        // processes (a wildcard source would be all of them).
+        let source = proc_of("fastpmi-launcher", 0);
+        let mut infos = InfoList::default();
+        infos.flag("pmix.evnondef", true);
+        // Only this job's ranks (`PMIX_EVENT_CUSTOM_RANGE`).
+        infos.procs("pmix.evrange", vec![proc_of(nspace, PMIX_RANK_WILDCARD)]);
+        self.notify(PMIX_DEBUGGER_RELEASE, &source, PMIX_RANGE_CUSTOM, infos)
     }
 
     /// Register job `nspace` with `nlocal` processes on this node.
