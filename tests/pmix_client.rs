@@ -478,3 +478,53 @@ fn pmix_group_queries_follow_construct_and_destruct() {
         assert!(job.starts_with("fastpmi_"), "{}", out.report());
     }
 }
+
+/// A group formed by invitation: rank 0 invites ranks 0-2 of 4 into "inv",
+/// ranks 1 and 2 hear the invitation from rank 0 and join; every call
+/// succeeds. With Debian's library and with the wheel's (client and server
+/// 5.0). Neither library asks the host for a context id on this path.
+#[test]
+fn pmix_group_invitations_are_heard_and_joined() {
+    let exe = common::pmix::compile("pmix_group_invite", true);
+    let exe = exe.to_str().unwrap();
+    let wheel = common::stacks::Stack::Ompi5
+        .pmix_lib()
+        .expect("the wheel ships its library");
+    for lib in [None, Some(wheel)] {
+        let mut args: Vec<String> = vec!["--pmi".into(), "pmix".into()];
+        if let Some(l) = &lib {
+            args.extend(["--pmix-lib".into(), l.display().to_string()]);
+        }
+        args.extend(["-n".into(), "4".into(), exe.into()]);
+        let mut c = common::launch(&args).timeout(Duration::from_secs(60));
+        if let Some(d) = lib.as_ref().and_then(|l| l.parent()) {
+            // The client library of the same version as the server.
+            c = c.env("LD_LIBRARY_PATH", d);
+        }
+        let out = c.run();
+        out.assert_success();
+        let mut lines: Vec<String> = out
+            .stdout_lines()
+            .iter()
+            .map(|l| l.replace("PMIX_SUCCESS", "SUCCESS"))
+            .collect();
+        lines.sort();
+        let job = lines
+            .iter()
+            .find_map(|l| l.split(" leader ").nth(1))
+            .and_then(|l| l.split(':').next())
+            .unwrap_or("?")
+            .to_string();
+        assert!(job.starts_with("fastpmi_"), "{}", out.report());
+        assert_eq!(
+            lines,
+            [
+                "pmix invite rank 0 status SUCCESS".to_string(),
+                format!("pmix join rank 1 group inv leader {job}:0 status SUCCESS"),
+                format!("pmix join rank 2 group inv leader {job}:0 status SUCCESS"),
+            ],
+            "{}",
+            out.report()
+        );
+    }
+}
