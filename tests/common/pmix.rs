@@ -52,3 +52,29 @@ fn build(source: &str, libs: bool) -> PathBuf {
     );
     out
 }
+
+/// Run `fastpmi --pmi pmix -n N <program>` with each server library:
+/// Debian's, then the Open MPI wheel's 5.0 (`--pmix-lib`), whose clients
+/// then load the wheel's client library too (`LD_LIBRARY_PATH`), so that
+/// client and server are of one version. The outcomes, in that order.
+#[allow(dead_code)]
+pub fn run_with_both_libraries(program: &Path, n: u32) -> Vec<super::Outcome> {
+    let wheel = super::stacks::Stack::Ompi5
+        .pmix_lib()
+        .expect("the wheel ships its library");
+    [None, Some(wheel)]
+        .into_iter()
+        .map(|lib| {
+            let mut args: Vec<String> = vec!["--pmi".into(), "pmix".into()];
+            if let Some(l) = &lib {
+                args.extend(["--pmix-lib".into(), l.display().to_string()]);
+            }
+            args.extend(["-n".into(), n.to_string(), program.display().to_string()]);
+            let mut c = super::launch(&args).timeout(std::time::Duration::from_secs(60));
+            if let Some(d) = lib.as_ref().and_then(|l| l.parent()) {
+                c = c.env("LD_LIBRARY_PATH", d);
+            }
+            c.run()
+        })
+        .collect()
+}
