@@ -1,7 +1,7 @@
 //! Dynamic processes with real MPI stacks: `MPI_Comm_spawn`,
-//! `MPI_Comm_spawn_multiple`, a spawn that must fail, publish/lookup, and
-//! connect/accept between two jobs through a name server; plus the
-//! PMI-level spawn calls of Slurm's `libpmi2` and fastpmi's `libpmi`.
+//! `MPI_Comm_spawn_multiple`, a spawn that must fail; plus the PMI-level
+//! spawn calls of Slurm's `libpmi2` and fastpmi's `libpmi`. Publish/lookup
+//! and connect/accept: `tests/names_stacks.rs`.
 //!
 //! Each test runs its program first under the stack's own launcher (the
 //! `mpich` wheel's Hydra 5 `mpiexec`, Intel's `mpiexec.hydra`, Debian's
@@ -18,141 +18,10 @@
 
 mod common;
 
-use common::nameserver::{free_port, Daemon};
+use common::halves::{exactly, judge, own_then_fastpmi, private_copy, Half};
 use common::stacks::Stack;
-use common::{
-    assert_no_process_left, capi_lib_dir, heavy, launch, prog, scratch_dir, unique_copy, Cmd,
-    Outcome, Prog,
-};
-use std::path::{Path, PathBuf};
+use common::{capi_lib_dir, heavy, launch, prog, scratch_dir, Cmd, Prog};
 use std::time::Duration;
-
-/// How long processes of a finished job may take to disappear.
-const GRACE: Duration = Duration::from_secs(5);
-
-/// Which launcher a half ran under, for failure messages.
-#[derive(Clone, Copy)]
-enum Half {
-    Own,
-    Fastpmi,
-    /// A test that only fastpmi can run (its doc comment says why).
-    FastpmiOnly,
-}
-
-impl Half {
-    fn blame(self) -> &'static str {
-        match self {
-            Half::Own => {
-                "UNDER THE STACK'S OWN LAUNCHER (this half must pass: the test program or the \
-                 stack installation is broken, not fastpmi)"
-            }
-            Half::Fastpmi => "UNDER FASTPMI (the stack's own launcher passed this test)",
-            Half::FastpmiOnly => "UNDER FASTPMI (a fastpmi-only test: see its doc comment)",
-        }
-    }
-}
-
-/// Sorted non-empty stdout lines.
-fn sorted_lines(out: &Outcome) -> Vec<String> {
-    let mut v: Vec<String> = out.stdout_lines().iter().map(|l| l.to_string()).collect();
-    v.sort();
-    v
-}
-
-/// A check of the sorted stdout lines: exactly these lines, in any order.
-fn exactly(expected: Vec<String>) -> impl Fn(&[String]) -> Result<(), String> {
-    move |lines: &[String]| {
-        let mut want = expected.clone();
-        want.sort();
-        if lines == want.as_slice() {
-            Ok(())
-        } else {
-            Err(format!(
-                "stdout lines (sorted) should be exactly {want:#?}\ngot {lines:#?}"
-            ))
-        }
-    }
-}
-
-/// Exit 0 and the lines pass `check`; otherwise a message saying which
-/// half failed, with the launcher's output.
-fn verdict(
-    half: Half,
-    out: &Outcome,
-    check: &dyn Fn(&[String]) -> Result<(), String>,
-) -> Result<(), String> {
-    if !out.status.success() {
-        return Err(format!(
-            "{}: the launcher did not exit 0\n{}",
-            half.blame(),
-            out.report()
-        ));
-    }
-    check(&sorted_lines(out)).map_err(|e| format!("{}: {e}\n{}", half.blame(), out.report()))
-}
-
-/// [`verdict`] must pass, and no process of `exe` may be left.
-fn judge(half: Half, out: &Outcome, exe: &Path, check: &dyn Fn(&[String]) -> Result<(), String>) {
-    if let Err(e) = verdict(half, out, check) {
-        panic!("{e}");
-    }
-    assert_no_process_left(exe, GRACE);
-}
-
-/// A private copy of `exe` in `<dir>/bin/` (so the job's working directory,
-/// `dir`, differs from the program's directory).
-fn private_copy(exe: &Path, dir: &Path, tag: &str) -> PathBuf {
-    let bin = dir.join("bin");
-    std::fs::create_dir_all(&bin).expect("create bin dir");
-    unique_copy(exe, &bin, tag)
-}
-
-/// Run `-n N <program> ARGS` of `stack` under its own launcher, then under
-/// fastpmi, both in a scratch directory with `extra_env`; both halves must
-/// pass `check`.
-#[allow(clippy::too_many_arguments)]
-fn own_then_fastpmi(
-    stack: Stack,
-    source: &str,
-    tag: &str,
-    n: usize,
-    args: &[&str],
-    extra_env: &[(&str, &str)],
-    timeout: Duration,
-    check: &dyn Fn(&[String]) -> Result<(), String>,
-) {
-    let _g = heavy();
-    let dir = scratch_dir(tag);
-    let exe = private_copy(&stack.program(source), dir.path(), tag);
-    let mut argv: Vec<String> = vec!["-n".into(), n.to_string(), exe.display().to_string()];
-    argv.extend(args.iter().map(|a| a.to_string()));
-
-    let with_env = |mut c: Cmd| {
-        for (k, v) in extra_env {
-            c = c.env(k, v);
-        }
-        c.cwd(dir.path()).timeout(timeout)
-    };
-    let own_argv: Vec<String> = stack
-        .own_flags()
-        .iter()
-        .map(|f| f.to_string())
-        .chain(argv.iter().cloned())
-        .collect();
-    let own = with_env(stack.own_launcher(&own_argv)).run();
-    judge(Half::Own, &own, &exe, check);
-    let fast = with_env(stack.fastpmi(&argv)).run();
-    judge(Half::Fastpmi, &fast, &exe, check);
-    // A PMIx stack: with its own server library too (Debian's 4.2 above).
-    if let Some(lib) = stack.pmix_lib() {
-        let with_lib: Vec<String> = ["--pmix-lib".to_string(), lib.display().to_string()]
-            .into_iter()
-            .chain(argv.iter().cloned())
-            .collect();
-        let fast = with_env(stack.fastpmi(&with_lib)).run();
-        judge(Half::Fastpmi, &fast, &exe, check);
-    }
-}
 
 // ---------------------------------------------------------------------------
 // MPI_Comm_spawn + merge + allreduce
@@ -369,154 +238,13 @@ fn mpich5_spawn_of_missing_program_returns_an_error() {
 }
 
 #[test]
+fn open_mpi_5_spawn_of_missing_program_returns_an_error() {
+    spawn_missing(Stack::Ompi5);
+}
+
+#[test]
 fn impi_spawn_of_missing_program_returns_an_error() {
     spawn_missing(Stack::Impi);
-}
-
-// ---------------------------------------------------------------------------
-// Name service
-// ---------------------------------------------------------------------------
-
-/// A spawned child publishes a port under a service name, the parent looks
-/// it up (same string), the child unpublishes, the parent's second lookup
-/// fails. No separate name server: the launcher serves the job and its
-/// children (Hydra 5 does without `-nameserver`).
-#[test]
-fn mpich5_child_publishes_parent_looks_up() {
-    let stack = Stack::Mpich5;
-    let service = format!("fastpmi-test-pub-{}", std::process::id());
-    let s2 = service.clone();
-    let check = move |lines: &[String]| {
-        let child = format!("nameserv child ok published={s2}");
-        let parent_prefix = format!("nameserv ok service={s2} port_len=");
-        let ok = lines.len() == 2
-            && lines.contains(&child)
-            && lines
-                .iter()
-                .any(|l| l.starts_with(&parent_prefix) && l.ends_with(" unpublished=yes"));
-        if ok {
-            Ok(())
-        } else {
-            Err(format!(
-                "expected `{child}` and `{parent_prefix}N unpublished=yes`; got {lines:#?}"
-            ))
-        }
-    };
-    own_then_fastpmi(
-        stack,
-        "nameserv_pub",
-        "mpich5-nameserv",
-        2,
-        &[&service],
-        stack.port_env(),
-        Duration::from_secs(60),
-        &check,
-    );
-}
-
-/// Server job (2 ranks) and client job (3 ranks) started separately, sharing
-/// a name server: `MPI_Publish_name` + `MPI_Comm_accept` meets
-/// `MPI_Lookup_name` + `MPI_Comm_connect`; they exchange messages and
-/// allreduce over the merged communicator. First with the stack's
-/// `hydra_nameserver` and `mpiexec -nameserver`, then with `fastpmi
-/// nameserver --port P` and `fastpmi --nameserver 127.0.0.1:P`.
-fn connect_accept(stack: Stack) {
-    let _g = heavy();
-    let tag = format!("{}-connect", stack.name());
-    let dir = scratch_dir(&tag);
-    let exe = private_copy(&stack.program("connect_accept"), dir.path(), &tag);
-    let exe_s = exe.display().to_string();
-    let service = format!("fastpmi-test-ca-{}-{}", std::process::id(), stack.name());
-    let timeout = Duration::from_secs(90);
-    let server_line = "server ok clients=3 merged=5 got=hello-from-client-3".to_string();
-    let client_line = "client ok servers=2 merged=5 got=hello-from-server-2".to_string();
-
-    // Open MPI 5 connects jobs started apart only inside one PRRTE DVM
-    // (`prte`, then `prun`), not between two `prterun`s: no own half; its
-    // fastpmi half runs with Debian's server library and the wheel's.
-    let halves: Vec<(Half, Option<PathBuf>)> = match stack.pmix_lib() {
-        Some(lib) => vec![(Half::FastpmiOnly, None), (Half::FastpmiOnly, Some(lib))],
-        None => vec![(Half::Own, None), (Half::Fastpmi, None)],
-    };
-    for (half, lib) in halves {
-        let port = free_port();
-        let ns_addr = format!("127.0.0.1:{port}");
-        let mut ns = match half {
-            Half::Own => Daemon::start(
-                half.blame(),
-                &stack.hydra_nameserver(),
-                ["-port", &port.to_string()],
-                port,
-                Duration::from_secs(10),
-            ),
-            Half::Fastpmi | Half::FastpmiOnly => Daemon::start(
-                half.blame(),
-                Path::new(env!("CARGO_BIN_EXE_fastpmi")),
-                ["nameserver", "--port", &port.to_string()],
-                port,
-                Duration::from_secs(10),
-            ),
-        };
-        let job = |role: &str, n: &str| -> Cmd {
-            let args: Vec<&str> = match half {
-                Half::Own => vec!["-nameserver", &ns_addr, "-n", n, &exe_s, role, &service],
-                Half::Fastpmi | Half::FastpmiOnly => {
-                    let mut a = vec!["--nameserver", ns_addr.as_str()];
-                    if let Some(l) = lib.as_ref().and_then(|l| l.to_str()) {
-                        a.extend(["--pmix-lib", l]);
-                    }
-                    a.extend(["-n", n, &exe_s, role, &service]);
-                    a
-                }
-            };
-            let mut c = match half {
-                Half::Own => stack.own_launcher(&args),
-                Half::Fastpmi | Half::FastpmiOnly => stack.fastpmi(&args),
-            };
-            for (k, v) in stack.port_env() {
-                c = c.env(k, v);
-            }
-            c.cwd(dir.path()).timeout(timeout)
-        };
-        let server = job("server", "2").spawn();
-        let client = job("client", "3").run();
-        let server = server.wait();
-        let ns_report = ns.stop_and_report();
-        let mut errors = Vec::new();
-        for (out, line) in [(&server, &server_line), (&client, &client_line)] {
-            if let Err(e) = verdict(half, out, &exactly(vec![line.clone()])) {
-                errors.push(e);
-            }
-        }
-        if !errors.is_empty() {
-            panic!(
-                "{}\n--- both jobs ---\nserver job:\n{}\nclient job:\n{}\n{ns_report}",
-                errors.join("\n"),
-                server.report(),
-                client.report()
-            );
-        }
-        assert_no_process_left(&exe, GRACE);
-    }
-}
-
-#[test]
-fn mpich5_connect_accept_through_nameserver() {
-    connect_accept(Stack::Mpich5);
-}
-
-/// Open MPI 5 jobs of two launchers: after `PMIx_Connect` each side's
-/// ranks get the other side's endpoint data from their own launcher,
-/// which fetches what the other launcher offered in the name server
-/// (docs/pmix.md).
-#[test]
-fn open_mpi_5_connect_accept_through_nameserver() {
-    connect_accept(Stack::Ompi5);
-}
-
-#[test]
-fn impi_connect_accept_through_nameserver() {
-    connect_accept(Stack::Impi);
 }
 
 // ---------------------------------------------------------------------------

@@ -39,6 +39,7 @@
 #![allow(dead_code)]
 
 mod capi;
+pub mod halves;
 mod job;
 pub mod nameserver;
 pub mod placement;
