@@ -210,3 +210,115 @@ fn a_host_functions_query_is_answered_or_refused_never_fatal() {
         );
     }
 }
+
+/// The node's system-level rendezvous (RFC0010): the first PMIx launcher
+/// writes `$TMPDIR/pmix.sys.<host>`, replacing a stale one of a launcher
+/// that is gone; a second launcher leaves it alone; `pps --system-server`
+/// reaches the first one's server through it; nothing is left in TMPDIR
+/// when both have exited.
+#[test]
+fn pps_finds_the_system_server() {
+    let _g = heavy();
+    let tmp = tempfile::Builder::new()
+        .prefix("fps")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let xdg = tempfile::Builder::new()
+        .prefix("fpx")
+        .tempdir_in("/tmp")
+        .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(xdg.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    let sys = tmp.path().join(format!("pmix.sys.{host}"));
+    // A stale file: its pid is a process that has exited.
+    let mut c = Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    std::fs::write(
+        &sys,
+        format!("pmix-server.{dead};tcp4://127.0.0.1:1\n4.2.2\n{dead}\n0:0\nx\n"),
+    )
+    .unwrap();
+    let start = || {
+        common::launch(["--pmi", "pmix", "-n", "1", "sleep", "30"])
+            .env("XDG_RUNTIME_DIR", xdg.path())
+            .env("TMPDIR", tmp.path())
+            .timeout(Duration::from_secs(60))
+            .spawn()
+    };
+    let mut first = start();
+    let pid_in = |p: &Path| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| t.lines().nth(2).and_then(|l| l.trim().parse::<u32>().ok()))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pid_in(&sys) != Some(first.pid()) {
+        assert!(
+            Instant::now() < deadline && first.try_wait().is_none(),
+            "the stale system rendezvous was not replaced: {:?}\n{}",
+            pid_in(&sys),
+            first.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut second = start();
+    // The second launcher's server is up once its own rendezvous exists.
+    let dir2 = xdg
+        .path()
+        .join("fastpmi")
+        .join(format!("pmix-{}", second.pid()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rendezvous(&dir2, second.pid()).is_none() {
+        assert!(
+            Instant::now() < deadline && second.try_wait().is_none(),
+            "{}",
+            second.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let held = pid_in(&sys);
+    let want = format!("fastpmi_{}_0", first.pid());
+    let mut listed = String::new();
+    for _ in 0..5 {
+        let o = Command::new("pps")
+            .arg("--system-server")
+            .env("TMPDIR", tmp.path())
+            .output()
+            .expect("run pps (Debian package libpmix-bin)");
+        listed = String::from_utf8_lossy(&o.stderr).into_owned();
+        if o.status.success() && listed.contains(&want) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Ended as a user ends a job (SIGTERM): each removes what it made.
+    let (p1, p2) = (first.pid(), second.pid());
+    common::signal(p1, libc::SIGTERM);
+    common::signal(p2, libc::SIGTERM);
+    let out1 = first.wait_or_kill(Duration::from_secs(30));
+    let out2 = second.wait_or_kill(Duration::from_secs(30));
+    assert_eq!(
+        held,
+        Some(p1),
+        "the second launcher took the system rendezvous\n{}",
+        out2.report()
+    );
+    assert!(listed.contains(&want), "pps --system-server: {listed}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "left in TMPDIR: {left:?}\n{}",
+        out1.report()
+    );
+}

@@ -9,6 +9,7 @@ mod groups;
 mod names;
 mod query;
 mod remote;
+mod system;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,8 @@ pub(super) struct PmixHost {
     offered: std::collections::HashSet<(String, u32)>,
     /// Other launchers' namespaces registered with the library.
     foreign: std::collections::HashSet<String>,
+    /// The node's system rendezvous file, when this launcher holds it.
+    system: Option<system::SystemRendezvous>,
     /// Jobs whose ranks wait in PMIx_Init for the debugger release.
     held: std::cell::RefCell<std::collections::BTreeSet<JobIdx>>,
     /// The PMIx groups constructed and not destructed: their members.
@@ -94,6 +97,8 @@ impl PmixHost {
             .nodename()
             .to_string_lossy()
             .into_owned();
+        let ours = tmpdir.join(format!("pmix.{hostname}.tool.{}", std::process::id()));
+        let system = system::SystemRendezvous::claim(&hostname, &ours);
         Ok(PmixHost {
             server,
             names: NameOps::default(),
@@ -101,6 +106,7 @@ impl PmixHost {
             foreign: Default::default(),
             groups: Default::default(),
             held: Default::default(),
+            system,
             tmpdir,
             upcalls: rx,
             hostname,
@@ -262,6 +268,9 @@ impl PmixHost {
     /// Stop the server and remove its files and the ranks' session
     /// directories (the launcher is exiting).
     pub(super) fn remove_files(&self) {
+        if let Some(s) = &self.system {
+            s.release();
+        }
         self.server.finalize();
         let _ = std::fs::remove_dir_all(&self.tmpdir);
     }
