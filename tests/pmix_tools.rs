@@ -74,11 +74,12 @@ fn pps_lists_a_running_jobs_namespace_and_another_uid_is_refused() {
             }
             None => Command::new("pps"),
         };
-        // The file of this launcher's server (the directory also holds
-        // one named by the server's namespace). TMPDIR: the tools'
-        // fallback, which in CI runs now and then replaced --uri with a
-        // search of $TMPDIR's subdirectories, finding other tests'
-        // launchers ("multiple possible servers"), sees only this one.
+        // Debian's pps 4.2.2 ignores --uri (src/tools/pps/pps.c passes
+        // only "system server first"): it looks for $TMPDIR/pmix.sys.*,
+        // then searches $TMPDIR's subdirectories. With TMPDIR this test's
+        // private directory it finds this launcher only, not other tests'
+        // ("multiple possible servers", seen in CI). --uri stays for the
+        // versions that honour it.
         c.arg("--uri")
             .arg(format!("file:{}", file.display()))
             .env("TMPDIR", xdg.path().join("fastpmi"))
@@ -86,10 +87,8 @@ fn pps_lists_a_running_jobs_namespace_and_another_uid_is_refused() {
             .expect("run pps (Debian package libpmix-bin) or setpriv (util-linux)")
     };
     let want = format!("fastpmi_{pid}_0");
-    // pps writes its answers to stderr. Debian's pps 4.2.2 now and then
-    // fails to connect (PMIX_ERR_UNREACH, -25, or "multiple possible
-    // servers" though it was given the file) and connects when run again
-    // (seen once in CI; cause not found): a few tries.
+    // pps writes its answers to stderr. A few tries, should the server
+    // not take tools yet.
     let pps_lists = || {
         let mut tries = 0;
         loop {
