@@ -119,44 +119,62 @@ fn pmix_group_invitations_are_heard_and_joined() {
 
 /// A group spanning two jobs: a parent and the 2 ranks it spawned
 /// construct one group with a context id, fence over it and destruct it;
-/// all three get the same id. With Debian's library and the wheel's.
+/// all three get the same id. Then each job constructs a group of its own
+/// (the children "kids", the parent "solo"): the members of each agree,
+/// and the three groups' ids differ (two jobs, distinct ids). With
+/// Debian's library and the wheel's.
 #[test]
 fn pmix_a_group_spans_a_parent_and_its_spawned_job() {
     let exe = common::pmix::compile("pmix_group_jobs", true);
     for out in common::pmix::run_with_both_libraries(&exe, 1) {
         out.assert_success();
-        let mut members = Vec::new();
-        let mut ids = std::collections::BTreeSet::new();
+        let mut groups: std::collections::BTreeMap<String, Vec<(String, u64)>> = Default::default();
         for l in out.stdout_lines() {
             let f: Vec<&str> = l.split_whitespace().collect();
             match f[..] {
-                ["pmix", "span", who, "ctxid", id] => {
-                    members.push(who.to_string());
-                    ids.insert(id.parse::<u64>().unwrap());
-                }
+                ["pmix", g, who, "ctxid", id] => groups
+                    .entry(g.to_string())
+                    .or_default()
+                    .push((who.to_string(), id.parse().unwrap())),
                 _ => panic!("unexpected line {l:?}\n{}", out.report()),
             }
         }
-        members.sort();
-        let parent = members
+        let members = |g: &str| {
+            let mut m: Vec<String> = groups
+                .get(g)
+                .map_or(vec![], |v| v.iter().map(|x| x.0.clone()).collect());
+            m.sort();
+            m
+        };
+        let span = members("span");
+        let parent = span
             .iter()
             .find(|m| m.ends_with("_0:0"))
             .unwrap_or_else(|| panic!("no parent\n{}", out.report()))
             .trim_end_matches("_0:0")
             .to_string();
+        let (p0, c0, c1) = (
+            format!("{parent}_0:0"),
+            format!("{parent}_1:0"),
+            format!("{parent}_1:1"),
+        );
         assert_eq!(
-            members,
-            [
-                format!("{parent}_0:0"),
-                format!("{parent}_1:0"),
-                format!("{parent}_1:1")
-            ],
+            span,
+            [p0.clone(), c0.clone(), c1.clone()],
             "{}",
             out.report()
         );
+        assert_eq!(members("kids"), [c0, c1], "{}", out.report());
+        assert_eq!(members("solo"), [p0], "{}", out.report());
+        let id = |g: &str| {
+            let set: std::collections::BTreeSet<u64> = groups[g].iter().map(|x| x.1).collect();
+            assert_eq!(set.len(), 1, "members of {g} disagree: {set:?}");
+            *set.iter().next().unwrap()
+        };
+        let ids: std::collections::BTreeSet<u64> = ["span", "kids", "solo"].map(id).into();
         assert!(
-            ids.len() == 1 && !ids.contains(&0),
-            "ids {ids:?}\n{}",
+            ids.len() == 3 && !ids.contains(&0),
+            "context ids {ids:?}\n{}",
             out.report()
         );
     }

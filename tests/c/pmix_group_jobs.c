@@ -11,6 +11,10 @@
  *
  *     pmix span NS:R ctxid C
  *
+ * Then each job builds a group of its own, asking a context id: the
+ * children "kids" of {child:0, child:1}, the parent "solo" of {parent:0};
+ * each member prints "pmix kids NS:R ctxid C" or "pmix solo NS:R ctxid C".
+ *
  * Exit 1 on a failed call.
  */
 #include <stdio.h>
@@ -76,6 +80,30 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("pmix span %s:%u ctxid %zu\n", me.nspace, me.rank, ctxid);
+    fflush(stdout);
+
+    /* A group of this job's own. */
+    const char *own = strcmp(me.nspace, parent) == 0 ? "solo" : "kids";
+    size_t n = strcmp(own, "solo") == 0 ? 1 : 2;
+    pmix_proc_t mine[2];
+    PMIX_LOAD_PROCID(&mine[0], me.nspace, 0);
+    PMIX_LOAD_PROCID(&mine[1], me.nspace, 1);
+    results = NULL;
+    nresults = 0;
+    ctxid = 0;
+    if ((rc = PMIx_Group_construct(own, mine, n, &dir, 1, &results, &nresults)) != PMIX_SUCCESS) {
+        fprintf(stderr, "pmix_group_jobs: %s:%u: construct %s: %s\n", me.nspace, me.rank, own,
+                PMIx_Error_string(rc));
+        return 1;
+    }
+    for (size_t i = 0; i < nresults; i++)
+        if (PMIX_CHECK_KEY(&results[i], PMIX_GROUP_CONTEXT_ID) && results[i].value.type == PMIX_SIZE)
+            ctxid = results[i].value.data.size;
+    if ((rc = PMIx_Group_destruct(own, NULL, 0)) != PMIX_SUCCESS) {
+        fprintf(stderr, "pmix_group_jobs: destruct %s: %s\n", own, PMIx_Error_string(rc));
+        return 1;
+    }
+    printf("pmix %s %s:%u ctxid %zu\n", own, me.nspace, me.rank, ctxid);
     fflush(stdout);
     PMIx_Finalize(NULL, 0);
     return 0;
