@@ -30,13 +30,25 @@ fn marks(dir: &Path) -> usize {
         .count()
 }
 
+/// Who lets the held ranks go.
+#[derive(Clone, Copy, PartialEq)]
+enum Release {
+    /// `fastpmi release PID`.
+    Pid,
+    /// `fastpmi release JOBID`.
+    Job,
+    /// A PMIx tool's `PMIX_DEBUGGER_RELEASE` (`tests/c/pmix_release_tool.c`),
+    /// through the launcher's tool rendezvous.
+    PmixTool,
+}
+
 /// Launch with --stop-in-init, wait until ps shows every rank held, check
-/// nobody got past init, release with `release_by`, check the job completes.
+/// nobody got past init, release with `release`, check the job completes.
 fn stop_in_init(
     tag: &str,
     mut sections: Vec<OsString>,
     n: usize,
-    release_by_job: bool,
+    release: Release,
 ) -> common::Outcome {
     let _g = heavy();
     let xdg = runtime_dir(tag);
@@ -73,18 +85,42 @@ fn stop_in_init(
         0,
         "a rank got past init before release"
     );
-    let target = if release_by_job {
-        t.id.clone()
+    if release == Release::PmixTool {
+        let host = rustix::system::uname()
+            .nodename()
+            .to_string_lossy()
+            .into_owned();
+        let file = xdg
+            .path()
+            .join("fastpmi")
+            .join(format!("pmix-{pid}"))
+            .join(format!("pmix.{host}.tool.{pid}"));
+        let tool = common::pmix::compile("pmix_release_tool", true);
+        let r = std::process::Command::new(&tool)
+            .arg(&file)
+            .arg(&t.id)
+            .output()
+            .expect("run the release tool");
+        assert!(
+            r.status.success() && text(&r.stdout).contains("pmix tool released"),
+            "release tool: {}{}",
+            text(&r.stdout),
+            text(&r.stderr)
+        );
     } else {
-        pid.to_string()
-    };
-    let r = fastpmi(xdg.path(), &["release", &target]);
-    assert!(r.status.success(), "release: {}", text(&r.stderr));
-    assert!(
-        text(&r.stdout).contains(&format!("released {n} ranks")),
-        "{}",
-        text(&r.stdout)
-    );
+        let target = if release == Release::Job {
+            t.id.clone()
+        } else {
+            pid.to_string()
+        };
+        let r = fastpmi(xdg.path(), &["release", &target]);
+        assert!(r.status.success(), "release: {}", text(&r.stderr));
+        assert!(
+            text(&r.stdout).contains(&format!("released {n} ranks")),
+            "{}",
+            text(&r.stdout)
+        );
+    }
     let out = job.wait_or_kill(Duration::from_secs(120));
     out.assert_success();
     assert_eq!(
@@ -98,7 +134,7 @@ fn stop_in_init(
 #[test]
 fn stop_in_init_mpich_64() {
     let exe = prog(Prog::MpiInitMark);
-    let out = stop_in_init("sii-mpich", args(&[&"-n", &"64", &exe]), 64, false);
+    let out = stop_in_init("sii-mpich", args(&[&"-n", &"64", &exe]), 64, Release::Pid);
     assert!(
         out.stdout.contains("init mark ok size=64 sum=2016"),
         "{}",
@@ -114,7 +150,7 @@ fn stop_in_init_fastpmi_libpmi2_shared_memory() {
         "sii-shm",
         args(&[&"-genv", &"LD_LIBRARY_PATH", &lib, &"-n", &"64", &exe]),
         64,
-        true,
+        Release::Job,
     );
     // After release the ranks fenced in shared memory.
     let shm = common::stats_row(&out.stderr, "shared-memory").expect("stats row");
@@ -126,7 +162,12 @@ fn stop_in_init_fastpmi_libpmi2_shared_memory() {
 #[test]
 fn stop_in_init_pmix_client() {
     let exe = common::pmix::compile("pmix_client", true);
-    let out = stop_in_init("sii-pmix", args(&[&"-n", &"4", &exe, &"exchange"]), 4, true);
+    let out = stop_in_init(
+        "sii-pmix",
+        args(&[&"-n", &"4", &exe, &"exchange"]),
+        4,
+        Release::Job,
+    );
     assert_eq!(
         out.stdout.matches("pmix exchange ok").count(),
         4,
@@ -156,10 +197,29 @@ fn stop_in_init_open_mpi_5() {
             &exe,
         ]),
         4,
-        false,
+        Release::Pid,
     );
     assert!(
         out.stdout.contains("init mark ok size=4 sum=6"),
+        "{}",
+        out.report()
+    );
+}
+
+/// A PMIx tool releases the held ranks (`PMIX_DEBUGGER_RELEASE` to the
+/// job's namespace), as a debugger does once attached.
+#[test]
+fn stop_in_init_released_by_a_pmix_tool() {
+    let exe = common::pmix::compile("pmix_client", true);
+    let out = stop_in_init(
+        "sii-tool",
+        args(&[&"-n", &"3", &exe, &"exchange"]),
+        3,
+        Release::PmixTool,
+    );
+    assert_eq!(
+        out.stdout.matches("pmix exchange ok").count(),
+        3,
         "{}",
         out.report()
     );

@@ -47,6 +47,14 @@ impl Server {
             || self.held.pmix.get(&job).is_some_and(|s| s.contains(&rank))
     }
 
+    /// PMIx rank `rank` of `job` finalized: past init whoever released it
+    /// (a PMIx tool may, without the launcher).
+    pub(super) fn pmix_left_init(&mut self, job: JobIdx, rank: u32) {
+        if let Some(s) = self.held.pmix.get_mut(&job) {
+            s.remove(&rank);
+        }
+    }
+
     /// PMIx rank `rank` of `job` connected: held in `PMIx_Init` when its
     /// job is held.
     pub(super) fn pmix_connected_held(&mut self, job: JobIdx, rank: u32) {
@@ -186,8 +194,13 @@ mod tests {
         assert!(out.is_empty(), "PMIx ranks get no PMI reply");
         assert!(!s.init_held(job, 0));
         // Not held any more: a rank connecting now is not held either.
+        // (A finalized rank is past init whoever released it.)
         s.pmix_rank(job, 1, crate::status::PmixStep::Connected);
         assert!(!s.init_held(job, 1));
+        let (mut s, job) = held_server(1);
+        s.pmix_rank(job, 0, crate::status::PmixStep::Connected);
+        s.pmix_rank(job, 0, crate::status::PmixStep::Finalized);
+        assert!(!s.init_held(job, 0), "released by a tool, then finalized");
     }
 
     #[test]

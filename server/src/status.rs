@@ -154,6 +154,7 @@ impl Server {
             PmixStep::Finalized => {
                 slot.set_phase(Phase::Finalized);
                 slot.last_op = "PMIx_Finalize".into();
+                self.pmix_left_init(job, rank);
             }
         }
     }
