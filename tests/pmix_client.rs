@@ -391,3 +391,20 @@ fn pmix_model_declarations_reach_the_handlers() {
         assert!(lines.contains(&peer.as_str()), "{peer}\n{}", out.report());
     }
 }
+
+/// `PMIx_Connect` with a process of a namespace this launcher does not run
+/// and, without a shared name server, cannot reach: refused at once
+/// (rather than every later get of its data failing), and the job goes on.
+#[test]
+fn pmix_connect_to_an_unreachable_namespace_is_refused() {
+    let exe = client();
+    let out = common::launch(["-n", "1", exe.to_str().unwrap(), "connect-stranger"])
+        .timeout(Duration::from_secs(60))
+        .run();
+    out.assert_success();
+    assert!(
+        out.stdout_lines().contains(&"pmix connect stranger FAILED"),
+        "{}",
+        out.report()
+    );
+}

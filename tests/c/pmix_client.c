@@ -6,6 +6,9 @@
  *     PMIx_Put of "card" = "card-R", PMIx_Commit, PMIx_Fence collecting
  *     data, then PMIx_Get of every rank's card; prints
  *     "pmix exchange ok rank R size N".
+ *   pmix_client connect-stranger   (1 rank)
+ *     PMIx_Connect with itself and rank 0 of "no-such-job", a namespace no
+ *     launcher runs; prints "pmix connect stranger STATUS".
  *   Every mode: once PMIx_Init returns, with FASTPMI_TEST_MARK_DIR set, the
  *   rank creates <dir>/init.<rank> (for --stop-in-init tests).
  *   pmix_client exit-early
@@ -482,6 +485,15 @@ int main(int argc, char **argv)
         FILE *m = fopen(path, "w");
         if (m)
             fclose(m);
+    }
+    if (strcmp(argv[1], "connect-stranger") == 0) {
+        pmix_proc_t both[2];
+        both[0] = me;
+        PMIX_LOAD_PROCID(&both[1], "no-such-job", 0);
+        rc = PMIx_Connect(both, 2, NULL, 0);
+        printf("pmix connect stranger %s\n", rc == PMIX_SUCCESS ? "SUCCESS" : "FAILED");
+        PMIx_Finalize(NULL, 0);
+        return 0;
     }
     if (strcmp(argv[1], "exit-early") == 0)
         exit(0);

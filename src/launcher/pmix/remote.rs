@@ -33,14 +33,24 @@ impl super::super::Launcher {
     /// register their namespaces (without local processes, so that the
     /// library asks this launcher for their data instead of waiting for
     /// them to start here) and offer this launcher's participants' data
-    /// (once each); then answer.
+    /// (once each); then answer. Without a shared name server such a
+    /// connect is refused: no other launcher could be reached.
     pub(super) fn pmix_connect(&mut self, procs: &[(String, u32)], done: OpDone) {
-        if self.names.is_none()
-            || procs
-                .iter()
-                .all(|(ns, _)| self.server.job_index(ns).is_some())
-        {
+        let foreign = procs
+            .iter()
+            .find(|(ns, _)| self.server.job_index(ns).is_none());
+        let Some((stranger, _)) = foreign else {
             done.complete(true);
+            return;
+        };
+        if self.names.is_none() {
+            // Nothing could ever be had of such a process: fail the connect
+            // now rather than every later get of its data.
+            tracing::warn!(
+                "PMIx_Connect with processes of {stranger}, which this launcher does not run \
+                 and no shared name server (--nameserver) can reach: refused"
+            );
+            done.complete(false);
             return;
         }
         let mut ours = Vec::new();
