@@ -647,6 +647,28 @@ fn ranks_lead_their_own_sessions_on_request_except_the_stdin_rank() {
 }
 
 /// Stdout of a launcher run that must succeed.
+/// Descriptors the launcher inherited open across exec (a shell's
+/// redirections, a batch system's sockets) never reach a rank.
+#[test]
+fn descriptors_the_launcher_inherits_stay_with_it() {
+    // The shell opens 8 and 9 without close-on-exec, then becomes the
+    // launcher.
+    let s = stdout_of(Command::new("sh").args([
+        "-c",
+        r#"exec 8</dev/null 9</dev/null; exec "$0" -n 2 -l sh -c "$1""#,
+        BIN,
+        FD_SCRIPT,
+    ]));
+    for r in 0..2 {
+        let numbers: Vec<u32> = rank_fds(&s, r).iter().map(|(fd, _)| *fd).collect();
+        assert!(!numbers.is_empty(), "{s}");
+        assert!(
+            !numbers.contains(&8) && !numbers.contains(&9),
+            "rank {r} got the launcher's inherited descriptors: {numbers:?}"
+        );
+    }
+}
+
 fn stdout_of(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));

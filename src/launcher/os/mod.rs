@@ -95,6 +95,21 @@ pub fn reserve_descriptors(ranks: u32, forkers: usize, nofile: u64) {
 /// Mark every descriptor the launcher inherited (beyond stdio) close-on-exec,
 /// so ranks get only what the launcher hands them on purpose.
 pub fn cloexec_inherited_fds() {
+    // One call on Linux 5.11 and later; listing /proc/self/fd cost 30-50 µs
+    // of a one-rank launch.
+    // SAFETY: CLOSE_RANGE_CLOEXEC closes nothing, it only sets a flag on
+    // every open descriptor from 3 up.
+    if unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0
+    {
+        return;
+    }
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return;
     };

@@ -31,18 +31,32 @@ pub fn needed(program: &Path) -> Vec<String> {
         let Ok(Some((dyns, link))) = s.dynamic(endian, data) else {
             continue;
         };
-        let Ok(strings) = sections.strings(endian, data, link) else {
+        // The string table's bytes, searched here: object's own lookup
+        // goes through the memchr crate, whose first use probes the CPU's
+        // features (a dozen CPUIDs, 40 µs of a launch on a VM).
+        let Some(strings) = sections
+            .section(link)
+            .ok()
+            .and_then(|s| s.data(endian, data).ok())
+        else {
             continue;
         };
         for d in dyns {
             if d.tag32(endian) == Some(object::elf::DT_NEEDED) {
-                if let Ok(name) = d.string(endian, strings) {
+                let at = d.d_val(endian);
+                if let Some(name) = c_string_at(strings, at) {
                     out.push(String::from_utf8_lossy(name).into_owned());
                 }
             }
         }
     }
     out
+}
+
+/// The NUL-terminated string at `at` in a string table.
+fn c_string_at(table: &[u8], at: u64) -> Option<&[u8]> {
+    let rest = table.get(usize::try_from(at).ok()?..)?;
+    rest.iter().position(|&b| b == 0).map(|end| &rest[..end])
 }
 
 /// Whether a program linking `needed` speaks PMIx.
@@ -63,6 +77,15 @@ mod tests {
         assert!(speaks_pmix(&v(&["libpmix.so.2"])));
         assert!(!speaks_pmix(&v(&["libmpi.so.12", "libc.so.6"])));
         assert!(!speaks_pmix(&v(&["libpmi2.so.0"])));
+    }
+
+    #[test]
+    fn strings_are_read_to_their_nul_and_never_past_the_table() {
+        let t = b"\0libc.so.6\0libm";
+        assert_eq!(c_string_at(t, 1), Some(&b"libc.so.6"[..]));
+        assert_eq!(c_string_at(t, 0), Some(&b""[..]));
+        assert_eq!(c_string_at(t, 11), None, "no NUL before the end");
+        assert_eq!(c_string_at(t, 99), None);
     }
 
     #[test]

@@ -21,8 +21,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use sha2::{Digest, Sha256};
-
 use super::Objects;
 use crate::config::placement::ObjKind;
 
@@ -84,9 +82,13 @@ impl Key {
 
     /// The file name this key's topology is kept under.
     fn file_name(&self) -> String {
-        let digest = Sha256::digest(self.0.as_bytes());
-        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{PREFIX}{hex}{SUFFIX}")
+        // Only an index: the file holds the whole key, compared byte for
+        // byte, so another hash (another Rust release) is only a miss. Not
+        // sha2, whose CPU-feature probe (CPUID, trapped on a VM: about 4 µs
+        // each) cost more than the rest of the name.
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hasher::write(&mut h, self.0.as_bytes());
+        format!("{PREFIX}{:016x}{SUFFIX}", std::hash::Hasher::finish(&h))
     }
 
     fn value(&mut self, name: &str, v: &str) {
@@ -255,10 +257,12 @@ impl Cache {
             .custom_flags(libc::O_NOFOLLOW)
             .open(self.path())
             .ok()?;
-        if f.metadata().ok()?.len() > MAX_FILE {
+        let len = f.metadata().ok()?.len();
+        if len > MAX_FILE {
             return None;
         }
-        let mut bytes = Vec::new();
+        // Sized from the file: one read, not a doubling series of them.
+        let mut bytes = Vec::with_capacity(len as usize + 1);
         f.take(MAX_FILE).read_to_end(&mut bytes).ok()?;
         let (key, library, entry) = decode(&bytes)?;
         if key != self.key.0 {
