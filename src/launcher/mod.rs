@@ -185,6 +185,7 @@ impl Launcher {
         // Before any thread of the launcher exists (see the function).
         os::reserve_descriptors(cfg.world_size(), forkers, nofile);
         os::cloexec_inherited_fds();
+        os::one_malloc_arena();
         timeline::step("descriptors ready");
         let poll = Poll::new()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER)?);
@@ -241,7 +242,8 @@ impl Launcher {
     /// The event loop: until every rank of every job has been reaped.
     fn serve(&mut self) -> i32 {
         let mut events = Events::with_capacity(1024);
-        let mut buf = vec![0u8; 64 * 1024];
+        // Filled by reads, never zeroed (see `Conns::read`).
+        let mut buf = Vec::with_capacity(64 * 1024);
         self.apply_events();
         while self.procs.running() > 0 || !self.starter.is_idle() || self.server.has_pmix_exits() {
             self.spawn_next();

@@ -2,8 +2,8 @@
 //! so that a slow terminal or pipe never stalls the PMI event loop.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::io::{self, Write};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -116,7 +116,9 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Msg>, label: bool, open: &AtomicUsize)
     let mut sources: HashMap<Token, Source> = HashMap::new();
     let mut next = 1usize;
     let mut deadline: Option<Instant> = None;
-    let mut buf = vec![0u8; 64 * 1024];
+    // Filled by reads, never zeroed: a rank that writes little touches
+    // one page of it, not sixteen.
+    let mut buf = Vec::with_capacity(64 * 1024);
     loop {
         if let Some(d) = deadline {
             if sources.is_empty() || Instant::now() >= d {
@@ -194,9 +196,11 @@ fn ended(mut src: Source, label: bool, open: &AtomicUsize) {
 }
 
 /// Read what is available; forward complete lines. Returns false at EOF.
-fn drain(src: &mut Source, buf: &mut [u8], label: bool) -> bool {
+fn drain(src: &mut Source, buf: &mut Vec<u8>, label: bool) -> bool {
     loop {
-        match src.pipe.read(buf) {
+        buf.clear();
+        let read = rustix::io::read(src.pipe.as_fd(), rustix::buffer::spare_capacity(buf));
+        match read.map_err(io::Error::from) {
             Ok(0) => return false,
             Ok(n) => {
                 src.partial.extend_from_slice(&buf[..n]);
