@@ -408,3 +408,40 @@ fn pmix_connect_to_an_unreachable_namespace_is_refused() {
         out.report()
     );
 }
+
+/// On a node without an RDMA device, PMIx (Open MPI) ranks are spared
+/// libfabric's verbs probe, which reads all of /proc/kallsyms in each rank
+/// (`FI_PROVIDER=^verbs`, docs/pmix.md); a user's own `FI_PROVIDER`, in the
+/// launcher's environment or through `-env`, is kept; PMI ranks get nothing.
+#[test]
+fn pmix_ranks_skip_the_verbs_probe_without_rdma_devices() {
+    let rdma = ["/sys/class/infiniband", "/sys/class/infiniband_verbs"]
+        .iter()
+        .any(|d| std::fs::read_dir(d).is_ok_and(|mut e| e.next().is_some()));
+    let script = r#"echo "FI=${FI_PROVIDER-unset}""#;
+    let run = |launcher_env: Option<&str>, args: &[&str]| -> String {
+        let mut all: Vec<&str> = vec!["-n", "1"];
+        all.extend(args);
+        all.extend(["sh", "-c", script]);
+        let cmd = common::launch(all).timeout(Duration::from_secs(60));
+        let cmd = match launcher_env {
+            Some(v) => cmd.env("FI_PROVIDER", v),
+            None => cmd.env_remove("FI_PROVIDER"),
+        };
+        let out = cmd.run();
+        out.assert_success();
+        out.stdout.trim().to_string()
+    };
+    let default = if rdma { "FI=unset" } else { "FI=^verbs" };
+    assert_eq!(
+        run(None, &["--pmi", "pmix"]),
+        default,
+        "RDMA device: {rdma}"
+    );
+    assert_eq!(run(Some("tcp"), &["--pmi", "pmix"]), "FI=tcp");
+    assert_eq!(
+        run(None, &["--pmi", "pmix", "-env", "FI_PROVIDER", "shm"]),
+        "FI=shm"
+    );
+    assert_eq!(run(None, &["--pmi", "pmi"]), "FI=unset");
+}

@@ -14,6 +14,7 @@
 
 mod binding;
 mod conn;
+mod fabric;
 mod fence_timeout;
 mod impi;
 mod jobs;

@@ -88,12 +88,18 @@ impl PendingRank {
         // Every rank of an application sets the same PMI names.
         let per_rank: Vec<&std::ffi::OsStr> =
             self.pmi_env.iter().map(|(k, _)| k.as_os_str()).collect();
+        // Launcher defaults first: the application's own settings win.
+        let mut env = Vec::new();
+        if self.app.pmix {
+            env = super::fabric::pmix_defaults(&self.app.env);
+        }
+        env.extend(self.app.env.iter().cloned());
         let i = os::ExecImage::new(
             &self.app.program,
             &self.app.args,
             std::env::vars_os(),
             ENV_REMOVE,
-            &self.app.env,
+            &env,
             &per_rank,
             self.app.wdir.as_deref(),
         )?;
