@@ -88,10 +88,11 @@ impl PendingRank {
         // Every rank of an application sets the same PMI names.
         let per_rank: Vec<&std::ffi::OsStr> =
             self.pmi_env.iter().map(|(k, _)| k.as_os_str()).collect();
-        // Launcher defaults first: the application's own settings win.
+        // The launcher's defaults first: the application's own settings,
+        // later, win.
         let mut env = Vec::new();
         if self.app.pmix {
-            env = super::fabric::pmix_defaults(&self.app.env);
+            env = super::pmix::app_env_defaults();
         }
         env.extend(self.app.env.iter().cloned());
         let i = os::ExecImage::new(

@@ -31,9 +31,10 @@ pub fn needed(program: &Path) -> Vec<String> {
         let Ok(Some((dyns, link))) = s.dynamic(endian, data) else {
             continue;
         };
-        // The string table's bytes, searched here: object's own lookup
-        // goes through the memchr crate, whose first use probes the CPU's
-        // features (a dozen CPUIDs, 40 µs of a launch on a VM).
+        // The string table's bytes, searched with core's own memchr:
+        // object's lookup goes through the memchr crate, whose first use
+        // probes the CPU's features (a dozen CPUIDs, 40 µs of a launch on
+        // a VM).
         let Some(strings) = sections
             .section(link)
             .ok()
@@ -56,7 +57,9 @@ pub fn needed(program: &Path) -> Vec<String> {
 /// The NUL-terminated string at `at` in a string table.
 fn c_string_at(table: &[u8], at: u64) -> Option<&[u8]> {
     let rest = table.get(usize::try_from(at).ok()?..)?;
-    rest.iter().position(|&b| b == 0).map(|end| &rest[..end])
+    std::ffi::CStr::from_bytes_until_nul(rest)
+        .ok()
+        .map(std::ffi::CStr::to_bytes)
 }
 
 /// Whether a program linking `needed` speaks PMIx.

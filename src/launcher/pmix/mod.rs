@@ -246,17 +246,6 @@ impl PmixHost {
         // The library's native security (same uid): without it every rank
         // warns that the munge component is missing.
         env.push(("PMIX_MCA_psec".into(), "native".into()));
-        // Open MPI 4.1's ORTE takes a process nobody claims for a singleton
-        // (its `schizo/orte` sets ess=singleton) unless a resource manager's
-        // variables are present: its own MCA parameters switch that off,
-        // no resource manager impersonated. Open MPI 5 has neither
-        // framework in the application and ignores both. The user's own
-        // settings win.
-        for (k, v) in [("OMPI_MCA_schizo", "^orte"), ("OMPI_MCA_ess", "pmi")] {
-            if std::env::var_os(k).is_none() {
-                env.push((k.into(), v.into()));
-            }
-        }
         Ok(env)
     }
 
@@ -285,6 +274,29 @@ fn allowed_cpus() -> String {
         Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get()) as u32).collect(),
     };
     crate::ranges::ranges(&cpus)
+}
+
+/// What the launcher sets for every rank of a PMIx application unless the
+/// user does: placed before the application's own variables (`-env`,
+/// `-genv`, which win) and left out where the launcher's environment has
+/// the name (the ranks inherit that).
+///
+/// - Open MPI 4.1's ORTE takes a process nobody claims for a singleton
+///   (its `schizo/orte` sets ess=singleton) unless a resource manager's
+///   variables are present: its own MCA parameters switch that off, no
+///   resource manager impersonated. Open MPI 5 has neither framework in
+///   the application and ignores both.
+/// - `FI_PROVIDER=^verbs` on a node without an RDMA device
+///   ([`super::fabric`]).
+pub(super) fn app_env_defaults() -> Vec<(OsString, OsString)> {
+    let mut all = vec![("OMPI_MCA_schizo", "^orte"), ("OMPI_MCA_ess", "pmi")];
+    if super::fabric::verbs_finds_nothing() {
+        all.push(("FI_PROVIDER", "^verbs"));
+    }
+    all.into_iter()
+        .filter(|(k, _)| std::env::var_os(k).is_none())
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
 }
 
 /// Remove the PMIx directories of launchers that are gone (a launcher

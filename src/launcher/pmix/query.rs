@@ -84,13 +84,7 @@ impl Launcher {
                         answer.string(k, &names.join(","))
                     }
                     QUERY_PSET_MEMBERSHIP => {
-                        let set = q
-                            .qual(PSET_NAME)
-                            .and_then(|want| psets.iter().find(|(n, _)| n == want));
-                        if let Some((_, members)) = set {
-                            let procs = members.iter().map(|(ns, r)| proc_of(ns, *r)).collect();
-                            answer.procs(k, procs);
-                        }
+                        members_of(&mut answer, k, &psets, q.qual(PSET_NAME));
                         Ok(())
                     }
                     QUERY_NUM_GROUPS => {
@@ -102,13 +96,7 @@ impl Launcher {
                         answer.strings(k, &names)
                     }
                     QUERY_GROUP_MEMBERSHIP => {
-                        let group = q
-                            .qual(GROUP_ID)
-                            .and_then(|want| groups.iter().find(|(n, _)| n == want));
-                        if let Some((_, members)) = group {
-                            let procs = members.iter().map(|(ns, r)| proc_of(ns, *r)).collect();
-                            answer.procs(k, procs);
-                        }
+                        members_of(&mut answer, k, &groups, q.qual(GROUP_ID));
                         Ok(())
                     }
                     // Every process is on this node: the local table is the
@@ -171,5 +159,18 @@ impl Launcher {
             };
         }
         rows
+    }
+}
+
+/// Answer `key` with the members of the set named `want` among `sets`
+/// (nothing when it names none).
+fn members_of(
+    answer: &mut InfoList,
+    key: &str,
+    sets: &[(String, Vec<(String, u32)>)],
+    want: Option<&str>,
+) {
+    if let Some((_, members)) = want.and_then(|w| sets.iter().find(|(n, _)| n == w)) {
+        answer.procs(key, members.iter().map(|(ns, r)| proc_of(ns, *r)).collect());
     }
 }
