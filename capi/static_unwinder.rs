@@ -1,4 +1,4 @@
-// Included by the build scripts of capi/pmi2 and capi/pmi1.
+// Included by the build scripts of capi/pmi2, capi/pmi1 and the launcher.
 //
 // Link GCC's unwinder statically (libgcc_eh.a) instead of through
 // libgcc_s.so.1. Rust's std asks for `-lgcc_s` on linux-gnu; a rank that
@@ -17,5 +17,4 @@ fn link_unwinder_statically() {
     std::fs::write(dir.join("libgcc_s.so"), "INPUT(-lgcc_eh)\n")
         .expect("write the libgcc_s.so linker script");
     println!("cargo:rustc-link-search=native={}", dir.display());
-    println!("cargo:rerun-if-changed=../static_unwinder.rs");
 }

@@ -197,7 +197,7 @@ fn forker_slots_take_the_lowest_descriptor_numbers() {
 /// Rank-starting threads start as ranks need them: a 1-rank job's
 /// launcher starts its rank on the event loop's thread and runs none
 /// (`fastpmi-fork-*`), a 2-rank job's at least one, never the 16 it may
-/// use for either.
+/// use for either, and a 16-rank job's no more than twice the CPUs (or 4).
 #[test]
 fn forker_threads_start_as_ranks_need_them() {
     let script = r#"[ "$PMI_RANK" = 0 ] || exit 0; sleep 0.2; for t in /proc/$PPID/task/*; do echo "THREAD=$(cat "$t/comm")"; done; exit 0"#;
@@ -221,6 +221,16 @@ fn forker_threads_start_as_ranks_need_them() {
     assert_eq!(forkers("1"), 0, "a 1-rank job");
     let two = forkers("2");
     assert!((1..=2).contains(&two), "a 2-rank job: {two} forker threads");
+    // Sixteen ranks wait at once. Twice the usable CPUs start for them;
+    // beyond that a thread starts only while more than 4 ranks wait per
+    // running thread, which 15 waiting ranks stop at 4 threads.
+    let cpus = rustix::thread::sched_getaffinity(None).unwrap().count() as usize;
+    let sixteen = forkers("16");
+    let most = (2 * cpus).clamp(4, 16);
+    assert!(
+        (1..=most).contains(&sixteen),
+        "a 16-rank job on {cpus} CPUs: {sixteen} forker threads"
+    );
 }
 
 /// A rank starts with no signal blocked, and ignores what the launcher

@@ -6,4 +6,5 @@ fn main() {
     link_unwinder_statically();
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libpmi.so.0");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=../static_unwinder.rs");
 }

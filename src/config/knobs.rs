@@ -11,12 +11,14 @@ pub const DEFAULT_FORKERS: usize = 16;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Knobs {
-    /// How many threads create ranks at once: `FASTPMI_FORKERS` (1 to 64),
-    /// else 16. A thread waits for each child it creates to be scheduled
-    /// and exec; while a large job's early ranks are busy starting, that
-    /// wait dominates, and several threads overlap it (as Hydra's proxies
-    /// do). On 2 CPUs, 16 threads start a PMI job 7-10% faster than 4 (256
-    /// and 1024 ranks) and a trivial one no slower. See docs/launch.md.
+    /// How many threads create ranks at once, at most: `FASTPMI_FORKERS`
+    /// (1 to 64), else 16. A thread waits for each child it creates to be
+    /// scheduled and exec; while a large job's early ranks are busy
+    /// starting, that wait dominates, and several threads overlap it (as
+    /// Hydra's proxies do). Up to twice the usable CPUs start whenever
+    /// ranks wait, the rest only for a large job's backlog
+    /// (launcher::os::Forkers): each costs about 0.1 ms of CPU to start.
+    /// See docs/launch.md.
     pub forkers: usize,
     /// Ranks start sessions of their own, `FASTPMI_RANK_SESSIONS=1` (off by
     /// default: measured trade-off in docs/launch.md).

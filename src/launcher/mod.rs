@@ -182,7 +182,8 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
 impl Launcher {
     fn new(cfg: &LaunchConfig) -> Result<Launcher, StartError> {
         let nofile = os::raise_nofile_limit();
-        let forkers = cfg.knobs.forkers;
+        let eager = cfg.knobs.forkers.min(2 * os::usable_cpus());
+        let forkers = os::forkers_for(cfg.world_size(), eager, cfg.knobs.forkers);
         // Before any thread of the launcher exists (see the function).
         os::reserve_descriptors(cfg.world_size(), forkers, nofile);
         os::cloexec_inherited_fds();
@@ -213,7 +214,7 @@ impl Launcher {
         };
         let tools = tools::ToolsRt::new(waker.clone(), cfg.stop_in_init);
         let starter = Starter::new(
-            os::Forkers::new(forkers, waker.clone())?,
+            os::Forkers::new(forkers, eager, waker.clone())?,
             cfg.knobs.rank_sessions,
         );
         // After the forkers' descriptor slots, which must have the lowest

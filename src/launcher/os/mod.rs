@@ -6,7 +6,7 @@ pub mod hwloc;
 pub mod pmix;
 mod spawn;
 
-pub use forkers::{ForkDone, ForkJob, Forkers};
+pub use forkers::{forkers_for, ForkDone, ForkJob, Forkers};
 pub use spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner, SLOTS_PER_SPAWNER};
 
 use std::ffi::OsString;
@@ -29,6 +29,11 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
         None,
     )?;
     Ok((a, b))
+}
+
+/// How many CPUs this process may run on (1 if the kernel does not say).
+pub fn usable_cpus() -> usize {
+    rustix::thread::sched_getaffinity(None).map_or(1, |s| s.count() as usize)
 }
 
 /// `/dev/null`, read-only and close-on-exec: the forkers' placeholder and
