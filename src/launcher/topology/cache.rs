@@ -139,16 +139,27 @@ impl Key {
         let mut found = false;
         if path.starts_with('/') && !path.split('/').any(|c| c == "..") {
             let path = path.trim_end_matches('/');
-            for f in [
-                format!("/sys/fs/cgroup/cpuset{path}/cpuset.cpus"),
-                format!("/sys/fs/cgroup/cpuset{path}/cpuset.mems"),
-                format!("/sys/fs/cgroup{path}/cpuset.cpus.effective"),
-                format!("/sys/fs/cgroup{path}/cpuset.mems.effective"),
+            // A controller serves one hierarchy at a time: where the v1
+            // cpuset answers, the v2 files cannot exist (two opens saved).
+            for pair in [
+                [
+                    format!("/sys/fs/cgroup/cpuset{path}/cpuset.cpus"),
+                    format!("/sys/fs/cgroup/cpuset{path}/cpuset.mems"),
+                ],
+                [
+                    format!("/sys/fs/cgroup{path}/cpuset.cpus.effective"),
+                    format!("/sys/fs/cgroup{path}/cpuset.mems.effective"),
+                ],
             ] {
-                let v = read_small(Path::new(&f));
-                found |= v.is_ok();
-                let v = v.unwrap_or_else(|e| format!("! {:?}", e.kind()));
-                self.value(&f, &v);
+                for f in pair {
+                    let v = read_small(Path::new(&f));
+                    found |= v.is_ok();
+                    let v = v.unwrap_or_else(|e| format!("! {:?}", e.kind()));
+                    self.value(&f, &v);
+                }
+                if found {
+                    break;
+                }
             }
         }
         if !found {
