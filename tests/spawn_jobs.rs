@@ -65,12 +65,18 @@ const EXIT3_TEST: &str = "spawned_child_exit_3_ends_both_jobs_with_status_3";
 fn role_exit3_parent() -> Result<(), String> {
     let pmi = init()?;
     if pmi.rank() == 0 {
+        // The child exits only once this rank has printed its job id: its
+        // failure tears this job down, and a child that exited at once
+        // could have this rank killed before it printed.
+        let mark = std::env::temp_dir().join(format!("fastpmi-exit3-{}", std::process::id()));
+        let env = [format!("EXIT3_MARK={}", mark.display())];
         let s = role_spawn_request(
             &pmi,
-            vec![rank_role::cmd(EXIT3_TEST, "exit3-child", 1, &[])],
+            vec![rank_role::cmd(EXIT3_TEST, "exit3-child", 1, &env)],
         )
         .map_err(|e| e.to_string())?;
         println!("exit3 spawned jobid={}", s.jobid);
+        std::fs::write(&mark, b"").map_err(|e| format!("{}: {e}", mark.display()))?;
     }
     // The child's failure must end this job: wait to be torn down.
     std::thread::sleep(Duration::from_secs(30));
@@ -83,6 +89,14 @@ fn spawned_child_exit_3_ends_both_jobs_with_status_3() {
         Some("exit3-child") => {
             let _pmi = init();
             println!("exit3 child initialized");
+            let mark = std::path::PathBuf::from(env("EXIT3_MARK").unwrap_or_default());
+            let seen = rank_role::poll(Duration::from_secs(10), "the parent's line", || {
+                Ok(mark.exists().then_some(()))
+            });
+            let _ = std::fs::remove_file(&mark);
+            if let Err(e) = seen {
+                eprintln!("exit3 child: {e}");
+            }
             std::process::exit(3);
         }
         Some(_) => finish(role_exit3_parent()),

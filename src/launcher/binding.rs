@@ -19,8 +19,11 @@ pub(super) struct Binding {
     job_slots: Vec<Vec<u32>>,
     /// Intel MPI's launcher hints, from the topology.
     impi: Option<impi::Hints>,
-    /// The node's topology as XML (open as long as ranks may read it).
+    /// The node's topology as XML (open as long as ranks may read it),
+    /// once [`Binding::publish`] exported it.
     xml: Option<TopologyXml>,
+    /// The topology whose XML is still to be exported, and its cache.
+    unpublished: Option<(topology::Found, Option<topology::cache::Cache>)>,
 }
 
 impl Binding {
@@ -29,13 +32,12 @@ impl Binding {
     /// Without hwloc ranks are not bound, unless `opts` asks for a binding:
     /// an error.
     pub(super) fn new(opts: &PlacementOpts, cached: bool) -> Result<Binding, StartError> {
-        let cache = cached.then(|| {
-            topology::cache::Cache::new(crate::private_dir::dir(), topology::cache::Key::read())
-        });
-        let (xml, objects) = match topology::load(cache.as_ref()) {
+        let cache = cached
+            .then(|| topology::cache::Cache::new(crate::private_dir::dir(), topology::Key::read()));
+        let (found, objects) = match topology::load(cache.as_ref()) {
             Ok(t) => {
-                tracing::debug!(path = %t.xml.path, bytes = t.xml.bytes, "node topology exported");
-                (Some(t.xml), Some(t.objects))
+                let objects = t.objects.clone();
+                (Some((t, cache)), Some(objects))
             }
             Err(why) => {
                 tracing::debug!("no PMI_hwloc_xmlfile, no binding: {why}");
@@ -58,11 +60,31 @@ impl Binding {
             plan,
             job_slots: Vec::new(),
             impi,
-            xml,
+            xml: None,
+            unpublished: found,
         })
     }
 
-    /// Where the ranks read the topology (`PMI_hwloc_xmlfile`).
+    /// Export the topology's XML for the ranks, once (the memory figures it
+    /// holds checked first: `topology::Found::export`); where they read it.
+    /// Called after the first ranks are handed over, so that their start
+    /// does not wait for it, and before the event loop serves any request
+    /// or a PMIx job is registered with it.
+    pub(super) fn publish(&mut self) -> Option<&str> {
+        if let Some((found, cache)) = self.unpublished.take() {
+            match found.export(cache.as_ref()) {
+                Ok(t) => {
+                    tracing::debug!(path = %t.path, bytes = t.bytes, "node topology exported");
+                    self.xml = Some(t);
+                }
+                Err(why) => tracing::debug!("no PMI_hwloc_xmlfile: {why}"),
+            }
+        }
+        self.xml_path()
+    }
+
+    /// Where the ranks read the topology (`PMI_hwloc_xmlfile`), once
+    /// published.
     pub(super) fn xml_path(&self) -> Option<&str> {
         self.xml.as_ref().map(|x| x.path.as_str())
     }

@@ -350,10 +350,13 @@ impl Launcher {
         self.server
             .set_psets(job, crate::config::psets::of_config(&cfg));
         // The first ranks go to the forkers now; what only the loop needs
-        // (output forwarding, the tools' rendezvous) is set up while they
-        // start. Their output waits in their pipes until it is forwarded.
+        // (the topology's XML, output forwarding, the tools' rendezvous) is
+        // set up while they start: no request is served before it. Their
+        // output waits in their pipes until it is forwarded.
         self.spawn_next();
         super::timeline::step("first ranks handed to the forkers");
+        self.publish_topology();
+        super::timeline::step("topology published");
         self.forwarder = Some(Forwarder::start(cfg.label)?);
         self.tools.listen(self.poll.registry(), super::RENDEZVOUS);
         super::timeline::step("output forwarder and rendezvous ready");

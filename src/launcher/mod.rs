@@ -198,9 +198,6 @@ impl Launcher {
         timeline::step("event loop ready");
         let binding = Binding::new(&cfg.placement, cfg.knobs.topology_cache)?;
         timeline::step("topology and binding ready");
-        if let Some(path) = binding.xml_path() {
-            server.set_hwloc_xmlfile(path.to_string());
-        }
         if cfg.placement.print {
             binding.print(cfg.world_size());
         }
@@ -239,6 +236,14 @@ impl Launcher {
             pmix: None,
             nest: None,
         })
+    }
+
+    /// Export the topology's XML (once) and answer `PMI_hwloc_xmlfile` with
+    /// it; where it is.
+    fn publish_topology(&mut self) -> Option<&str> {
+        let path = self.binding.publish()?;
+        self.server.set_hwloc_xmlfile(path.to_string());
+        Some(path)
     }
 
     /// The event loop: until every rank of every job has been reaped.

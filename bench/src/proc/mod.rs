@@ -2,9 +2,17 @@
 //! time it from spawn to exit, capture its output, sample its memory, and
 //! kill the whole tree on timeout.
 //!
-//! The exit is observed with `waitid(WNOWAIT)` first: the launcher stays a
-//! zombie (its pid cannot be reused) until the memory sampler has stopped, and
-//! the wall time is taken at the moment of exit, not when some thread got
+//! The calling thread does the watching: one `poll` over the launcher's
+//! output pipes and a pidfd that becomes readable when it exits. The harness
+//! used to start three threads (two readers, one waiter) right after each
+//! spawn; on a 2-vCPU VM their creation competed with the job being timed
+//! for its first 0.3 ms, more for a launcher that uses the second CPU than
+//! for the `posix_spawn` floor. Where the kernel has no pidfds (before
+//! Linux 5.3) those threads still do it ([`run_with_threads`]).
+//!
+//! The exit is observed first without reaping: the launcher stays a zombie
+//! (its pid cannot be reused) until the memory sampler has stopped, and the
+//! wall time is taken at the moment of exit, not when some thread got
 //! around to noticing it.
 //!
 //! Memory sampling is in [`memory`], the polling of a command against the
@@ -24,9 +32,11 @@ use std::time::{Duration, Instant};
 
 mod memory;
 mod poll;
+mod watch;
 
 pub use memory::{Mem, MemProbe};
 pub use poll::{Classify, Poll, Polled};
+use watch::{drain_until_closed, watch, Pipe};
 
 /// Keep at most this much of a job's stderr (the tail is what explains a failure).
 const STDERR_KEEP: usize = 64 * 1024;
@@ -130,8 +140,8 @@ fn take(sink: &Sink, keep_tail: Option<usize>) -> String {
     String::from_utf8_lossy(&v[start..]).into_owned()
 }
 
-/// Run `spec` to completion (or timeout). Never panics on job failure.
-pub fn run(spec: &Spec) -> Outcome {
+/// The command of `spec`, its output piped, in a process group of its own.
+fn command(spec: &Spec) -> Command {
     let mut cmd = Command::new(&spec.program);
     cmd.args(&spec.args)
         .stdin(Stdio::null())
@@ -149,20 +159,151 @@ pub fn run(spec: &Spec) -> Outcome {
     if let Some(d) = &spec.cwd {
         cmd.current_dir(d);
     }
+    cmd
+}
+
+fn spawn_failed(spec: &Spec, e: std::io::Error) -> Outcome {
+    Outcome {
+        end: End::SpawnFailed(format!("{}: {e}", spec.program.display())),
+        wall: Duration::ZERO,
+        stdout: String::new(),
+        stderr: String::new(),
+        mem: None,
+        polls: Vec::new(),
+    }
+}
+
+/// How a reaped child ended.
+fn end_of(status: std::io::Result<std::process::ExitStatus>) -> End {
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => End::Exited(c),
+            (None, Some(sig)) => End::Signaled(sig),
+            _ => End::Exited(-1),
+        },
+        Err(e) => End::SpawnFailed(format!("wait: {e}")),
+    }
+}
+
+/// The threads a run may ask for beside the watch: the memory sampler and
+/// the poller of a command against the launcher, each with its stop flag.
+struct Helpers {
+    stop: Arc<AtomicBool>,
+    sampler: Option<thread::JoinHandle<Option<Mem>>>,
+    poll_stop: Arc<AtomicBool>,
+    poller: Option<thread::JoinHandle<Vec<Polled>>>,
+}
+
+impl Helpers {
+    fn start(spec: &Spec, pid: i32, t0: Instant) -> Helpers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sampler = (spec.mem != MemProbe::None).then(|| {
+            let stop = stop.clone();
+            let probe = spec.mem;
+            thread::spawn(move || memory::sample(pid, probe, &stop))
+        });
+        let poll_stop = Arc::new(AtomicBool::new(false));
+        let poller = spec.poll.clone().map(|p| {
+            let stop = poll_stop.clone();
+            thread::spawn(move || poll::poll_launcher(pid, &p, t0, &stop))
+        });
+        Helpers {
+            stop,
+            sampler,
+            poll_stop,
+            poller,
+        }
+    }
+
+    /// The launcher has exited: stop both, take the sampler's figures, and
+    /// the poller to join once the output is read.
+    fn stop(self) -> (Option<Mem>, Option<thread::JoinHandle<Vec<Polled>>>) {
+        self.stop.store(true, Ordering::Release);
+        self.poll_stop.store(true, Ordering::Release);
+        let mem = self.sampler.and_then(|h| {
+            h.thread().unpark();
+            h.join().ok().flatten()
+        });
+        (mem, self.poller)
+    }
+}
+
+/// Join the poller of a run, if it had one.
+fn polls_of(poller: Option<thread::JoinHandle<Vec<Polled>>>) -> Vec<Polled> {
+    poller
+        .and_then(|h| {
+            h.thread().unpark();
+            h.join().ok()
+        })
+        .unwrap_or_default()
+}
+
+/// Run `spec` to completion (or timeout). Never panics on job failure.
+pub fn run(spec: &Spec) -> Outcome {
+    let mut cmd = command(spec);
     let t0 = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => {
-            return Outcome {
-                end: End::SpawnFailed(format!("{}: {e}", spec.program.display())),
-                wall: Duration::ZERO,
-                stdout: String::new(),
-                stderr: String::new(),
-                mem: None,
-                polls: Vec::new(),
-            }
-        }
+        Err(e) => return spawn_failed(spec, e),
     };
+    let pid = child.id() as i32;
+    let pidfd = pid_of(pid)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok());
+    let Some(pidfd) = pidfd else {
+        return run_with_threads(spec, child, t0);
+    };
+    let mut out = Pipe::new(child.stdout.take().expect("piped stdout").into(), None);
+    let mut err = Pipe::new(
+        child.stderr.take().expect("piped stderr").into(),
+        Some(STDERR_KEEP),
+    );
+
+    let helpers = Helpers::start(spec, pid, t0);
+    let mut exited = watch(&pidfd, &mut out, &mut err, t0 + spec.timeout);
+    let timed_out = exited.is_none();
+    if timed_out {
+        kill_tree(pid);
+        exited = watch(
+            &pidfd,
+            &mut out,
+            &mut err,
+            Instant::now() + Duration::from_secs(30),
+        );
+    }
+    let (mem, poller) = helpers.stop();
+    let (end, wall) = match exited {
+        Some(t_end) => {
+            let status = child.wait();
+            let end = if timed_out {
+                End::TimedOut
+            } else {
+                end_of(status)
+            };
+            (end, t_end - t0)
+        }
+        None => (End::TimedOut, t0.elapsed()),
+    };
+    // The launcher is gone; its pipes close when the last holder exits. A
+    // holder that outlives the launcher is a stray rank or proxy: kill the
+    // group (it still exists only if such members remain) and move on.
+    if !drain_until_closed(&mut out, &mut err, Duration::from_secs(5)) {
+        kill_group(pid);
+        drain_until_closed(&mut out, &mut err, Duration::from_secs(2));
+    }
+    let polls = polls_of(poller);
+    Outcome {
+        end,
+        wall,
+        stdout: out.text(),
+        stderr: err.text(),
+        mem,
+        polls,
+    }
+}
+
+/// [`run`] where the kernel gives no pidfd: reader threads and a waiter
+/// thread.
+fn run_with_threads(spec: &Spec, mut child: std::process::Child, t0: Instant) -> Outcome {
     let pid = child.id() as i32;
     let (out_sink, out_done) = spawn_reader(child.stdout.take().expect("piped stdout"), None);
     let (err_sink, err_done) = spawn_reader(
@@ -170,31 +311,14 @@ pub fn run(spec: &Spec) -> Outcome {
         Some(STDERR_KEEP),
     );
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = (spec.mem != MemProbe::None).then(|| {
-        let stop = stop.clone();
-        let probe = spec.mem;
-        thread::spawn(move || memory::sample(pid, probe, &stop))
-    });
-
-    let poll_stop = Arc::new(AtomicBool::new(false));
-    let poller = spec.poll.clone().map(|p| {
-        let stop = poll_stop.clone();
-        thread::spawn(move || poll::poll_launcher(pid, &p, t0, &stop))
-    });
-
+    let helpers = Helpers::start(spec, pid, t0);
     let (wtx, wrx) = mpsc::channel();
     thread::spawn(move || {
         wait_exited_nowait(pid);
         let t_end = Instant::now();
-        stop.store(true, Ordering::Release);
-        poll_stop.store(true, Ordering::Release);
-        let mem = sampler.and_then(|h| {
-            h.thread().unpark();
-            h.join().ok().flatten()
-        });
+        let (mem, poller) = helpers.stop();
         let status = child.wait();
-        let _ = wtx.send((status, t_end, mem));
+        let _ = wtx.send((status, t_end, mem, poller));
     });
 
     let (waited, timed_out) = match wrx.recv_timeout(spec.timeout) {
@@ -204,23 +328,16 @@ pub fn run(spec: &Spec) -> Outcome {
             (wrx.recv_timeout(Duration::from_secs(30)).ok(), true)
         }
     };
-    let (end, wall, mem) = match waited {
-        Some((status, t_end, mem)) => {
+    let (end, wall, mem, poller) = match waited {
+        Some((status, t_end, mem, poller)) => {
             let end = if timed_out {
                 End::TimedOut
             } else {
-                match status {
-                    Ok(s) => match (s.code(), s.signal()) {
-                        (Some(c), _) => End::Exited(c),
-                        (None, Some(sig)) => End::Signaled(sig),
-                        _ => End::Exited(-1),
-                    },
-                    Err(e) => End::SpawnFailed(format!("wait: {e}")),
-                }
+                end_of(status)
             };
-            (end, t_end - t0, mem)
+            (end, t_end - t0, mem, poller)
         }
-        None => (End::TimedOut, t0.elapsed(), None),
+        None => (End::TimedOut, t0.elapsed(), None, None),
     };
 
     // The launcher is gone; its pipes close when the last holder exits. A
@@ -233,12 +350,7 @@ pub fn run(spec: &Spec) -> Outcome {
         }
     }
     // On a timeout the wait thread never got to stop the poller.
-    let polls = poller
-        .and_then(|h| {
-            h.thread().unpark();
-            h.join().ok()
-        })
-        .unwrap_or_default();
+    let polls = polls_of(poller);
     Outcome {
         end,
         wall,
@@ -388,6 +500,38 @@ mod tests {
         assert_eq!(o.end, End::TimedOut);
         assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
         assert!(!o.stdout.contains("never"));
+    }
+
+    #[test]
+    fn output_larger_than_a_pipe_is_read_whole_while_the_job_runs() {
+        // 1 MiB on stdout, then a line on stderr and an exit: a watch that
+        // read only after the exit would leave the job blocked on a full pipe.
+        let o = run(&spec(
+            "/bin/sh",
+            &[
+                "-c",
+                "head -c 1048576 /dev/zero | tr '\\0' x; echo done >&2",
+            ],
+            Duration::from_secs(30),
+        ));
+        assert_eq!(o.end, End::Exited(0));
+        assert_eq!(o.stdout.len(), 1 << 20);
+        assert!(o.stdout.bytes().all(|b| b == b'x'));
+        assert_eq!(o.stderr, "done\n");
+    }
+
+    #[test]
+    fn the_threaded_watch_captures_output_and_status_too() {
+        let s = spec(
+            "/bin/sh",
+            &["-c", "echo out; echo err >&2; exit 4"],
+            Duration::from_secs(30),
+        );
+        let t0 = Instant::now();
+        let child = command(&s).spawn().unwrap();
+        let o = run_with_threads(&s, child, t0);
+        assert_eq!(o.end, End::Exited(4));
+        assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("out\n", "err\n"));
     }
 
     #[test]

@@ -172,7 +172,8 @@ impl Forkers {
     /// to be started) while no thread has started yet is started on the
     /// caller's thread, with the first thread's spawner: a one-rank job (or
     /// spawn) then starts no thread at all, about 0.1 ms of a 2.6 ms
-    /// `fastpmi -n 1`. The caller is the event loop, which lives as long as
+    /// `fastpmi -n 1`. The caller then steps off the rank's CPUs
+    /// ([`super::spawn::step_off`]). The caller is the event loop, which lives as long as
     /// the launcher, as `PR_SET_PDEATHSIG` needs (see the module docs). The
     /// result is reported like a thread's, and `waker` is woken for it.
     pub fn submit(&mut self, job: ForkJob, alone: bool) -> io::Result<()> {
@@ -185,6 +186,12 @@ impl Forkers {
             if let Some(spawner) = unstarted.last_mut() {
                 let result = start(spawner, &job);
                 drop(unstarted);
+                // The event loop sets up the rest (the topology's XML, the
+                // output thread, the tools' socket) while the rank runs:
+                // not on its CPU, where it held the rank back.
+                if let (Ok(_), Some(cpus)) = (&result, &job.cpus) {
+                    super::spawn::step_off(cpus);
+                }
                 let id = job.id;
                 // The rank has its copies (or failed): close ours.
                 drop(job);

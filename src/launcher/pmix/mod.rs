@@ -370,8 +370,7 @@ impl super::Launcher {
             })
             .collect();
         let xml = self
-            .binding
-            .xml_path()
+            .publish_topology()
             .and_then(|p| std::fs::read_to_string(p).ok());
         let held = self.tools_holding_new_jobs();
         if held {

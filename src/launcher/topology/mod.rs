@@ -9,9 +9,15 @@
 //! hwloc's C API itself is reached through `os::hwloc` (OS glue).
 //!
 //! What hwloc found is kept across launches ([`cache`]), so that a launch
-//! on an unchanged node does not load hwloc at all.
+//! on an unchanged node does not load hwloc at all. A launch takes it in
+//! two steps ([`load`], then [`Found::export`]): the CPU sets the first
+//! ranks are bound with, then, while they start, the XML, once the memory
+//! figures it holds are checked too.
 
 pub mod cache;
+mod key;
+
+pub use key::{Key, MemoryKey};
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -26,11 +32,19 @@ pub struct TopologyXml {
     pub bytes: usize,
 }
 
-/// What the launcher learns from hwloc in one load: the XML for the
-/// ranks and the CPU sets of the objects ranks can be bound to.
-pub struct Node {
-    pub xml: TopologyXml,
+/// The node's topology as the launcher first takes it: the CPU sets of
+/// the objects ranks can be bound to, and the XML still to be exported.
+pub struct Found {
     pub objects: Objects,
+    xml: Xml,
+}
+
+/// The XML of a [`Found`].
+enum Xml {
+    /// Kept with the memory figures of `hit`, not compared yet.
+    Cached(cache::Hit),
+    /// Loaded by hwloc in this launch.
+    Loaded(Vec<u8>),
 }
 
 /// Why the launcher has no topology (no hwloc, ...).
@@ -44,16 +58,27 @@ pub enum TopologyError {
     Write(std::io::Error),
 }
 
-/// The topology, from `cache` when it holds this node's as it is now,
-/// else loaded with hwloc (and kept in `cache`); exported for the ranks.
-pub fn load(cache: Option<&cache::Cache>) -> Result<Node, TopologyError> {
+/// The topology's CPU sets, from `cache` when it holds this node's as it
+/// is now (its [`Key`]), else loaded with hwloc (and kept in `cache`).
+pub fn load(cache: Option<&cache::Cache>) -> Result<Found, TopologyError> {
     if let Some(hit) = cache.and_then(cache::Cache::lookup) {
         tracing::debug!("node topology from the cache");
-        return Ok(Node {
-            xml: export(&hit.xml)?,
-            objects: hit.objects,
+        return Ok(Found {
+            objects: hit.entry.objects.clone(),
+            xml: Xml::Cached(hit),
         });
     }
+    let entry = load_with_hwloc(cache)?;
+    Ok(Found {
+        objects: entry.objects,
+        xml: Xml::Loaded(entry.xml),
+    })
+}
+
+/// hwloc's topology, kept in `cache` with the memory figures read before
+/// it (a change after them makes the next launch's figures differ).
+fn load_with_hwloc(cache: Option<&cache::Cache>) -> Result<cache::Entry, TopologyError> {
+    let memory = cache.map(|_| MemoryKey::read());
     let found = super::os::hwloc::load()?;
     let entry = cache::Entry {
         xml: found.xml,
@@ -63,15 +88,30 @@ pub fn load(cache: Option<&cache::Cache>) -> Result<Node, TopologyError> {
         },
     };
     tracing::debug!("node topology loaded with hwloc");
-    if let Some(c) = cache {
-        if let Err(e) = c.store(found.library.as_deref(), &entry) {
+    if let (Some(c), Some(m)) = (cache, &memory) {
+        if let Err(e) = c.store(found.library.as_deref(), m, &entry) {
             tracing::debug!("topology not cached: {e}");
         }
     }
-    Ok(Node {
-        xml: export(&entry.xml)?,
-        objects: entry.objects,
-    })
+    Ok(entry)
+}
+
+impl Found {
+    /// The XML for the ranks, in a memfd. A kept one whose memory figures
+    /// (each NUMA node's memory and huge pages) are no longer the node's
+    /// is not handed out: hwloc loads the topology again, and the file is
+    /// rewritten.
+    pub fn export(self, cache: Option<&cache::Cache>) -> Result<TopologyXml, TopologyError> {
+        let xml = match self.xml {
+            Xml::Cached(hit) if hit.memory_matches(&MemoryKey::read()) => hit.entry.xml,
+            Xml::Cached(_) => {
+                tracing::debug!("node memory changed: topology loaded again");
+                load_with_hwloc(cache)?.xml
+            }
+            Xml::Loaded(xml) => xml,
+        };
+        export(&xml)
+    }
 }
 
 /// For every kind, its objects in hwloc's logical order, each as the
@@ -120,11 +160,49 @@ mod tests {
     #[test]
     fn exported_xml_is_readable_through_its_proc_path() {
         // hwloc is a test peer (scripts/test-all installs it).
-        let t = super::load(None).expect("hwloc topology").xml;
+        let t = super::load(None)
+            .and_then(|f| f.export(None))
+            .expect("hwloc topology");
         let xml = std::fs::read_to_string(&t.path).unwrap();
         assert_eq!(xml.len(), t.bytes);
         assert!(xml.contains("<topology"), "{}", &xml[..xml.len().min(200)]);
         assert!(xml.contains("type=\"Machine\""));
+    }
+
+    #[test]
+    fn kept_xml_with_other_memory_figures_is_not_handed_out() {
+        use super::cache::{Cache, Entry};
+        let dir = std::env::temp_dir().join(format!("fastpmi-topo-mem-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = Cache::new(dir.clone(), super::Key::read());
+        let kept = Entry {
+            xml: b"<kept/>".to_vec(),
+            objects: super::Objects::default(),
+        };
+        let xml_of = |memory: &super::MemoryKey| {
+            cache.store(None, memory, &kept).unwrap();
+            let found = super::load(Some(&cache)).expect("a hit");
+            assert_eq!(
+                found.objects, kept.objects,
+                "the CPU sets come from the file"
+            );
+            let t = found.export(Some(&cache)).expect("exported");
+            std::fs::read_to_string(&t.path).unwrap()
+        };
+        // The figures the node has now: the kept XML is handed out.
+        assert_eq!(xml_of(&super::MemoryKey::read()), "<kept/>");
+        // Other figures: hwloc's XML, and the file rewritten with it.
+        let other = super::MemoryKey("node0 MemTotal 1\n".into());
+        let fresh = xml_of(&other);
+        assert!(
+            fresh.contains("<topology"),
+            "{}",
+            &fresh[..fresh.len().min(200)]
+        );
+        let hit = cache.lookup().expect("rewritten");
+        assert!(hit.memory_matches(&super::MemoryKey::read()));
+        assert_ne!(hit.entry.xml, b"<kept/>");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
