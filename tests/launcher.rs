@@ -656,7 +656,6 @@ fn ranks_lead_their_own_sessions_on_request_except_the_stdin_rank() {
     }
 }
 
-/// Stdout of a launcher run that must succeed.
 /// Descriptors the launcher inherited open across exec (a shell's
 /// redirections, a batch system's sockets) never reach a rank.
 #[test]
@@ -679,6 +678,7 @@ fn descriptors_the_launcher_inherits_stay_with_it() {
     }
 }
 
+/// Stdout of a launcher run that must succeed.
 fn stdout_of(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));

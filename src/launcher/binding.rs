@@ -22,8 +22,8 @@ pub(super) struct Binding {
     /// The node's topology as XML (open as long as ranks may read it),
     /// once [`Binding::publish`] exported it.
     xml: Option<TopologyXml>,
-    /// The topology whose XML is still to be exported, and its cache.
-    unpublished: Option<(topology::Found, Option<topology::cache::Cache>)>,
+    /// The topology's XML still to be exported, and its cache.
+    unpublished: Option<(topology::Unexported, Option<topology::cache::Cache>)>,
 }
 
 impl Binding {
@@ -34,11 +34,8 @@ impl Binding {
     pub(super) fn new(opts: &PlacementOpts, cached: bool) -> Result<Binding, StartError> {
         let cache = cached
             .then(|| topology::cache::Cache::new(crate::private_dir::dir(), topology::Key::read()));
-        let (found, objects) = match topology::load(cache.as_ref()) {
-            Ok(t) => {
-                let objects = t.objects.clone();
-                (Some((t, cache)), Some(objects))
-            }
+        let (unpublished, objects) = match topology::load(cache.as_ref()) {
+            Ok((objects, xml)) => (Some((xml, cache)), Some(objects)),
             Err(why) => {
                 tracing::debug!("no PMI_hwloc_xmlfile, no binding: {why}");
                 (None, None)
@@ -61,18 +58,19 @@ impl Binding {
             job_slots: Vec::new(),
             impi,
             xml: None,
-            unpublished: found,
+            unpublished,
         })
     }
 
     /// Export the topology's XML for the ranks, once (the memory figures it
-    /// holds checked first: `topology::Found::export`); where they read it.
+    /// holds checked first: `topology::Unexported::export`); where they
+    /// read it.
     /// Called after the first ranks are handed over, so that their start
     /// does not wait for it, and before the event loop serves any request
     /// or a PMIx job is registered with it.
     pub(super) fn publish(&mut self) -> Option<&str> {
-        if let Some((found, cache)) = self.unpublished.take() {
-            match found.export(cache.as_ref()) {
+        if let Some((xml, cache)) = self.unpublished.take() {
+            match xml.export(cache.as_ref()) {
                 Ok(t) => {
                     tracing::debug!(path = %t.path, bytes = t.bytes, "node topology exported");
                     self.xml = Some(t);

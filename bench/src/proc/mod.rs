@@ -119,13 +119,7 @@ fn spawn_reader(
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
                     let mut v = s.lock().unwrap_or_else(|p| p.into_inner());
-                    v.extend_from_slice(&buf[..n]);
-                    if let Some(k) = keep_tail {
-                        if v.len() > 2 * k {
-                            let cut = v.len() - k;
-                            v.drain(..cut);
-                        }
-                    }
+                    watch::append(&mut v, &buf[..n], keep_tail);
                 }
             }
         }
@@ -135,9 +129,7 @@ fn spawn_reader(
 }
 
 fn take(sink: &Sink, keep_tail: Option<usize>) -> String {
-    let v = sink.lock().unwrap_or_else(|p| p.into_inner());
-    let start = keep_tail.map_or(0, |k| v.len().saturating_sub(k));
-    String::from_utf8_lossy(&v[start..]).into_owned()
+    watch::text(&sink.lock().unwrap_or_else(|p| p.into_inner()), keep_tail)
 }
 
 /// The command of `spec`, its output piped, in a process group of its own.

@@ -5,6 +5,24 @@
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
+/// Append `data` to captured output, keeping about the last `keep_tail`
+/// bytes (at most twice that between trims) when it says so.
+pub(super) fn append(v: &mut Vec<u8>, data: &[u8], keep_tail: Option<usize>) {
+    v.extend_from_slice(data);
+    if let Some(k) = keep_tail {
+        if v.len() > 2 * k {
+            let cut = v.len() - k;
+            v.drain(..cut);
+        }
+    }
+}
+
+/// Captured output as text: its last `keep_tail` bytes, or all of it.
+pub(super) fn text(v: &[u8], keep_tail: Option<usize>) -> String {
+    let start = keep_tail.map_or(0, |k| v.len().saturating_sub(k));
+    String::from_utf8_lossy(&v[start..]).into_owned()
+}
+
 /// One of the launcher's output pipes, read without blocking.
 pub(super) struct Pipe {
     fd: Option<OwnedFd>,
@@ -31,15 +49,7 @@ impl Pipe {
         loop {
             match rustix::io::read(fd, &mut buf) {
                 Ok(0) => break self.fd = None,
-                Ok(n) => {
-                    self.bytes.extend_from_slice(&buf[..n]);
-                    if let Some(k) = self.keep_tail {
-                        if self.bytes.len() > 2 * k {
-                            let cut = self.bytes.len() - k;
-                            self.bytes.drain(..cut);
-                        }
-                    }
-                }
+                Ok(n) => append(&mut self.bytes, &buf[..n], self.keep_tail),
                 Err(rustix::io::Errno::AGAIN) => break,
                 Err(rustix::io::Errno::INTR) => {}
                 Err(_) => break self.fd = None,
@@ -48,53 +58,55 @@ impl Pipe {
     }
 
     pub(super) fn text(&self) -> String {
-        let start = self
-            .keep_tail
-            .map_or(0, |k| self.bytes.len().saturating_sub(k));
-        String::from_utf8_lossy(&self.bytes[start..]).into_owned()
+        text(&self.bytes, self.keep_tail)
     }
 }
 
+/// Wait at most `left` for one of the open pipes or `pidfd` to be readable,
+/// then read what the pipes hold; the moment `pidfd` was seen readable.
+/// An error only where `poll` itself fails (never for an interruption).
+fn step(
+    pidfd: Option<&OwnedFd>,
+    out: &mut Pipe,
+    err: &mut Pipe,
+    left: Duration,
+) -> Result<Option<Instant>, rustix::io::Errno> {
+    use rustix::event::{PollFd, PollFlags};
+    let timeout = rustix::time::Timespec {
+        tv_sec: left.as_secs() as _,
+        tv_nsec: left.subsec_nanos() as _,
+    };
+    let exited = {
+        let mut fds: Vec<PollFd<'_>> = pidfd
+            .into_iter()
+            .chain(out.fd.as_ref())
+            .chain(err.fd.as_ref())
+            .map(|fd| PollFd::new(fd, PollFlags::IN))
+            .collect();
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        (pidfd.is_some() && !fds[0].revents().is_empty()).then_some(now)
+    };
+    out.read();
+    err.read();
+    Ok(exited)
+}
+
 /// Read the pipes until the launcher exits (`pidfd` readable: the moment
-/// returned) or `deadline` (`None`).
+/// returned) or `deadline` (`None`, as when `poll` fails).
 pub(super) fn watch(
     pidfd: &OwnedFd,
     out: &mut Pipe,
     err: &mut Pipe,
     deadline: Instant,
 ) -> Option<Instant> {
-    use rustix::event::{PollFd, PollFlags};
     loop {
         let left = deadline.checked_duration_since(Instant::now())?;
-        let timeout = rustix::time::Timespec {
-            tv_sec: left.as_secs() as _,
-            tv_nsec: left.subsec_nanos() as _,
-        };
-        let (exited, o, e) = {
-            let mut fds = vec![PollFd::new(pidfd, PollFlags::IN)];
-            for p in [&*out, &*err] {
-                if let Some(fd) = &p.fd {
-                    fds.push(PollFd::new(fd, PollFlags::IN));
-                }
-            }
-            match rustix::event::poll(&mut fds, Some(&timeout)) {
-                Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(_) => return None,
-            }
-            let ready = |i: usize| fds.get(i).is_some_and(|f| !f.revents().is_empty());
-            let now = Instant::now();
-            let o = out.fd.is_some() && ready(1);
-            let e = err.fd.is_some() && ready(if out.fd.is_some() { 2 } else { 1 });
-            (ready(0).then_some(now), o, e)
-        };
-        if o {
-            out.read();
-        }
-        if e {
-            err.read();
-        }
-        if exited.is_some() {
-            return exited;
+        if let Some(exited) = step(Some(pidfd), out, err, left).ok()? {
+            return Some(exited);
         }
     }
 }
@@ -102,26 +114,14 @@ pub(super) fn watch(
 /// Read both pipes until they are closed, at most `limit`; whether they
 /// were.
 pub(super) fn drain_until_closed(out: &mut Pipe, err: &mut Pipe, limit: Duration) -> bool {
-    use rustix::event::{PollFd, PollFlags};
     let deadline = Instant::now() + limit;
     while out.fd.is_some() || err.fd.is_some() {
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return false;
         };
-        let timeout = rustix::time::Timespec {
-            tv_sec: left.as_secs() as _,
-            tv_nsec: left.subsec_nanos() as _,
-        };
-        {
-            let mut fds: Vec<PollFd<'_>> = [&out.fd, &err.fd]
-                .into_iter()
-                .flatten()
-                .map(|fd| PollFd::new(fd, PollFlags::IN))
-                .collect();
-            let _ = rustix::event::poll(&mut fds, Some(&timeout));
+        if step(None, out, err, left).is_err() {
+            return false;
         }
-        out.read();
-        err.read();
     }
     true
 }

@@ -172,9 +172,9 @@ impl Forkers {
     /// to be started) while no thread has started yet is started on the
     /// caller's thread, with the first thread's spawner: a one-rank job (or
     /// spawn) then starts no thread at all, about 0.1 ms of a 2.6 ms
-    /// `fastpmi -n 1`. The caller then steps off the rank's CPUs
-    /// ([`super::spawn::step_off`]). The caller is the event loop, which lives as long as
-    /// the launcher, as `PR_SET_PDEATHSIG` needs (see the module docs). The
+    /// `fastpmi -n 1`. The caller is the event loop, which lives as long as
+    /// the launcher, as `PR_SET_PDEATHSIG` needs (see the module docs); it
+    /// then steps off the rank's CPUs ([`super::spawn::step_off`]). The
     /// result is reported like a thread's, and `waker` is woken for it.
     pub fn submit(&mut self, job: ForkJob, alone: bool) -> io::Result<()> {
         if alone && self.busy == 0 && self.started() == 0 {

@@ -155,9 +155,7 @@ impl CpuSet {
         }
         Ok(CpuSet(set))
     }
-}
 
-impl CpuSet {
     /// Whether `cpu` is in the set.
     fn contains(&self, cpu: usize) -> bool {
         // SAFETY: CPU_ISSET reads one bit of the set, and only for a `cpu`

@@ -10,7 +10,7 @@
 //! at every launch. The file holds the whole key, compared byte for byte
 //! (the hash only names the file), the [`MemoryKey`] (memory and huge-page
 //! totals, which only the XML's figures depend on, compared once the
-//! first ranks are on their way: [`Hit::memory_matches`]), and the
+//! first ranks are on their way: [`KeptXml::memory_matches`]), and the
 //! identity of the hwloc library that wrote it, checked with one `stat`.
 //! Whatever does not match is a miss: hwloc loads the topology and the file
 //! is rewritten. Everything else hwloc reads (cache sizes, core and package
@@ -44,17 +44,23 @@ pub struct Entry {
     pub objects: Objects,
 }
 
-/// A file found for this launch's [`Key`]: its entry, and the memory key
-/// it was written with.
+/// A file found for this launch's [`Key`]: the CPU sets, usable at once,
+/// and the XML, not until its memory figures are compared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
-    pub entry: Entry,
+    pub objects: Objects,
+    pub xml: KeptXml,
+}
+
+/// A kept XML and the memory key it was written with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptXml {
+    pub bytes: Vec<u8>,
     memory: String,
 }
 
-impl Hit {
-    /// Whether the XML was written with the memory figures the node has
-    /// now.
+impl KeptXml {
+    /// Whether it was written with the memory figures the node has now.
     pub fn memory_matches(&self, now: &MemoryKey) -> bool {
         self.memory == now.0
     }
@@ -109,7 +115,13 @@ impl Cache {
                 return None;
             }
         }
-        Some(Hit { entry, memory })
+        Some(Hit {
+            objects: entry.objects,
+            xml: KeptXml {
+                bytes: entry.xml,
+                memory,
+            },
+        })
     }
 
     /// Keep `entry`, found by the hwloc library at `library` with the
@@ -337,6 +349,13 @@ mod tests {
         d
     }
 
+    fn entry_of(h: Hit) -> Entry {
+        Entry {
+            xml: h.xml.bytes,
+            objects: h.objects,
+        }
+    }
+
     fn memory() -> MemoryKey {
         MemoryKey("node0 MemTotal 1\n".into())
     }
@@ -378,7 +397,7 @@ mod tests {
         let c = Cache::new(dir.clone(), key.clone());
         assert_eq!(c.lookup(), None);
         c.store(None, &memory(), &entry()).unwrap();
-        assert_eq!(c.lookup().map(|h| h.entry), Some(entry()));
+        assert_eq!(c.lookup().map(entry_of), Some(entry()));
         let other = Key(format!("{}cpu hot-plugged 3\n0-2\n", key.0));
         assert_eq!(Cache::new(dir.clone(), other).lookup(), None);
         let _ = fs::remove_dir_all(&dir);
@@ -390,8 +409,10 @@ mod tests {
         let c = Cache::new(dir.clone(), Key::read());
         c.store(None, &memory(), &entry()).unwrap();
         let hit = c.lookup().unwrap();
-        assert!(hit.memory_matches(&memory()));
-        assert!(!hit.memory_matches(&MemoryKey("node0 MemTotal 2\n".into())));
+        assert!(hit.xml.memory_matches(&memory()));
+        assert!(!hit
+            .xml
+            .memory_matches(&MemoryKey("node0 MemTotal 2\n".into())));
         // What the node has now is read from the kernel.
         assert!(MemoryKey::read().0.contains("MemTotal:"));
         let _ = fs::remove_dir_all(&dir);
@@ -406,7 +427,7 @@ mod tests {
         fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
         fs::write(&lib, b"one").unwrap();
         c.store(Some(&lib), &memory(), &entry()).unwrap();
-        assert_eq!(c.lookup().map(|h| h.entry), Some(entry()));
+        assert_eq!(c.lookup().map(entry_of), Some(entry()));
         fs::write(&lib, b"two, longer").unwrap();
         assert_eq!(c.lookup(), None);
         let _ = fs::remove_dir_all(&dir);

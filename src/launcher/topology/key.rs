@@ -21,7 +21,8 @@ pub struct Key(pub(super) String);
 
 /// The inputs that change only the XML's memory figures (each NUMA node's
 /// memory and huge pages), read once the first ranks are on their way:
-/// the XML is handed out only after they matched (see [`super::Found`]).
+/// the XML is handed out only after they matched (see
+/// [`super::Unexported`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryKey(pub(super) String);
 

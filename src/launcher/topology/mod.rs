@@ -10,9 +10,9 @@
 //!
 //! What hwloc found is kept across launches ([`cache`]), so that a launch
 //! on an unchanged node does not load hwloc at all. A launch takes it in
-//! two steps ([`load`], then [`Found::export`]): the CPU sets the first
-//! ranks are bound with, then, while they start, the XML, once the memory
-//! figures it holds are checked too.
+//! two steps ([`load`], then [`Unexported::export`]): the CPU sets the
+//! first ranks are bound with, then, while they start, the XML, once the
+//! memory figures it holds are checked too.
 
 pub mod cache;
 mod key;
@@ -32,17 +32,12 @@ pub struct TopologyXml {
     pub bytes: usize,
 }
 
-/// The node's topology as the launcher first takes it: the CPU sets of
-/// the objects ranks can be bound to, and the XML still to be exported.
-pub struct Found {
-    pub objects: Objects,
-    xml: Xml,
-}
+/// The topology's XML, not exported for the ranks yet.
+pub struct Unexported(Xml);
 
-/// The XML of a [`Found`].
 enum Xml {
-    /// Kept with the memory figures of `hit`, not compared yet.
-    Cached(cache::Hit),
+    /// Kept, its memory figures not compared yet.
+    Kept(cache::KeptXml),
     /// Loaded by hwloc in this launch.
     Loaded(Vec<u8>),
 }
@@ -59,20 +54,15 @@ pub enum TopologyError {
 }
 
 /// The topology's CPU sets, from `cache` when it holds this node's as it
-/// is now (its [`Key`]), else loaded with hwloc (and kept in `cache`).
-pub fn load(cache: Option<&cache::Cache>) -> Result<Found, TopologyError> {
+/// is now (its [`Key`]), else loaded with hwloc (and kept in `cache`), and
+/// its XML to export.
+pub fn load(cache: Option<&cache::Cache>) -> Result<(Objects, Unexported), TopologyError> {
     if let Some(hit) = cache.and_then(cache::Cache::lookup) {
         tracing::debug!("node topology from the cache");
-        return Ok(Found {
-            objects: hit.entry.objects.clone(),
-            xml: Xml::Cached(hit),
-        });
+        return Ok((hit.objects, Unexported(Xml::Kept(hit.xml))));
     }
     let entry = load_with_hwloc(cache)?;
-    Ok(Found {
-        objects: entry.objects,
-        xml: Xml::Loaded(entry.xml),
-    })
+    Ok((entry.objects, Unexported(Xml::Loaded(entry.xml))))
 }
 
 /// hwloc's topology, kept in `cache` with the memory figures read before
@@ -96,15 +86,15 @@ fn load_with_hwloc(cache: Option<&cache::Cache>) -> Result<cache::Entry, Topolog
     Ok(entry)
 }
 
-impl Found {
+impl Unexported {
     /// The XML for the ranks, in a memfd. A kept one whose memory figures
     /// (each NUMA node's memory and huge pages) are no longer the node's
     /// is not handed out: hwloc loads the topology again, and the file is
     /// rewritten.
     pub fn export(self, cache: Option<&cache::Cache>) -> Result<TopologyXml, TopologyError> {
-        let xml = match self.xml {
-            Xml::Cached(hit) if hit.memory_matches(&MemoryKey::read()) => hit.entry.xml,
-            Xml::Cached(_) => {
+        let xml = match self.0 {
+            Xml::Kept(kept) if kept.memory_matches(&MemoryKey::read()) => kept.bytes,
+            Xml::Kept(_) => {
                 tracing::debug!("node memory changed: topology loaded again");
                 load_with_hwloc(cache)?.xml
             }
@@ -161,7 +151,7 @@ mod tests {
     fn exported_xml_is_readable_through_its_proc_path() {
         // hwloc is a test peer (scripts/test-all installs it).
         let t = super::load(None)
-            .and_then(|f| f.export(None))
+            .and_then(|(_, xml)| xml.export(None))
             .expect("hwloc topology");
         let xml = std::fs::read_to_string(&t.path).unwrap();
         assert_eq!(xml.len(), t.bytes);
@@ -181,12 +171,9 @@ mod tests {
         };
         let xml_of = |memory: &super::MemoryKey| {
             cache.store(None, memory, &kept).unwrap();
-            let found = super::load(Some(&cache)).expect("a hit");
-            assert_eq!(
-                found.objects, kept.objects,
-                "the CPU sets come from the file"
-            );
-            let t = found.export(Some(&cache)).expect("exported");
+            let (objects, xml) = super::load(Some(&cache)).expect("a hit");
+            assert_eq!(objects, kept.objects, "the CPU sets come from the file");
+            let t = xml.export(Some(&cache)).expect("exported");
             std::fs::read_to_string(&t.path).unwrap()
         };
         // The figures the node has now: the kept XML is handed out.
@@ -200,15 +187,15 @@ mod tests {
             &fresh[..fresh.len().min(200)]
         );
         let hit = cache.lookup().expect("rewritten");
-        assert!(hit.memory_matches(&super::MemoryKey::read()));
-        assert_ne!(hit.entry.xml, b"<kept/>");
+        assert!(hit.xml.memory_matches(&super::MemoryKey::read()));
+        assert_ne!(hit.xml.bytes, b"<kept/>");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn every_pu_is_in_one_core_and_one_socket() {
         use super::ObjKind;
-        let o = super::load(None).expect("hwloc topology").objects;
+        let (o, _) = super::load(None).expect("hwloc topology");
         let pus: Vec<u32> = o.of(ObjKind::HwThread).iter().flatten().copied().collect();
         assert!(!pus.is_empty());
         for kind in [ObjKind::Core, ObjKind::Socket] {
