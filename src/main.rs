@@ -1,11 +1,19 @@
+// The C runtime calls `fastpmi_entry`'s `main`, not one std generates: std's
+// start-up parses /proc/self/maps for a stack-overflow message, 0.1 ms of
+// every launch (capi/entry, docs/launch.md). Tests keep std's harness.
+#![cfg_attr(not(test), no_main)]
+
 mod mpir_symbols;
 
-use std::process::ExitCode;
+#[cfg(not(test))]
+fastpmi_entry::main!(program);
 
 use fastpmi::cli::{self, Command};
 use fastpmi_codec::names;
 
-fn main() -> ExitCode {
+/// The program: its exit status.
+#[cfg_attr(test, allow(dead_code))]
+fn program() -> u8 {
     init_logging();
     mpir_symbols::install();
     let code = match cli::parse(std::env::args_os().skip(1)) {
@@ -37,20 +45,28 @@ fn main() -> ExitCode {
             2
         }
     };
-    ExitCode::from(code.clamp(0, 255) as u8)
+    code.clamp(0, 255) as u8
 }
 
 /// `FASTPMI_LOG=debug` shows every PMI command and reply (on stderr).
+/// `FASTPMI_LOG` is a level or `target=level` directives (tracing-subscriber's
+/// `Targets`, the C libraries' syntax too): not `EnvFilter`, whose regular
+/// expression engine made the launcher's start-up relocate 5 pages more
+/// (docs/launch.md).
 fn init_logging() {
-    use tracing_subscriber::EnvFilter;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::layer::SubscriberExt;
     let Ok(spec) = std::env::var(names::env::LOG) else {
         return;
     };
-    let filter = EnvFilter::try_new(&spec).unwrap_or_else(|_| EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let filter = spec
+        .parse::<Targets>()
+        .unwrap_or_else(|_| Targets::new().with_default(LevelFilter::INFO));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let _ = tracing::subscriber::set_global_default(
+        tracing_subscriber::registry().with(fmt).with(filter),
+    );
 }

@@ -56,6 +56,7 @@ fn libpmi2_links_at_most_35_crates_and_nothing_of_the_launcher() {
         "libloading",
         "netlink-sys",
         "fastpmi-mpir",
+        "fastpmi-entry",
     ] {
         assert!(
             !names.contains(launcher_only),
@@ -269,6 +270,7 @@ const CRATE_SOURCES: &[&str] = &[
     "capi/pmi2/src",
     "capi/pmi1/src",
     "capi/mpir/src",
+    "capi/entry/src",
     "bench/src",
 ];
 
