@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::output::Forwarder;
 use super::starting::{AppPlan, PendingRank};
 use super::watch::{self, FenceWatcher};
 use super::{
@@ -357,9 +356,8 @@ impl Launcher {
         super::timeline::step("first ranks handed to the forkers");
         self.publish_topology();
         super::timeline::step("topology published");
-        self.forwarder = Some(Forwarder::start(cfg.label)?);
         self.tools.listen(self.poll.registry(), super::RENDEZVOUS);
-        super::timeline::step("output forwarder and rendezvous ready");
+        super::timeline::step("rendezvous ready");
         Ok(())
     }
 

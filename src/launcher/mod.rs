@@ -49,7 +49,7 @@ use binding::Binding;
 use conn::Conns;
 use fastpmi_server::{Event, FailCause, JobIdx, Server};
 use jobs::Jobs;
-use output::Forwarder;
+use output::Output;
 use starting::Starter;
 use supervise::Procs;
 
@@ -76,6 +76,9 @@ const PARENT_SEGMENT_FD_IN_RANK: i32 = 5;
 const OOB_FD_IN_RANK: i32 = 6;
 /// The first token of a PMI connection (those below are the loop's own).
 const FIRST_CONN: usize = 16;
+/// Event-loop tokens of the ranks' output pipes it holds (`output::Output`),
+/// far above the connections'.
+const FIRST_HELD_OUTPUT: usize = usize::MAX / 2;
 
 /// The launcher: the event loop's own state, and the parts it orchestrates,
 /// each the only way to its state.
@@ -87,8 +90,8 @@ pub struct Launcher {
     server: Server,
     /// What the server asked for, carried out by `apply_events`.
     events: Vec<Event>,
-    /// The ranks' output, labelled.
-    forwarder: Option<Forwarder>,
+    /// The ranks' output (labelled with `-l`).
+    output: Output,
     /// Client of a shared `fastpmi nameserver` (`--nameserver`).
     names: Option<names::NameClient>,
     /// Segments, watchers and liveness of each job.
@@ -224,7 +227,7 @@ impl Launcher {
             signals,
             server,
             events: Vec::new(),
-            forwarder: None,
+            output: Output::new(cfg.label, FIRST_HELD_OUTPUT),
             names,
             jobs: Jobs::new(),
             conns,
@@ -300,6 +303,7 @@ impl Launcher {
                         self.serve_tool_queries();
                     }
                     RENDEZVOUS => self.tools.accept(self.poll.registry()),
+                    tok if self.output.holds(tok) => self.output.ready(self.poll.registry(), tok),
                     tok if self.conns.is_listener(tok) => self.accept(tok),
                     tok => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
@@ -348,9 +352,8 @@ impl Launcher {
         self.nest_finish();
         timeline::step("all ranks ended");
         self.jobs.stop_all();
-        if let Some(f) = self.forwarder.take() {
-            f.finish(Duration::from_millis(500));
-        }
+        self.output
+            .finish(self.poll.registry(), Duration::from_millis(500));
         timeline::step("output written");
         if self.cfg.stats {
             eprint!("{}", self.stats_report());

@@ -1,5 +1,12 @@
 //! Forwarding of the ranks' stdout/stderr, line by line, on its own thread
 //! so that a slow terminal or pipe never stalls the PMI event loop.
+//!
+//! The thread starts when a rank first writes ([`Output`]): until then the
+//! event loop holds the pipes, and closes those that end without output. A
+//! job whose ranks write nothing (most of a small job's start-up figures)
+//! never starts it: creating it and exiting with it, a second thread whose
+//! CPU the exit's TLB flush must interrupt, cost a one-rank job about
+//! 0.08 ms of 1.8 (docs/launch.md).
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -10,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::unix::pipe::Receiver;
-use mio::{Events, Interest, Poll, Token, Waker};
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
 const WAKER: Token = Token(0);
 /// A line longer than this is forwarded in pieces.
@@ -23,17 +30,218 @@ pub enum Stream {
 }
 
 enum Msg {
-    Add {
-        tag: String,
-        stream: Stream,
-        pipe: Receiver,
-    },
+    Add(Source),
     /// No more pipes will come; exit once all hit EOF or the deadline passes.
-    Finish { deadline: Instant },
+    Finish {
+        deadline: Instant,
+    },
+}
+
+/// The ranks' output: pipes the event loop holds until one has output,
+/// then the forwarding thread, which takes every pipe from then on.
+pub struct Output {
+    label: bool,
+    forwarder: Option<Forwarder>,
+    /// Pipes without output yet, registered with the event loop.
+    held: HashMap<Token, Source>,
+    /// The event loop's tokens for held pipes: from here up.
+    first_token: usize,
+    next: usize,
+    /// The thread could not be started: the event loop forwards.
+    on_loop: bool,
+}
+
+/// Past this many held pipes (16 ranks) the thread starts anyway: a big
+/// job's output and pipe ends are then read beside the event loop, not on
+/// it.
+const HELD_MAX: usize = 32;
+
+/// What a held pipe has for the reader now.
+#[derive(Debug, PartialEq, Eq)]
+enum Held {
+    Output,
+    /// Every writer has closed it and nothing is left to read.
+    Ended,
+    /// Neither (a wake-up without data).
+    Quiet,
+}
+
+fn held_state(pipe: &Receiver) -> Held {
+    use rustix::event::{poll, PollFd, PollFlags};
+    if rustix::io::ioctl_fionread(pipe).map_or(true, |n| n > 0) {
+        return Held::Output;
+    }
+    let mut fds = [PollFd::new(pipe, PollFlags::IN)];
+    let zero = rustix::time::Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&zero)) {
+        Ok(_) if fds[0].revents().contains(PollFlags::HUP) => Held::Ended,
+        _ => Held::Quiet,
+    }
+}
+
+impl Output {
+    /// No thread yet; held pipes get the event loop's tokens from
+    /// `first_token` up.
+    pub fn new(label: bool, first_token: usize) -> Output {
+        Output {
+            label,
+            forwarder: None,
+            held: HashMap::new(),
+            first_token,
+            next: first_token,
+            on_loop: false,
+        }
+    }
+
+    /// Forward a rank's stdout and stderr (read ends of its pipes).
+    pub fn add_rank(&mut self, registry: &Registry, tag: &str, stdout: OwnedFd, stderr: OwnedFd) {
+        for (stream, fd) in [(Stream::Out, stdout), (Stream::Err, stderr)] {
+            let pipe = Receiver::from(fd);
+            // A blocking read would stall every other rank's output behind
+            // this one.
+            if let Err(e) = pipe.set_nonblocking(true) {
+                tracing::warn!("rank {tag}: cannot make its output pipe non-blocking: {e}");
+                continue;
+            }
+            let mut src = Source {
+                tag: tag.to_string(),
+                stream,
+                pipe,
+                partial: Vec::new(),
+            };
+            match &self.forwarder {
+                Some(f) => f.add([src]),
+                None => {
+                    let tok = Token(self.next);
+                    self.next += 1;
+                    match registry.register(&mut src.pipe, tok, Interest::READABLE) {
+                        Ok(()) => {
+                            self.held.insert(tok, src);
+                        }
+                        Err(e) => {
+                            tracing::debug!("rank {tag}: output pipe not held ({e})");
+                            self.start(registry);
+                            match &self.forwarder {
+                                Some(f) => f.add([src]),
+                                // Dropped: its writes fail, the rank goes on.
+                                None => tracing::warn!("rank {tag}: output not forwarded"),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if self.held.len() > HELD_MAX {
+            self.start(registry);
+        }
+    }
+
+    /// Whether `tok` is a held pipe's.
+    pub fn holds(&self, tok: Token) -> bool {
+        tok.0 >= self.first_token
+    }
+
+    /// The event loop saw held pipe `tok` ready: output starts the thread
+    /// (with every held pipe); an end without output closes the pipe here.
+    pub fn ready(&mut self, registry: &Registry, tok: Token) {
+        let Some(src) = self.held.get(&tok) else {
+            return;
+        };
+        match held_state(&src.pipe) {
+            Held::Quiet => {}
+            Held::Ended => {
+                if let Some(mut src) = self.held.remove(&tok) {
+                    let _ = registry.deregister(&mut src.pipe);
+                    last_line(src, self.label);
+                }
+            }
+            Held::Output if !self.on_loop => self.start(registry),
+            Held::Output => {
+                // No thread: forward here, so the rank never blocks on a
+                // full pipe.
+                let mut buf = Vec::with_capacity(64 * 1024);
+                let more = self
+                    .held
+                    .get_mut(&tok)
+                    .is_some_and(|src| drain(src, &mut buf, self.label));
+                if !more {
+                    if let Some(mut src) = self.held.remove(&tok) {
+                        let _ = registry.deregister(&mut src.pipe);
+                        last_line(src, self.label);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Start the thread (once) and hand it every held pipe.
+    fn start(&mut self, registry: &Registry) {
+        if self.forwarder.is_none() && !self.on_loop {
+            match Forwarder::start(self.label) {
+                Ok(f) => self.forwarder = Some(f),
+                Err(e) => {
+                    crate::errln!(
+                        "fastpmi: cannot start the output thread ({e}): the event loop forwards the ranks' output"
+                    );
+                    self.on_loop = true;
+                }
+            }
+        }
+        if let Some(f) = &self.forwarder {
+            f.add(self.held.drain().map(|(_, mut src)| {
+                let _ = registry.deregister(&mut src.pipe);
+                src
+            }));
+        }
+    }
+
+    /// Write everything the ranks wrote, waiting at most `grace` for pipes
+    /// that are not at end-of-file yet (grandchildren of ranks may hold
+    /// them): on the thread, or, where it never started, on this one.
+    pub fn finish(&mut self, registry: &Registry, grace: Duration) {
+        let mut left = Vec::new();
+        for (_, mut src) in self.held.drain() {
+            let _ = registry.deregister(&mut src.pipe);
+            if held_state(&src.pipe) == Held::Ended {
+                last_line(src, self.label);
+            } else {
+                left.push(src);
+            }
+        }
+        if let Some(f) = self.forwarder.take() {
+            f.add(left);
+            f.finish(grace);
+        } else if !left.is_empty() {
+            forward_here(left, self.label, grace);
+        }
+    }
+}
+
+/// What the thread does for `sources` until `grace` has passed, on the
+/// calling thread.
+fn forward_here(sources: Vec<Source>, label: bool, grace: Duration) {
+    let Ok(poll) = Poll::new() else {
+        for src in sources {
+            last_line(src, label);
+        }
+        return;
+    };
+    let (tx, rx) = mpsc::channel();
+    let open = AtomicUsize::new(sources.len());
+    for src in sources {
+        let _ = tx.send(Msg::Add(src));
+    }
+    let _ = tx.send(Msg::Finish {
+        deadline: Instant::now() + grace,
+    });
+    run(poll, rx, label, &open);
 }
 
 /// Handle to the forwarding thread.
-pub struct Forwarder {
+struct Forwarder {
     tx: mpsc::Sender<Msg>,
     waker: std::sync::Arc<Waker>,
     thread: Option<JoinHandle<()>>,
@@ -50,7 +258,7 @@ struct Source {
 }
 
 impl Forwarder {
-    pub fn start(label: bool) -> io::Result<Forwarder> {
+    fn start(label: bool) -> io::Result<Forwarder> {
         let poll = Poll::new()?;
         let waker = std::sync::Arc::new(Waker::new(poll.registry(), WAKER)?);
         let (tx, rx) = mpsc::channel();
@@ -67,26 +275,17 @@ impl Forwarder {
         })
     }
 
-    /// Forward a rank's stdout and stderr (read ends of its pipes).
-    pub fn add_rank(&self, tag: &str, stdout: OwnedFd, stderr: OwnedFd) {
+    /// Forward `sources` (with one wake for all).
+    fn add(&self, sources: impl IntoIterator<Item = Source>) {
         let mut sent = false;
-        for (stream, fd) in [(Stream::Out, stdout), (Stream::Err, stderr)] {
-            let pipe = Receiver::from(fd);
-            // A blocking read would stall every other rank's output behind
-            // this one.
-            if let Err(e) = pipe.set_nonblocking(true) {
-                tracing::warn!("rank {tag}: cannot make its output pipe non-blocking: {e}");
-                continue;
-            }
-            let tag = tag.to_string();
+        for src in sources {
             self.open.fetch_add(1, Ordering::AcqRel);
-            if self.tx.send(Msg::Add { tag, stream, pipe }).is_ok() {
+            if self.tx.send(Msg::Add(src)).is_ok() {
                 sent = true;
             } else {
                 self.open.fetch_sub(1, Ordering::AcqRel);
             }
         }
-        // One wake for both.
         if sent {
             let _ = self.waker.wake();
         }
@@ -97,7 +296,7 @@ impl Forwarder {
     /// When every pipe has already ended and its output is written, the
     /// thread (idle in its poll) is left to the process's exit: waking and
     /// joining it was 0.06 ms of a one-rank job.
-    pub fn finish(mut self, grace: Duration) {
+    fn finish(mut self, grace: Duration) {
         if self.open.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -120,6 +319,30 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Msg>, label: bool, open: &AtomicUsize)
     // one page of it, not sixteen.
     let mut buf = Vec::with_capacity(64 * 1024);
     loop {
+        // Messages first: one sent before the first poll needs no wake.
+        while let Ok(msg) = rx.try_recv() {
+            match msg {
+                Msg::Add(mut src) => {
+                    let tok = Token(next);
+                    next += 1;
+                    let registered = poll
+                        .registry()
+                        .register(&mut src.pipe, tok, Interest::READABLE)
+                        .is_ok();
+                    // Data may already be waiting: edge-triggered polls
+                    // report only new edges.
+                    if drain(&mut src, &mut buf, label) && registered {
+                        sources.insert(tok, src);
+                    } else {
+                        if registered {
+                            let _ = poll.registry().deregister(&mut src.pipe);
+                        }
+                        ended(src, label, open);
+                    }
+                }
+                Msg::Finish { deadline: d } => deadline = Some(d),
+            }
+        }
         if let Some(d) = deadline {
             if sources.is_empty() || Instant::now() >= d {
                 break;
@@ -146,39 +369,6 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Msg>, label: bool, open: &AtomicUsize)
                 ended(src, label, open);
             }
         }
-        while let Ok(msg) = rx.try_recv() {
-            match msg {
-                Msg::Add {
-                    tag,
-                    stream,
-                    mut pipe,
-                } => {
-                    let tok = Token(next);
-                    next += 1;
-                    let registered = poll
-                        .registry()
-                        .register(&mut pipe, tok, Interest::READABLE)
-                        .is_ok();
-                    let mut src = Source {
-                        tag,
-                        stream,
-                        pipe,
-                        partial: Vec::new(),
-                    };
-                    // Data may already be waiting: edge-triggered polls
-                    // report only new edges.
-                    if drain(&mut src, &mut buf, label) && registered {
-                        sources.insert(tok, src);
-                    } else {
-                        if registered {
-                            let _ = poll.registry().deregister(&mut src.pipe);
-                        }
-                        ended(src, label, open);
-                    }
-                }
-                Msg::Finish { deadline: d } => deadline = Some(d),
-            }
-        }
     }
     // Whatever is left unterminated is still output.
     for (_, src) in sources.drain() {
@@ -187,12 +377,17 @@ fn run(mut poll: Poll, rx: mpsc::Receiver<Msg>, label: bool, open: &AtomicUsize)
 }
 
 /// A pipe is done: its unterminated last line is still output.
-fn ended(mut src: Source, label: bool, open: &AtomicUsize) {
+fn ended(src: Source, label: bool, open: &AtomicUsize) {
+    last_line(src, label);
+    open.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// Write a pipe's unterminated last line, if any.
+fn last_line(mut src: Source, label: bool) {
     if !src.partial.is_empty() {
         src.partial.push(b'\n');
         emit(&src, label);
     }
-    open.fetch_sub(1, Ordering::AcqRel);
 }
 
 /// Read what is available; forward complete lines. Returns false at EOF.

@@ -423,9 +423,8 @@ impl Launcher {
     /// Rank `p` runs as `s`: supervise it.
     fn started(&mut self, p: PendingRank, s: os::Spawned) {
         super::timeline::step("rank started");
-        if let Some(f) = &self.forwarder {
-            f.add_rank(&p.tag, s.stdout, s.stderr);
-        }
+        self.output
+            .add_rank(self.poll.registry(), &p.tag, s.stdout, s.stderr);
         if let Some(state) = self
             .jobs
             .segment(p.job)
