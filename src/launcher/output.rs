@@ -66,19 +66,23 @@ enum Held {
     Quiet,
 }
 
+/// The end first, then what is left: a pipe whose writers were all gone
+/// before the count can get nothing more, so an empty one is done (asked
+/// the other way round, a last write and exit between the two would be
+/// lost).
 fn held_state(pipe: &Receiver) -> Held {
     use rustix::event::{poll, PollFd, PollFlags};
-    if rustix::io::ioctl_fionread(pipe).map_or(true, |n| n > 0) {
-        return Held::Output;
-    }
     let mut fds = [PollFd::new(pipe, PollFlags::IN)];
     let zero = rustix::time::Timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    match poll(&mut fds, Some(&zero)) {
-        Ok(_) if fds[0].revents().contains(PollFlags::HUP) => Held::Ended,
-        _ => Held::Quiet,
+    let ended = poll(&mut fds, Some(&zero)).is_ok() && fds[0].revents().contains(PollFlags::HUP);
+    match rustix::io::ioctl_fionread(pipe) {
+        Ok(0) if ended => Held::Ended,
+        Ok(0) => Held::Quiet,
+        // Something to read, or no count: the forwarder reads until the end.
+        _ => Held::Output,
     }
 }
 
@@ -158,10 +162,15 @@ impl Output {
                     last_line(src, self.label);
                 }
             }
-            Held::Output if !self.on_loop => self.start(registry),
             Held::Output => {
-                // No thread: forward here, so the rank never blocks on a
-                // full pipe.
+                if !self.on_loop {
+                    self.start(registry);
+                }
+                if !self.on_loop {
+                    return;
+                }
+                // No thread: forward here, now (the poll reports only new
+                // output), so the rank never blocks on a full pipe.
                 let mut buf = Vec::with_capacity(64 * 1024);
                 let more = self
                     .held

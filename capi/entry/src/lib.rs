@@ -6,8 +6,10 @@
 //! stack is, to report a stack overflow by name. For the main thread glibc
 //! answers by reading and parsing `/proc/self/maps` (`pthread_getattr_np`),
 //! and std then maps a signal stack for its handler. On the VMs this
-//! project runs on that was about 0.1 ms of every launch, a twelfth of
-//! starting a one-rank job (docs/launch.md).
+//! project runs on that was about 0.1 ms of every launch (docs/launch.md).
+//! `std::env::args` still works: glibc hands argc and argv to the
+//! initialisers std registers, whatever `main` is (musl does not: hence the
+//! check below).
 //!
 //! What of std's start-up the launcher relies on is done here instead:
 //! * descriptors 0, 1 and 2 are opened on `/dev/null` where they are
@@ -29,6 +31,9 @@
 
 use std::ffi::c_int;
 use std::io::Write;
+
+#[cfg(all(target_os = "linux", not(target_env = "gnu")))]
+compile_error!("fastpmi-entry needs glibc: std reads argv through glibc's initialisers");
 
 /// Define the C `main` of a `#![no_main]` binary: it runs `$program`
 /// (a `fn() -> u8` returning the exit status) through [`run`].
