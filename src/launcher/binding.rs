@@ -78,12 +78,6 @@ impl Binding {
                 Err(why) => tracing::debug!("no PMI_hwloc_xmlfile: {why}"),
             }
         }
-        self.xml_path()
-    }
-
-    /// Where the ranks read the topology (`PMI_hwloc_xmlfile`), once
-    /// published.
-    pub(super) fn xml_path(&self) -> Option<&str> {
         self.xml.as_ref().map(|x| x.path.as_str())
     }
 

@@ -349,9 +349,9 @@ impl Launcher {
         self.server
             .set_psets(job, crate::config::psets::of_config(&cfg));
         // The first ranks go to the forkers now; what only the loop needs
-        // (the topology's XML, output forwarding, the tools' rendezvous) is
-        // set up while they start: no request is served before it. Their
-        // output waits in their pipes until it is forwarded.
+        // (the topology's XML, the tools' rendezvous) is set up while they
+        // start: no request is served before it. Their output pipes are
+        // held by the loop until one has output (`output::Output`).
         self.spawn_next();
         super::timeline::step("first ranks handed to the forkers");
         self.publish_topology();

@@ -24,7 +24,7 @@ const WAKER: Token = Token(0);
 const MAX_LINE: usize = 64 * 1024;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Stream {
+enum Stream {
     Out,
     Err,
 }
@@ -156,12 +156,7 @@ impl Output {
         };
         match held_state(&src.pipe) {
             Held::Quiet => {}
-            Held::Ended => {
-                if let Some(mut src) = self.held.remove(&tok) {
-                    let _ = registry.deregister(&mut src.pipe);
-                    last_line(src, self.label);
-                }
-            }
+            Held::Ended => self.close(registry, tok),
             Held::Output => {
                 if !self.on_loop {
                     self.start(registry);
@@ -177,12 +172,18 @@ impl Output {
                     .get_mut(&tok)
                     .is_some_and(|src| drain(src, &mut buf, self.label));
                 if !more {
-                    if let Some(mut src) = self.held.remove(&tok) {
-                        let _ = registry.deregister(&mut src.pipe);
-                        last_line(src, self.label);
-                    }
+                    self.close(registry, tok);
                 }
             }
+        }
+    }
+
+    /// Held pipe `tok` has ended: its unterminated last line, if any, is
+    /// still output.
+    fn close(&mut self, registry: &Registry, tok: Token) {
+        if let Some(mut src) = self.held.remove(&tok) {
+            let _ = registry.deregister(&mut src.pipe);
+            last_line(src, self.label);
         }
     }
 

@@ -187,8 +187,8 @@ impl Forkers {
                 let result = start(spawner, &job);
                 drop(unstarted);
                 // The event loop sets up the rest (the topology's XML, the
-                // output thread, the tools' socket) while the rank runs:
-                // not on its CPU, where it held the rank back.
+                // tools' socket) while the rank runs: not on its CPU, where
+                // it held the rank back.
                 if let (Ok(_), Some(cpus)) = (&result, &job.cpus) {
                     super::spawn::step_off(cpus);
                 }
