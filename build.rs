@@ -2,7 +2,7 @@
 //!
 //! * It exports one symbol to the PMIx server library it loads at run
 //!   time: `PMIx_Query_info_nb`, a guard against a crash in OpenPMIx 4
-//!   (src/launcher/os/pmix/guard.rs).
+//!   (pmix-host/src/guard.rs).
 //! * GCC's unwinder is linked in statically, as in the C libraries
 //!   (capi/static_unwinder.rs): loading libgcc_s.so.1 and its CPU-probing
 //!   constructor cost every launch about 0.1 ms on a VM.

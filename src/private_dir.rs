@@ -57,3 +57,18 @@ pub fn ensure_dir(dir: &Path) -> io::Result<()> {
     }
     check_dir(dir)
 }
+
+/// Whether process `pid` lives: a zombie (ended, not yet reaped; a
+/// launcher killed with SIGKILL stays one until its parent reaps it) does
+/// not. Files in this directory named for a process go with it.
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) S ...": the state follows the last parenthesis (the
+    // command may hold any).
+    let state = stat
+        .rfind(')')
+        .and_then(|i| stat[i + 1..].trim_start().chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}

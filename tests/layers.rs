@@ -85,6 +85,19 @@ fn nothing_below_the_server_depends_on_it_or_the_launcher() {
         ("fastpmi-client", &["fastpmi-server", "fastpmi"]),
         ("fastpmi-server", &["fastpmi-client", "fastpmi"]),
         ("fastpmi-capi", &["fastpmi-server", "fastpmi"]),
+        // OpenPMIx's server behind a safe API: nothing of fastpmi at all.
+        (
+            "fastpmi-pmix-host",
+            &[
+                "fastpmi",
+                "fastpmi-server",
+                "fastpmi-client",
+                "fastpmi-codec",
+                "fastpmi-segment",
+                "shm-layout",
+                "mio",
+            ],
+        ),
         (
             "shm-layout",
             &[
@@ -271,6 +284,7 @@ const CRATE_SOURCES: &[&str] = &[
     "capi/pmi1/src",
     "capi/mpir/src",
     "capi/entry/src",
+    "pmix-host/src",
     "bench/src",
 ];
 
@@ -322,4 +336,180 @@ fn client_and_codec_sources_name_nothing_of_the_server_or_launcher() {
             }
         }
     }
+}
+
+/// The module path of each `.rs` file under `dir`, whose own module is
+/// `base` (its `mod.rs` or `lib.rs` is `base` itself).
+fn module_paths(dir: &Path, base: &[&str]) -> BTreeMap<Vec<String>, PathBuf> {
+    let mut files = Vec::new();
+    rs_files(dir, &mut files);
+    files
+        .into_iter()
+        .map(|f| {
+            let mut m: Vec<String> = base.iter().map(|s| s.to_string()).collect();
+            for c in f.strip_prefix(dir).unwrap().iter() {
+                let c = c.to_str().unwrap();
+                match c.strip_suffix(".rs") {
+                    Some("mod" | "lib" | "main") => {}
+                    Some(name) => m.push(name.to_string()),
+                    None => m.push(c.to_string()),
+                }
+            }
+            (m, f)
+        })
+        .collect()
+}
+
+/// The paths `code` (of module `me`) names: `crate::`, `super::` and
+/// `self::` paths, made absolute, each item of a `{...}` group apart, and
+/// paths that start with a child module of `me`.
+fn paths_named(code: &str, me: &[String], children: &BTreeSet<String>) -> Vec<Vec<String>> {
+    fn ident(s: &str) -> &str {
+        ident_at(s)
+    }
+    // Read `a::b::{c, d::e}` at `s` onto `base`.
+    fn read(s: &str, base: Vec<String>, out: &mut Vec<Vec<String>>) {
+        let mut path = base;
+        let mut rest = s;
+        loop {
+            let id = ident(rest);
+            if id.is_empty() {
+                if let Some(group) = rest.strip_prefix('{') {
+                    let mut depth = 0;
+                    let mut start = 0;
+                    for (i, c) in group.char_indices() {
+                        match c {
+                            '{' => depth += 1,
+                            '}' if depth == 0 => {
+                                read(group[start..i].trim_start(), path.clone(), out);
+                                return;
+                            }
+                            '}' => depth -= 1,
+                            ',' if depth == 0 => {
+                                read(group[start..i].trim_start(), path.clone(), out);
+                                start = i + 1;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                break;
+            }
+            path.push(id.to_string());
+            rest = &rest[id.len()..];
+            match rest.strip_prefix("::") {
+                Some(r) => rest = r,
+                None => break,
+            }
+        }
+        out.push(path);
+    }
+    let mut out = Vec::new();
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < code.len() {
+        let before = code[..i].chars().next_back();
+        let at_start = !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
+        let rest = &code[i..];
+        if at_start {
+            if let Some(r) = rest.strip_prefix("crate::") {
+                read(r, Vec::new(), &mut out);
+            } else if rest.starts_with("super::") {
+                let mut base = me.to_vec();
+                let mut r = rest;
+                while let Some(x) = r.strip_prefix("super::") {
+                    base.pop();
+                    r = x;
+                }
+                read(r, base, &mut out);
+            } else if let Some(r) = rest.strip_prefix("self::") {
+                read(r, me.to_vec(), &mut out);
+            } else {
+                let id = ident(rest);
+                if !id.is_empty()
+                    && children.contains(id)
+                    && rest[id.len()..].starts_with("::")
+                    && !code[..i].trim_end().ends_with("mod")
+                {
+                    read(rest, me.to_vec(), &mut out);
+                }
+            }
+        }
+        i += code[i..].chars().next().map_or(1, char::len_utf8);
+        let _ = bytes;
+    }
+    out
+}
+
+/// File -> the files of the same set it names (by module path), for the
+/// sources under `dir` whose own module is `base`.
+fn file_graph(dir: &Path, base: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
+    let modules = module_paths(dir, base);
+    let name = |f: &Path| f.strip_prefix(root()).unwrap().display().to_string();
+    let mut graph = BTreeMap::new();
+    for (me, file) in &modules {
+        let children: BTreeSet<String> = modules
+            .keys()
+            .filter(|m| m.len() == me.len() + 1 && m.starts_with(me))
+            .map(|m| m.last().unwrap().clone())
+            .collect();
+        let mut code = code_of(file);
+        // An inline test module's `super` is the file's own module.
+        if let Some(i) = code.find("#[cfg(test)]\nmod ") {
+            code.truncate(i);
+        }
+        let mut refs = BTreeSet::new();
+        for path in paths_named(&code, me, &children) {
+            // The longest prefix of the path that is a file of the set.
+            let target = (1..=path.len())
+                .rev()
+                .find_map(|n| modules.get(&path[..n]))
+                .filter(|t| *t != file);
+            if let Some(t) = target {
+                refs.insert(name(t));
+            }
+        }
+        graph.insert(name(file), refs);
+    }
+    graph
+}
+
+#[test]
+fn the_pmix_host_and_the_launchers_pmix_policy_have_no_file_import_circle() {
+    for (dir, base) in [
+        ("pmix-host/src", &[][..]),
+        ("src/launcher/pmix", &["launcher", "pmix"][..]),
+    ] {
+        let graph = file_graph(&root().join(dir), base);
+        assert!(graph.len() > 5, "{dir}: {graph:#?}");
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!("{dir}: {}\ngraph: {graph:#?}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_file_graph_sees_use_groups_super_paths_and_child_modules() {
+    let me: Vec<String> = ["launcher", "pmix", "host"].map(String::from).to_vec();
+    let children = BTreeSet::new();
+    let named = paths_named(
+        "use super::names::NameOps;\nuse crate::launcher::pmix::{leftovers::Recorder, system};\nlet x = self::y::z();",
+        &me,
+        &children,
+    );
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert!(named.contains(&s(&["launcher", "pmix", "names", "NameOps"])));
+    assert!(named.contains(&s(&["launcher", "pmix", "leftovers", "Recorder"])));
+    assert!(named.contains(&s(&["launcher", "pmix", "system"])));
+    assert!(named.contains(&s(&["launcher", "pmix", "host", "y", "z"])));
+    let me: Vec<String> = vec!["launcher".into(), "pmix".into()];
+    let children: BTreeSet<String> = ["names".to_string()].into();
+    let named = paths_named("mod names;\nlet p = names::encode(v);", &me, &children);
+    assert_eq!(named, [s(&["launcher", "pmix", "names", "encode"])]);
+    // A circle of two files is found.
+    let g: BTreeMap<String, BTreeSet<String>> = [("a.rs", "b.rs"), ("b.rs", "a.rs")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), [v.to_string()].into()))
+        .collect();
+    assert!(find_cycle(&g).is_some());
 }

@@ -18,7 +18,7 @@ fn the_pmix_ffi_matches_the_installed_headers() {
     for line in text.lines() {
         let (name, value) = line.split_once(" = ").expect("name = value");
         let want: i64 = value.parse().unwrap();
-        let ours = fastpmi::launcher::os::pmix::LAYOUT
+        let ours = pmix_host::LAYOUT
             .iter()
             .find(|(n, _)| *n == name)
             .unwrap_or_else(|| panic!("{name} is not in LAYOUT"))
@@ -29,5 +29,5 @@ fn the_pmix_ffi_matches_the_installed_headers() {
         );
         seen += 1;
     }
-    assert_eq!(seen, fastpmi::launcher::os::pmix::LAYOUT.len());
+    assert_eq!(seen, pmix_host::LAYOUT.len());
 }

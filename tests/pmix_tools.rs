@@ -111,7 +111,7 @@ fn pps_lists_a_running_jobs_namespace_and_another_uid_is_refused() {
     let (mine, text, listed) = pps_lists();
     let other = pps(Some(65534));
     // An attribute query for the host's functions, which OpenPMIx 4.2's
-    // server crashes on (src/launcher/os/pmix/guard.rs): refused, and the
+    // server crashes on (pmix-host/src/guard.rs): refused, and the
     // launcher serves on.
     let pattrs = Command::new("pattrs")
         .arg("--uri")

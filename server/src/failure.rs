@@ -126,6 +126,15 @@ impl Server {
         !self.pmix_exits.is_empty()
     }
 
+    /// Whether the clean exit of PMIx rank `rank` of `job` waits for its
+    /// finalize to be heard: until then the PMIx server must keep the
+    /// client, whose finalize may still be on its way.
+    pub fn pmix_exit_pending(&self, job: JobIdx, rank: u32) -> bool {
+        self.pmix_exits
+            .iter()
+            .any(|&(j, r, _)| j == job && r == rank)
+    }
+
     /// Fail the jobs of PMIx ranks that exited cleanly after `PMIx_Init`
     /// and whose `PMIx_Finalize` the PMIx server has not reported within
     /// [`PMIX_FINALIZE_GRACE`] of the exit.

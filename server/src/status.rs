@@ -175,6 +175,15 @@ impl Server {
             .is_some_and(|j| j.ranks.iter().any(|r| r.pmix))
     }
 
+    /// Whether rank `rank` of `job` is a PMIx client (registered with the
+    /// launcher's PMIx server).
+    pub fn is_pmix_rank(&self, job: JobIdx, rank: u32) -> bool {
+        self.jobs
+            .get(job)
+            .and_then(|j| j.ranks.get(rank as usize))
+            .is_some_and(|r| r.pmix)
+    }
+
     /// Whether some rank of `job` waits over the socket for a node attribute.
     pub fn waits_for_attr(&self, job: JobIdx) -> bool {
         !self.jobs[job].attr_waiters.is_empty()

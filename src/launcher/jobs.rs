@@ -318,15 +318,9 @@ impl Launcher {
                 }
             }
             let program = os::resolve_program(&app.program, app.wdir.as_deref())?;
-            let pmix = match app.personality {
-                Personality::Pmi => false,
-                Personality::Pmix => true,
-                Personality::Auto => {
-                    super::pmix::detect::speaks_pmix(&super::pmix::detect::needed(&program))
-                }
-            };
             let mut env = cfg.genv.clone();
             env.extend(app.env.iter().cloned());
+            let (pmix, pmix_lib) = personality(&cfg, app, &program, &env);
             plans.push(AppPlan {
                 nranks: app.nranks,
                 program,
@@ -336,6 +330,7 @@ impl Launcher {
                 wdir: app.wdir.clone(),
                 image: OnceLock::new(),
                 pmix,
+                pmix_lib,
             });
         }
         super::timeline::step("programs resolved");
@@ -455,6 +450,9 @@ impl Launcher {
             }
             let pin_info = impi.as_ref().filter(|h| h.sets_pin_info(&app.env));
             let app = Arc::new(app);
+            if !app.pmix {
+                self.singletons.watch(job, rank..rank + app.nranks);
+            }
             for _ in 0..app.nranks {
                 let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(8);
                 if app.pmix {
@@ -524,6 +522,31 @@ impl Launcher {
             tracing::debug!(cohorts = fence.cohort_count(), "fence released by cohorts");
         }
     }
+}
+
+/// A section's personality, and the OpenPMIx library its program links
+/// when it is PMIx and the user named none (docs/pmix.md, "One
+/// personality per section").
+fn personality(
+    cfg: &LaunchConfig,
+    app: &crate::config::App,
+    program: &std::path::Path,
+    env: &[(OsString, OsString)],
+) -> (bool, Option<PathBuf>) {
+    use super::pmix::detect;
+    let probe = || detect::probe(program, &app.args, app.wdir.as_deref(), env);
+    let (pmix, links) = match app.personality {
+        Personality::Pmi => return (false, None),
+        Personality::Pmix => (true, probe().links),
+        Personality::Auto => {
+            let v = probe();
+            (v.pmix, v.links)
+        }
+    };
+    let lib = links
+        .filter(|_| pmix && cfg.pmix_lib.is_none())
+        .and_then(|f| detect::linked_pmix(&f, env));
+    (pmix, lib)
 }
 
 /// Who asked for a spawned job: the spawning job and rank. The children

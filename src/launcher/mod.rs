@@ -26,6 +26,7 @@ pub mod output;
 mod peer;
 pub mod placement;
 mod pmix;
+mod singletons;
 mod spawn;
 mod starting;
 mod supervise;
@@ -108,6 +109,8 @@ pub struct Launcher {
     tools: tools::ToolsRt,
     /// The PMIx server, once a job has a PMIx section (see [`pmix`]).
     pmix: Option<pmix::PmixHost>,
+    /// PMI ranks watched for Open MPI's library ([`singletons`]).
+    singletons: singletons::Watch,
     /// Nested mode: this launcher is a node server of an outer job.
     nest: Option<nest::Nest>,
 }
@@ -158,7 +161,7 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
         Err(_) => 0,
     };
     timeline::step("exit");
-    if let Some(p) = &l.pmix {
+    if let Some(p) = &mut l.pmix {
         p.remove_files();
     }
     match launched {
@@ -237,6 +240,7 @@ impl Launcher {
             tools,
             waker,
             pmix: None,
+            singletons: Default::default(),
             nest: None,
         })
     }
@@ -280,6 +284,8 @@ impl Launcher {
                     .chain(self.tools_tick())
                     .chain(self.nest_wait())
                     .chain(self.pmix_lookup_tick())
+                    .chain(self.pmix_record_tick())
+                    .chain(self.singletons.wait())
                     .min()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -332,6 +338,7 @@ impl Launcher {
                 self.pmix_upcalls();
                 self.server
                     .check_pmix_exits(Instant::now(), &mut self.events);
+                self.pmix_end_ranks_and_jobs();
                 self.apply_events();
             }
             self.apply_events();
@@ -348,6 +355,8 @@ impl Launcher {
                 self.apply_events();
             }
             self.pmix_retry_lookups();
+            self.pmix_record_due();
+            self.check_singletons();
         }
         self.nest_finish();
         timeline::step("all ranks ended");

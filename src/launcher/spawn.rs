@@ -75,13 +75,14 @@ impl Launcher {
     /// `MPI_Comm_spawn`): the same checks and job as a PMI spawn, its
     /// ranks PMIx ones, answered with the new namespace once it is
     /// registered (the children then connect to their parent).
-    pub(super) fn pmix_spawn(
-        &mut self,
-        nspace: &str,
-        rank: u32,
-        apps: Vec<super::os::pmix::SpawnApp>,
-        done: super::os::pmix::SpawnDone,
-    ) {
+    pub(in crate::launcher) fn pmix_spawn(&mut self, u: pmix_host::SpawnUpcall) {
+        let pmix_host::SpawnUpcall {
+            nspace,
+            rank,
+            apps,
+            done,
+        } = u;
+        let nspace = nspace.as_str();
         let Some(parent) = self.server.job_index(nspace) else {
             crate::errln!("fastpmi: PMIx spawn by an unknown namespace {nspace}");
             done.complete(None);
@@ -163,6 +164,22 @@ impl Launcher {
             match plan(cmd, &self.cfg.genv) {
                 Ok(mut p) => {
                     p.pmix = pmix;
+                    // The running server serves it whatever it links: known
+                    // only for the debug line, or for a first server.
+                    if pmix
+                        && self.cfg.pmix_lib.is_none()
+                        && (self.pmix.is_none() || tracing::enabled!(tracing::Level::DEBUG))
+                    {
+                        let v = super::pmix::detect::probe(
+                            &p.program,
+                            &p.args,
+                            p.wdir.as_deref(),
+                            &p.env,
+                        );
+                        p.pmix_lib = v
+                            .links
+                            .and_then(|f| super::pmix::detect::linked_pmix(&f, &p.env));
+                    }
                     errcodes.extend(std::iter::repeat_n(0, cmd.maxprocs as usize));
                     plans.push(p);
                 }
@@ -179,6 +196,7 @@ impl Launcher {
                         wdir: None,
                         image: Default::default(),
                         pmix: false,
+                        pmix_lib: None,
                     });
                 }
             }
@@ -260,6 +278,7 @@ fn plan(cmd: &SpawnCmd, genv: &[(OsString, OsString)]) -> Result<AppPlan, Comman
         image: Default::default(),
         // Spawned by a PMI client: PMI (PMIx spawn is the PMIx server's).
         pmix: false,
+        pmix_lib: None,
     })
 }
 

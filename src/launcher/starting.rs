@@ -35,6 +35,9 @@ pub(super) struct AppPlan {
     pub image: OnceLock<Arc<os::ExecImage>>,
     /// Its ranks are PMIx clients (`--pmi`, docs/pmix.md).
     pub pmix: bool,
+    /// The OpenPMIx library its program links, when it is PMIx and the
+    /// user named none (the server loads it: `pmix::detect`).
+    pub pmix_lib: Option<PathBuf>,
 }
 
 /// A rank not started yet.

@@ -115,6 +115,11 @@ impl Procs {
         self.procs.len()
     }
 
+    /// Every rank process started, of every job.
+    pub(super) fn all(&self) -> impl Iterator<Item = &RankProc> {
+        self.procs.iter()
+    }
+
     pub(super) fn of_job(&self, job: JobIdx) -> impl Iterator<Item = &RankProc> {
         self.procs.iter().filter(move |p| p.job == job)
     }
@@ -389,6 +394,7 @@ impl Launcher {
                     "fastpmi: {message}; tolerated (--tolerate-group-failures): its process groups are marked failed"
                 );
                 self.server.rank_exited(job, rank, clean, &mut self.events);
+                self.pmix_rank_ended(job, rank);
                 self.rank_gone(job);
                 return;
             }
@@ -403,6 +409,7 @@ impl Launcher {
             }
         }
         self.server.rank_exited(job, rank, clean, &mut self.events);
+        self.pmix_rank_ended(job, rank);
         self.rank_gone(job);
     }
 
@@ -470,6 +477,7 @@ impl Launcher {
         }
         self.binding.release(job);
         self.conns.unlisten(job);
+        self.pmix_job_ended(job);
         tracing::debug!(job = %self.server.job_id(job), "job ended");
     }
 

@@ -117,7 +117,11 @@ impl ToolsRt {
             return;
         };
         let dir = rendezvous::dir();
-        let bound = Rendezvous::bind(&dir).and_then(|(r, listener)| {
+        let bound = Rendezvous::bind(&dir);
+        // What launchers killed with SIGKILL left on the node goes with
+        // their sockets, off the ranks' path as the rendezvous is.
+        super::pmix::remove_dead(&dir);
+        let bound = bound.and_then(|(r, listener)| {
             let fd = listener.as_raw_fd();
             registry.register(&mut SourceFd(&fd), token, mio::Interest::READABLE)?;
             Ok((r, listener))

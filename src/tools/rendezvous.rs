@@ -95,7 +95,7 @@ pub fn remove_dead(dir: &Path) {
         let is_socket = e
             .file_type()
             .is_ok_and(|t| std::os::unix::fs::FileTypeExt::is_socket(&t));
-        if is_socket && !Path::new(&format!("/proc/{pid}")).exists() {
+        if is_socket && !crate::private_dir::process_alive(pid) {
             let _ = fs::remove_file(e.path());
         }
     }

@@ -1,6 +1,6 @@
 /*
  * pmix_layout.c: the sizes and offsets of OpenPMIx's types that fastpmi's
- * FFI (src/launcher/os/pmix.rs, `LAYOUT`) declares itself, from the
+ * FFI (pmix-host/src/abi.rs, `LAYOUT`) declares itself, from the
  * installed headers (libpmix-dev), one "name = value" per line.
  */
 #include <stddef.h>
@@ -38,6 +38,8 @@ int main(void)
     printf("PMIX_RANGE_CUSTOM = %d\n", PMIX_RANGE_CUSTOM);
     printf("PMIX_RANK_WILDCARD = %lld\n", (long long)PMIX_RANK_WILDCARD);
     printf("offsetof(pmix_server_module_t, group) = %zu\n", offsetof(pmix_server_module_t, group));
+    printf("offsetof(pmix_server_module_t, job_control) = %zu\n",
+           offsetof(pmix_server_module_t, job_control));
     printf("PMIX_GROUP_CONSTRUCT = %d\n", PMIX_GROUP_CONSTRUCT);
     printf("PMIX_BYTE_OBJECT = %d\n", PMIX_BYTE_OBJECT);
     printf("PMIX_PROC_INFO = %d\n", PMIX_PROC_INFO);

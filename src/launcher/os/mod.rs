@@ -3,7 +3,6 @@
 
 mod forkers;
 pub mod hwloc;
-pub mod pmix;
 mod spawn;
 
 pub use forkers::{forkers_for, ForkDone, ForkJob, Forkers};

@@ -4,8 +4,8 @@
 //! counter fastpmi's PMI-2 groups take theirs from, so no two groups of
 //! any job or personality share one.
 
-use super::super::os::pmix::{proc_of, InfoList, QueryDone, PMIX_SUCCESS};
 use crate::launcher::Launcher;
+use pmix_host::{proc_of, GroupUpcall, InfoList, PMIX_SUCCESS};
 
 /// `PMIX_GROUP_CONTEXT_ID` (`size_t`).
 const GROUP_CONTEXT_ID: &str = "pmix.grp.ctxid";
@@ -15,15 +15,16 @@ const GROUP_MEMBERSHIP: &str = "pmix.grp.mbrs";
 const GROUP_ENDPT_DATA: &str = "pmix.grp.endpt";
 
 impl Launcher {
-    pub(super) fn pmix_group(
-        &mut self,
-        construct: bool,
-        name: &str,
-        members: &[(String, u32)],
-        ctxid: bool,
-        endpoints: Option<Vec<u8>>,
-        done: QueryDone,
-    ) {
+    pub(super) fn pmix_group(&mut self, u: GroupUpcall) {
+        let GroupUpcall {
+            construct,
+            name,
+            members,
+            ctxid,
+            endpoints,
+            done,
+        } = u;
+        let (name, members) = (name.as_str(), members.as_slice());
         let mut answer = InfoList::default();
         // OpenPMIx 5 sends each member the final membership from this
         // answer alone; without it a 5.0 client fails to unpack the reply

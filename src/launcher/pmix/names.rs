@@ -3,9 +3,9 @@
 //! one operation per key, answered once all are; a lookup with
 //! `PMIX_WAIT` waits for its names to be published.
 
-use super::super::os::pmix::{LookupDone, ModexDone, NameValue, OpDone};
 use base64::Engine as _;
 use fastpmi_server::{NameOp, NameResult};
+use pmix_host::{LookupDone, ModexDone, NameValue, NamesUpcall, OpDone};
 
 /// How a byte object is kept in the name service, whose values are text
 /// (PMI clients read them): this prefix, then its base64.
@@ -287,5 +287,52 @@ impl super::super::Launcher {
         // With a shared name server the lookups are events to send now:
         // the loop would otherwise sleep on them.
         self.apply_events();
+    }
+}
+
+impl super::super::Launcher {
+    /// A PMIx client's publish, unpublish or lookup.
+    pub(super) fn pmix_names_upcall(&mut self, u: NamesUpcall) {
+        match u {
+            NamesUpcall::Publish {
+                nspace,
+                pairs,
+                done,
+                ..
+            } => {
+                let (keys, ops) = pairs
+                    .into_iter()
+                    .map(|(service, v)| {
+                        let port = encode(v);
+                        (service.clone(), NameOp::Publish { service, port })
+                    })
+                    .unzip();
+                self.pmix_names(&nspace, keys, ops, Completion::Op(done));
+            }
+            NamesUpcall::Unpublish {
+                nspace, keys, done, ..
+            } => {
+                let ops = keys
+                    .iter()
+                    .map(|k| NameOp::Unpublish { service: k.clone() })
+                    .collect();
+                self.pmix_names(&nspace, keys, ops, Completion::Op(done));
+            }
+            NamesUpcall::Lookup {
+                nspace,
+                keys,
+                wait,
+                timeout,
+                done,
+                ..
+            } => {
+                let deadline = wait.then(|| {
+                    timeout.map(|t| {
+                        std::time::Instant::now() + std::time::Duration::from_secs(t.into())
+                    })
+                });
+                self.pmix_lookup(nspace, keys, deadline, LookupSink::Pmix(done));
+            }
+        }
     }
 }

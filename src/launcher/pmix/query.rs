@@ -4,12 +4,12 @@
 //! `MPI_Session_get_nth_pset`, `MPI_Group_from_session_pset`), the PMIx
 //! groups (number, names, members) and the proc tables.
 
-use super::super::os::pmix::{
-    proc_of, InfoList, QueryAsk, QueryDone, PMIX_PROC_STATE_CONNECTED, PMIX_PROC_STATE_RUNNING,
-    PMIX_PROC_STATE_TERMINATED,
-};
 use crate::launcher::os;
 use crate::launcher::Launcher;
+use pmix_host::{
+    proc_of, InfoList, QueryUpcall, PMIX_PROC_STATE_CONNECTED, PMIX_PROC_STATE_RUNNING,
+    PMIX_PROC_STATE_TERMINATED,
+};
 
 /// The keys answered (`pmix_common.h`).
 const QUERY_NAMESPACES: &str = "pmix.qry.ns";
@@ -32,7 +32,14 @@ impl Launcher {
     /// Answer `queries` of a process of `nspace` (a tool's namespace is no
     /// job: it sees every job's sets). Keys fastpmi does not know are left
     /// out; when none is answered the library hears "not found".
-    pub(super) fn pmix_query(&mut self, nspace: &str, queries: Vec<QueryAsk>, done: QueryDone) {
+    pub(super) fn pmix_query(&mut self, u: QueryUpcall) {
+        let QueryUpcall {
+            nspace,
+            queries,
+            done,
+            ..
+        } = u;
+        let nspace = nspace.as_str();
         tracing::debug!(?queries, "PMIx query by {nspace}");
         let requester = self.server.job_index(nspace);
         let live: Vec<_> = (0..self.jobs.len())

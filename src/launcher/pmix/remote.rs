@@ -11,10 +11,10 @@
 //! offered. Without a shared name server there is no other launcher to
 //! ask, and such a request is answered "not found" at once.
 
-use super::super::os::pmix::NameValue;
-use super::super::os::pmix::{InfoList, ModexDone, OpDone};
 use super::names::{encode, Completion, LookupSink};
 use fastpmi_server::NameOp;
+use pmix_host::NameValue;
+use pmix_host::{InfoList, ModexDone, OpDone, RemoteUpcall};
 
 /// `PMIX_RANK_WILDCARD`: every rank of a namespace.
 const WILDCARD: u32 = u32::MAX - 1;
@@ -128,5 +128,18 @@ impl super::super::Launcher {
             deadline,
             LookupSink::Modex(done),
         );
+    }
+}
+
+impl super::super::Launcher {
+    /// A connect, or data of a process another server hosts or asked for.
+    pub(super) fn pmix_remote(&mut self, u: RemoteUpcall) {
+        match u {
+            RemoteUpcall::Connect { procs, done } => self.pmix_connect(&procs, done),
+            RemoteUpcall::Dmodex { nspace, rank, done } => self.pmix_dmodex(&nspace, rank, done),
+            RemoteUpcall::LocalModex { nspace, rank, data } => {
+                self.pmix_offer_modex(&nspace, rank, data)
+            }
+        }
     }
 }

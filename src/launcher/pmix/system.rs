@@ -13,6 +13,30 @@ use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// Remove the system rendezvous file `path` if it is this user's and its
+/// server is gone (a launcher killed with SIGKILL leaves it); whether the
+/// name is free now.
+fn remove_if_gone(path: &Path) -> bool {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return true;
+    };
+    let me = rustix::process::geteuid().as_raw();
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let alive = pid_in(&text).is_some_and(crate::private_dir::process_alive);
+    if alive || meta.uid() != me || !meta.is_file() {
+        return false;
+    }
+    tracing::debug!("removing {} (its server is gone)", path.display());
+    std::fs::remove_file(path).is_ok()
+}
+
+/// [`remove_if_gone`] for this node's system rendezvous file.
+pub(super) fn remove_if_dead() {
+    let host = rustix::system::uname();
+    let path = std::env::temp_dir().join(format!("pmix.sys.{}", host.nodename().to_string_lossy()));
+    remove_if_gone(&path);
+}
+
 /// This launcher's claim on the node's system rendezvous file.
 pub(super) struct SystemRendezvous {
     path: PathBuf,
@@ -30,16 +54,9 @@ impl SystemRendezvous {
     pub(super) fn claim(hostname: &str, ours: &Path) -> Option<SystemRendezvous> {
         let dir = std::env::temp_dir();
         let path = dir.join(format!("pmix.sys.{hostname}"));
-        if let Ok(meta) = std::fs::symlink_metadata(&path) {
-            let me = rustix::process::geteuid().as_raw();
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            let alive = pid_in(&text).is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
-            if alive || meta.uid() != me || !meta.is_file() {
-                tracing::debug!("{} belongs to another server", path.display());
-                return None;
-            }
-            tracing::debug!("removing {} (its server is gone)", path.display());
-            let _ = std::fs::remove_file(&path);
+        if !remove_if_gone(&path) {
+            tracing::debug!("{} belongs to another server", path.display());
+            return None;
         }
         let content = std::fs::read(ours).ok()?;
         // Written aside, then linked into place: the link fails if another

@@ -5,7 +5,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CString};
 
-use super::PmixError;
+use crate::error::PmixError;
 
 /// `pmix_status_t`.
 pub type Status = c_int;
@@ -157,7 +157,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/pmix_abi.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 48] = [
+pub const LAYOUT: [(&str, i64); 49] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -275,27 +275,32 @@ pub const LAYOUT: [(&str, i64); 48] = [
         "offsetof(pmix_server_module_t, query)",
         (SLOT_QUERY * 8) as i64,
     ),
+    (
+        "offsetof(pmix_server_module_t, job_control)",
+        (SLOT_JOB_CONTROL * 8) as i64,
+    ),
 ];
 
 /// Function slots of `pmix_server_module_t` in PMIx 4.x (v5 adds at the
 /// end: the struct handed over is zero-padded well past both).
-pub(super) const MODULE_SLOTS_4: usize = 28;
-pub(super) const MODULE_SLOTS: usize = 64;
+pub(crate) const MODULE_SLOTS_4: usize = 28;
+pub(crate) const MODULE_SLOTS: usize = 64;
 /// Slots used (`pmix_server.h` order).
-pub(super) const SLOT_CLIENT_CONNECTED: usize = 0;
-pub(super) const SLOT_CLIENT_FINALIZED: usize = 1;
-pub(super) const SLOT_ABORT: usize = 2;
-pub(super) const SLOT_FENCE_NB: usize = 3;
-pub(super) const SLOT_DIRECT_MODEX: usize = 4;
-pub(super) const SLOT_PUBLISH: usize = 5;
-pub(super) const SLOT_LOOKUP: usize = 6;
-pub(super) const SLOT_UNPUBLISH: usize = 7;
-pub(super) const SLOT_SPAWN: usize = 8;
-pub(super) const SLOT_CONNECT: usize = 9;
-pub(super) const SLOT_DISCONNECT: usize = 10;
-pub(super) const SLOT_QUERY: usize = 15;
-pub(super) const SLOT_TOOL_CONNECTED: usize = 16;
-pub(super) const SLOT_GROUP: usize = 25;
+pub(crate) const SLOT_CLIENT_CONNECTED: usize = 0;
+pub(crate) const SLOT_CLIENT_FINALIZED: usize = 1;
+pub(crate) const SLOT_ABORT: usize = 2;
+pub(crate) const SLOT_FENCE_NB: usize = 3;
+pub(crate) const SLOT_DIRECT_MODEX: usize = 4;
+pub(crate) const SLOT_PUBLISH: usize = 5;
+pub(crate) const SLOT_LOOKUP: usize = 6;
+pub(crate) const SLOT_UNPUBLISH: usize = 7;
+pub(crate) const SLOT_SPAWN: usize = 8;
+pub(crate) const SLOT_CONNECT: usize = 9;
+pub(crate) const SLOT_DISCONNECT: usize = 10;
+pub(crate) const SLOT_QUERY: usize = 15;
+pub(crate) const SLOT_TOOL_CONNECTED: usize = 16;
+pub(crate) const SLOT_JOB_CONTROL: usize = 19;
+pub(crate) const SLOT_GROUP: usize = 25;
 /// `pmix_group_operation_t`.
 pub const PMIX_GROUP_CONSTRUCT: c_int = 0;
 pub const PMIX_GROUP_DESTRUCT: c_int = 1;
@@ -303,7 +308,7 @@ pub const PMIX_GROUP_DESTRUCT: c_int = 1;
 /// Keeps the strings and arrays an info list points to alive.
 #[derive(Default)]
 pub struct InfoList {
-    pub(super) infos: Vec<Info>,
+    pub(crate) infos: Vec<Info>,
     strings: Vec<CString>,
     // Boxed: the infos point at them, so they must not move when the
     // vector grows.
@@ -395,7 +400,7 @@ impl InfoList {
             let h = CString::new(host.as_str()).map_err(|_| PmixError::Nul(host.clone()))?;
             let e = CString::new(exe.as_str()).map_err(|_| PmixError::Nul(exe.clone()))?;
             table.push(ProcInfo {
-                proc_: super::proc_of(ns, *rank),
+                proc_: proc_of(ns, *rank),
                 hostname: h.as_ptr().cast_mut(),
                 executable_name: e.as_ptr().cast_mut(),
                 pid: *pid,
@@ -473,3 +478,46 @@ impl InfoList {
         self.arrays.push((da, inner));
     }
 }
+
+/// The `pmix_proc_t` of `rank` of `nspace` (cut to the ABI's length).
+pub fn proc_of(nspace: &str, rank: u32) -> Proc {
+    let mut p = Proc {
+        nspace: [0; NSPACE_BYTES],
+        rank,
+    };
+    for (d, s) in p
+        .nspace
+        .iter_mut()
+        .zip(nspace.bytes().take(NSPACE_BYTES - 1))
+    {
+        *d = s as c_char;
+    }
+    p
+}
+
+/// The namespace of a `pmix_proc_t`.
+pub fn nspace_of(p: &Proc) -> String {
+    let end = p
+        .nspace
+        .iter()
+        .position(|&c| c == 0)
+        .unwrap_or(NSPACE_BYTES);
+    p.nspace[..end].iter().map(|&c| c as u8 as char).collect()
+}
+
+// The library's callback types (`pmix_server.h`, `pmix_common.h`).
+
+pub type InfoCb =
+    Option<unsafe extern "C" fn(Status, *mut Info, usize, *mut c_void, ReleaseCb, *mut c_void)>;
+
+pub type LookupCb = Option<unsafe extern "C" fn(Status, *mut PData, usize, *mut c_void)>;
+
+pub type SpawnCb = Option<unsafe extern "C" fn(Status, *mut c_char, *mut c_void)>;
+
+/// `pmix_dmodex_response_fn_t`.
+pub type DmodexCb = Option<unsafe extern "C" fn(Status, *mut c_char, usize, *mut c_void)>;
+
+pub type OpCb = Option<unsafe extern "C" fn(Status, *mut c_void)>;
+pub type ReleaseCb = Option<unsafe extern "C" fn(*mut c_void)>;
+pub type ModexCb =
+    Option<unsafe extern "C" fn(Status, *const c_char, usize, *mut c_void, ReleaseCb, *mut c_void)>;

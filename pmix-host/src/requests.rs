@@ -1,15 +1,15 @@
 //! The upcalls about jobs rather than one client: queries, tools,
 //! groups, spawn and connect (on the library's progress thread, like
-//! [`super::upcalls`]).
+//! [`crate::upcalls`]).
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use super::abi::*;
-use super::done::*;
-use super::upcalls::{key_list, key_text, opt_string, send, OpCb, Upcall};
-use super::{nspace_of, proc_of};
+use crate::abi::*;
+use crate::done::*;
+use crate::families::*;
+use crate::upcalls::{key_list, key_text, opt_string, send};
 
-pub(super) unsafe extern "C" fn up_query(
+pub(crate) unsafe extern "C" fn up_query(
     p: *mut Proc,
     queries: *mut Query,
     nqueries: usize,
@@ -52,12 +52,12 @@ pub(super) unsafe extern "C" fn up_query(
             .collect();
         asks.push(QueryAsk { keys, quals });
     }
-    send(Upcall::Query {
+    send(Upcall::Query(QueryUpcall {
         nspace: nspace_of(p),
         rank: p.rank,
         queries: asks,
-        done: QueryDone { cb, data: cbdata },
-    });
+        done: QueryDone::new(cb, cbdata),
+    }));
     PMIX_SUCCESS
 }
 
@@ -70,7 +70,7 @@ static TOOLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0
 /// a namespace of its own, `fastpmi-tool-<launcher pid>-<n>`, rank 0; one
 /// of another user's is refused and logged. Answered at once: it needs
 /// nothing of the launcher's jobs.
-pub(super) unsafe extern "C" fn up_tool_connected(
+pub(crate) unsafe extern "C" fn up_tool_connected(
     info: *mut Info,
     ninfo: usize,
     cb: ToolCb,
@@ -108,7 +108,7 @@ pub(super) unsafe extern "C" fn up_tool_connected(
     unsafe { cb(PMIX_SUCCESS, &mut p, cbdata) };
 }
 
-pub(super) unsafe extern "C" fn up_group(
+pub(crate) unsafe extern "C" fn up_group(
     op: c_int,
     grp: *mut c_char,
     procs: *const Proc,
@@ -174,18 +174,18 @@ pub(super) unsafe extern "C" fn up_group(
     } else {
         (None, PMIX_OPERATION_SUCCEEDED)
     };
-    send(Upcall::Group {
+    send(Upcall::Group(GroupUpcall {
         construct,
         name,
         members: members.iter().map(|p| (nspace_of(p), p.rank)).collect(),
         ctxid,
         endpoints,
-        done: QueryDone { cb, data: cbdata },
-    });
+        done: QueryDone::new(cb, cbdata),
+    }));
     status
 }
 
-pub(super) unsafe extern "C" fn up_spawn(
+pub(crate) unsafe extern "C" fn up_spawn(
     p: *const Proc,
     job_info: *const Info,
     ninfo: usize,
@@ -226,12 +226,12 @@ pub(super) unsafe extern "C" fn up_spawn(
             maxprocs: a.maxprocs,
         })
         .collect();
-    send(Upcall::Spawn {
+    send(Upcall::Spawn(SpawnUpcall {
         nspace: nspace_of(p),
         rank: p.rank,
         apps,
-        done: SpawnDone { cb, data: cbdata },
-    });
+        done: SpawnDone::new(cb, cbdata),
+    }));
     PMIX_SUCCESS
 }
 
@@ -256,7 +256,7 @@ unsafe fn wdir_of(info: *const Info, n: usize) -> Option<String> {
 /// asks. The launcher registers the namespaces of other launchers'
 /// participants (so that their data is asked of it) and offers its own
 /// participants' data, then answers.
-pub(super) unsafe extern "C" fn up_connect(
+pub(crate) unsafe extern "C" fn up_connect(
     procs: *const Proc,
     nprocs: usize,
     _info: *const Info,
@@ -269,15 +269,15 @@ pub(super) unsafe extern "C" fn up_connect(
     }
     // SAFETY: the library passes `nprocs` procs for the call.
     let procs = unsafe { std::slice::from_raw_parts(procs, nprocs) };
-    send(Upcall::Connect {
+    send(Upcall::Remote(RemoteUpcall::Connect {
         procs: procs.iter().map(|p| (nspace_of(p), p.rank)).collect(),
-        done: OpDone { cb, data: cbdata },
-    });
+        done: OpDone::new(cb, cbdata),
+    }));
     PMIX_SUCCESS
 }
 
 /// Disconnect: nothing to wait for (see `up_connect`).
-pub(super) unsafe extern "C" fn up_disconnect(
+pub(crate) unsafe extern "C" fn up_disconnect(
     _procs: *const Proc,
     _nprocs: usize,
     _info: *const Info,
@@ -286,4 +286,30 @@ pub(super) unsafe extern "C" fn up_disconnect(
     _cbdata: *mut c_void,
 ) -> Status {
     PMIX_OPERATION_SUCCEEDED
+}
+
+/// `PMIx_Job_control`: the library handles cleanup registrations
+/// (`PMIX_REGISTER_CLEANUP`, `..._DIR`) itself and passes on the rest,
+/// which this host does not serve (kill, signal, checkpoint...): refused
+/// at once, so the client gets the status.
+pub(crate) unsafe extern "C" fn up_job_control(
+    _requestor: *const Proc,
+    _targets: *const Proc,
+    _ntargets: usize,
+    info: *const Info,
+    ninfo: usize,
+    _cb: InfoCb,
+    _cbdata: *mut c_void,
+) -> Status {
+    // SAFETY: the library passes `ninfo` directives for the call.
+    let infos = unsafe {
+        if info.is_null() {
+            &[][..]
+        } else {
+            std::slice::from_raw_parts(info, ninfo)
+        }
+    };
+    let keys: Vec<String> = infos.iter().map(|i| key_text(&i.key)).collect();
+    tracing::debug!("refused a PMIx job control request: {keys:?}");
+    PMIX_ERR_NOT_SUPPORTED
 }

@@ -15,10 +15,9 @@
 use std::ffi::{c_void, CStr};
 use std::sync::OnceLock;
 
-use super::abi::*;
+use crate::abi::*;
 
-pub(super) type QueryNb =
-    unsafe extern "C" fn(*mut Query, usize, super::done::InfoCb, *mut c_void) -> Status;
+pub(crate) type QueryNb = unsafe extern "C" fn(*mut Query, usize, InfoCb, *mut c_void) -> Status;
 
 /// The library's own `PMIx_Query_info_nb`, and whether its attribute path
 /// is the one that crashes (OpenPMIx before 5).
@@ -26,7 +25,7 @@ static REAL: OnceLock<(QueryNb, bool)> = OnceLock::new();
 
 /// Route queries to `real`, the loaded library's function, of version
 /// `version` (`PMIx_Get_version`'s text).
-pub(super) fn install(real: QueryNb, version: &str) {
+pub(crate) fn install(real: QueryNb, version: &str) {
     let _ = REAL.set((real, crashes_on_attributes(version)));
     // Keep the definition in the binary (it is reached only through the
     // dynamic linker).
@@ -56,7 +55,7 @@ const ATTRIBUTE_SUPPORT: &CStr = c"pmix.qry.attrs";
 pub unsafe extern "C" fn PMIx_Query_info_nb(
     queries: *mut Query,
     nqueries: usize,
-    cbfunc: super::done::InfoCb,
+    cbfunc: InfoCb,
     cbdata: *mut c_void,
 ) -> Status {
     let Some(&(real, broken)) = REAL.get() else {

@@ -6,110 +6,16 @@
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
 
-use super::abi::*;
-use super::done::*;
-use super::nspace_of;
+use crate::abi::*;
+use crate::done::*;
+use crate::families::*;
 
-pub(super) type OpCb = Option<unsafe extern "C" fn(Status, *mut c_void)>;
-pub(super) type ReleaseCb = Option<unsafe extern "C" fn(*mut c_void)>;
-pub(super) type ModexCb =
-    Option<unsafe extern "C" fn(Status, *const c_char, usize, *mut c_void, ReleaseCb, *mut c_void)>;
+/// Where upcalls go: the host's receiver, called on the library's
+/// progress thread (one server per process).
+pub type Sink = Box<dyn Fn(Upcall) + Send + Sync>;
+pub(crate) static SINK: OnceLock<Sink> = OnceLock::new();
 
-/// What a client asked of the launcher, from the progress thread.
-#[derive(Debug)]
-pub enum Upcall {
-    /// `PMIx_Abort` by `rank` of `nspace`.
-    Abort {
-        nspace: String,
-        rank: u32,
-        status: i32,
-        message: String,
-    },
-    /// `PMIx_Init` of `rank` of `nspace` (its connection).
-    Connected { nspace: String, rank: u32 },
-    /// `PMIx_Finalize` of `rank` of `nspace`.
-    Finalized { nspace: String, rank: u32 },
-    /// `PMIx_Publish`: `pairs` (service, value) by `rank` of `nspace`.
-    Publish {
-        nspace: String,
-        rank: u32,
-        pairs: Vec<(String, NameValue)>,
-        done: OpDone,
-    },
-    /// `PMIx_Unpublish` of `keys` (empty: every name of the caller).
-    Unpublish {
-        nspace: String,
-        rank: u32,
-        keys: Vec<String>,
-        done: OpDone,
-    },
-    /// `PMIx_Lookup` of `keys`; with `wait` (`PMIX_WAIT`) the answer waits
-    /// until every key is published, for at most `timeout` seconds
-    /// (`PMIX_TIMEOUT`; none: until the job ends).
-    Lookup {
-        nspace: String,
-        rank: u32,
-        keys: Vec<String>,
-        wait: bool,
-        timeout: Option<u32>,
-        done: LookupDone,
-    },
-    /// `PMIx_Query_info` that the library passes on (by `rank` of
-    /// `nspace`, or a tool).
-    Query {
-        nspace: String,
-        rank: u32,
-        queries: Vec<QueryAsk>,
-        done: QueryDone,
-    },
-    /// `PMIx_Connect` of `procs` (rank `u32::MAX - 1`: all of its
-    /// namespace), once the library gathered every local participant.
-    Connect {
-        procs: Vec<(String, u32)>,
-        done: OpDone,
-    },
-    /// A rank asked for data of `rank` of `nspace`, which this server does
-    /// not host (another launcher's job, after `PMIx_Connect`).
-    Dmodex {
-        nspace: String,
-        rank: u32,
-        done: ModexDone,
-    },
-    /// The data the library holds of `rank` of `nspace`, one of this
-    /// server's clients (`Server::request_modex`); `None` when it has none.
-    LocalModex {
-        nspace: String,
-        rank: u32,
-        data: Option<Vec<u8>>,
-    },
-    /// `PMIx_Spawn` by `rank` of `nspace` (Open MPI's `MPI_Comm_spawn`).
-    Spawn {
-        nspace: String,
-        rank: u32,
-        apps: Vec<SpawnApp>,
-        done: SpawnDone,
-    },
-    /// `PMIx_Group_construct` (`construct`) or `_destruct` of group
-    /// `name` of `members`, once every local member called it (the
-    /// library collects them). `ctxid`: a context id is asked for.
-    Group {
-        construct: bool,
-        name: String,
-        members: Vec<(String, u32)>,
-        ctxid: bool,
-        /// The members' endpoint data the library collected
-        /// (`PMIX_GROUP_ENDPT_DATA`): every member is local, so it is the
-        /// whole of it and goes back as it came.
-        endpoints: Option<Vec<u8>>,
-        done: QueryDone,
-    },
-}
-
-/// Where upcalls go (one server per process).
-pub(super) type Sink = Box<dyn Fn(Upcall) + Send + Sync>;
-pub(super) static SINK: OnceLock<Sink> = OnceLock::new();
-
-pub(super) fn send(u: Upcall) {
+pub(crate) fn send(u: Upcall) {
     if let Some(s) = SINK.get() {
         s(u);
     }
@@ -117,7 +23,7 @@ pub(super) fn send(u: Upcall) {
 
 // --- upcalls (the library's progress thread) ---
 
-pub(super) unsafe extern "C" fn up_connected(
+pub(crate) unsafe extern "C" fn up_connected(
     p: *const Proc,
     _o: *mut c_void,
     _cb: OpCb,
@@ -125,15 +31,15 @@ pub(super) unsafe extern "C" fn up_connected(
 ) -> Status {
     // SAFETY: the library passes a valid proc for the call's duration.
     if let Some(p) = unsafe { p.as_ref() } {
-        send(Upcall::Connected {
+        send(Upcall::Client(ClientUpcall::Connected {
             nspace: nspace_of(p),
             rank: p.rank,
-        });
+        }));
     }
     PMIX_OPERATION_SUCCEEDED
 }
 
-pub(super) unsafe extern "C" fn up_finalized(
+pub(crate) unsafe extern "C" fn up_finalized(
     p: *const Proc,
     _o: *mut c_void,
     _cb: OpCb,
@@ -141,15 +47,15 @@ pub(super) unsafe extern "C" fn up_finalized(
 ) -> Status {
     // SAFETY: the library passes a valid proc for the call's duration.
     if let Some(p) = unsafe { p.as_ref() } {
-        send(Upcall::Finalized {
+        send(Upcall::Client(ClientUpcall::Finalized {
             nspace: nspace_of(p),
             rank: p.rank,
-        });
+        }));
     }
     PMIX_OPERATION_SUCCEEDED
 }
 
-pub(super) unsafe extern "C" fn up_abort(
+pub(crate) unsafe extern "C" fn up_abort(
     p: *const Proc,
     _o: *mut c_void,
     status: c_int,
@@ -172,19 +78,19 @@ pub(super) unsafe extern "C" fn up_abort(
         )
     };
     if let Some(p) = proc_ {
-        send(Upcall::Abort {
+        send(Upcall::Client(ClientUpcall::Abort {
             nspace: nspace_of(p),
             rank: p.rank,
             status,
             message,
-        });
+        }));
     }
     PMIX_OPERATION_SUCCEEDED
 }
 
 /// One node: every participant is local, so the collected data is the
 /// whole answer.
-pub(super) unsafe extern "C" fn up_fence(
+pub(crate) unsafe extern "C" fn up_fence(
     _procs: *const Proc,
     _nprocs: usize,
     _info: *const Info,
@@ -216,7 +122,7 @@ pub(super) unsafe extern "C" fn up_fence(
 /// # Safety
 /// `keys` is NULL or a NULL-terminated array of NUL-terminated strings,
 /// valid for the call.
-pub(super) unsafe fn key_list(keys: *mut *mut c_char) -> Vec<String> {
+pub(crate) unsafe fn key_list(keys: *mut *mut c_char) -> Vec<String> {
     let mut out = Vec::new();
     if keys.is_null() {
         return out;
@@ -235,7 +141,7 @@ pub(super) unsafe fn key_list(keys: *mut *mut c_char) -> Vec<String> {
     out
 }
 
-pub(super) unsafe extern "C" fn up_publish(
+pub(crate) unsafe extern "C" fn up_publish(
     p: *const Proc,
     info: *const Info,
     ninfo: usize,
@@ -286,16 +192,16 @@ pub(super) unsafe extern "C" fn up_publish(
         };
         pairs.push((key, value));
     }
-    send(Upcall::Publish {
+    send(Upcall::Names(NamesUpcall::Publish {
         nspace: nspace_of(p),
         rank: p.rank,
         pairs,
-        done: OpDone { cb, data: cbdata },
-    });
+        done: OpDone::new(cb, cbdata),
+    }));
     PMIX_SUCCESS
 }
 
-pub(super) unsafe extern "C" fn up_unpublish(
+pub(crate) unsafe extern "C" fn up_unpublish(
     p: *const Proc,
     keys: *mut *mut c_char,
     _info: *const Info,
@@ -308,16 +214,16 @@ pub(super) unsafe extern "C" fn up_unpublish(
     let (Some(p), keys) = (unsafe { p.as_ref() }, unsafe { key_list(keys) }) else {
         return PMIX_ERR_BAD_PARAM;
     };
-    send(Upcall::Unpublish {
+    send(Upcall::Names(NamesUpcall::Unpublish {
         nspace: nspace_of(p),
         rank: p.rank,
         keys,
-        done: OpDone { cb, data: cbdata },
-    });
+        done: OpDone::new(cb, cbdata),
+    }));
     PMIX_SUCCESS
 }
 
-pub(super) unsafe extern "C" fn up_lookup(
+pub(crate) unsafe extern "C" fn up_lookup(
     p: *const Proc,
     keys: *mut *mut c_char,
     info: *const Info,
@@ -345,24 +251,24 @@ pub(super) unsafe extern "C" fn up_lookup(
         .map(|i| unsafe { i.value.data.int })
         .filter(|&t| t > 0)
         .map(|t| t as u32);
-    send(Upcall::Lookup {
+    send(Upcall::Names(NamesUpcall::Lookup {
         nspace: nspace_of(p),
         rank: p.rank,
         keys,
         wait,
         timeout,
-        done: LookupDone { cb, data: cbdata },
-    });
+        done: LookupDone::new(cb, cbdata),
+    }));
     PMIX_SUCCESS
 }
 
-pub(super) fn key_text(k: &[c_char; KEY_BYTES]) -> String {
+pub(crate) fn key_text(k: &[c_char; KEY_BYTES]) -> String {
     let end = k.iter().position(|&c| c == 0).unwrap_or(KEY_BYTES);
     k[..end].iter().map(|&c| c as u8 as char).collect()
 }
 
 /// Every process of a job is on this node: nothing to ask elsewhere.
-pub(super) unsafe extern "C" fn up_dmodex(
+pub(crate) unsafe extern "C" fn up_dmodex(
     p: *const Proc,
     _i: *const Info,
     _n: usize,
@@ -373,11 +279,11 @@ pub(super) unsafe extern "C" fn up_dmodex(
     let Some(p) = (unsafe { p.as_ref() }) else {
         return PMIX_ERR_BAD_PARAM;
     };
-    send(Upcall::Dmodex {
+    send(Upcall::Remote(RemoteUpcall::Dmodex {
         nspace: nspace_of(p),
         rank: p.rank,
-        done: ModexDone { cb, data: d },
-    });
+        done: ModexDone::new(cb, d),
+    }));
     PMIX_SUCCESS
 }
 
@@ -385,7 +291,7 @@ pub(super) unsafe extern "C" fn up_dmodex(
 ///
 /// # Safety
 /// `p` is NULL or a NUL-terminated string valid for the call.
-pub(super) unsafe fn opt_string(p: *const c_char) -> Option<String> {
+pub(crate) unsafe fn opt_string(p: *const c_char) -> Option<String> {
     // SAFETY: per the contract.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }

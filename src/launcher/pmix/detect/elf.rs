@@ -1,18 +1,13 @@
-//! Which personality a program gets under `--pmi auto` (docs/pmix.md): PMIx
-//! when the libraries it links include `libpmix` or Open MPI's `libmpi.so.40`
-//! (both Open MPI 4.1, which loads PMIx through a plugin, and Open MPI 5);
-//! PMI otherwise (MPICH and Intel MPI link `libmpi.so.12`). Read from the
-//! ELF dynamic section (`DT_NEEDED`), mapped, not executed: microseconds, where
-//! `ld.so --list` takes about 12 ms. Interpreters and scripts are PMI: the
-//! user names the personality for them.
+//! What a program's ELF headers say, read from the mapped file, nothing
+//! run: the libraries it names (`DT_NEEDED`) and its loader (`PT_INTERP`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use object::read::elf::{Dyn, ElfFile64, FileHeader, SectionHeader};
+use object::read::elf::{Dyn, ElfFile64, FileHeader, ProgramHeader, SectionHeader};
 use object::Endianness;
 
 /// The libraries `program` names in its `DT_NEEDED` entries (empty for a
-/// file that is not a 64-bit ELF program).
+/// file that is not a 64-bit ELF object).
 pub fn needed(program: &Path) -> Vec<String> {
     // Mapped: only the pages of the headers and the dynamic section are
     // read, however large the program.
@@ -54,6 +49,21 @@ pub fn needed(program: &Path) -> Vec<String> {
     out
 }
 
+/// The dynamic loader `file` asks for (`PT_INTERP`), if it is a 64-bit ELF
+/// program that names one (shared libraries do not).
+pub fn interpreter(file: &Path) -> Option<PathBuf> {
+    let map = crate::launcher::os::map_readonly(file)?;
+    let elf = ElfFile64::<Endianness>::parse(&*map).ok()?;
+    let (hdr, data, endian) = (elf.elf_header(), elf.data(), elf.endian());
+    for ph in hdr.program_headers(endian, data).ok()? {
+        if let Ok(Some(name)) = ph.interpreter(endian, data) {
+            let name = std::str::from_utf8(name).ok()?;
+            return Some(PathBuf::from(name));
+        }
+    }
+    None
+}
+
 /// The NUL-terminated string at `at` in a string table.
 fn c_string_at(table: &[u8], at: u64) -> Option<&[u8]> {
     let rest = table.get(usize::try_from(at).ok()?..)?;
@@ -62,25 +72,9 @@ fn c_string_at(table: &[u8], at: u64) -> Option<&[u8]> {
         .map(std::ffi::CStr::to_bytes)
 }
 
-/// Whether a program linking `needed` speaks PMIx.
-pub fn speaks_pmix(needed: &[String]) -> bool {
-    needed
-        .iter()
-        .any(|n| n.starts_with("libpmix.so") || n == "libmpi.so.40")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn open_mpi_and_pmix_libraries_mean_pmix() {
-        let v = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(speaks_pmix(&v(&["libmpi.so.40", "libc.so.6"])));
-        assert!(speaks_pmix(&v(&["libpmix.so.2"])));
-        assert!(!speaks_pmix(&v(&["libmpi.so.12", "libc.so.6"])));
-        assert!(!speaks_pmix(&v(&["libpmi2.so.0"])));
-    }
 
     #[test]
     fn strings_are_read_to_their_nul_and_never_past_the_table() {
@@ -92,10 +86,13 @@ mod tests {
     }
 
     #[test]
-    fn a_programs_needed_libraries_are_read() {
+    fn a_programs_needed_libraries_and_loader_are_read() {
         let me = std::env::current_exe().unwrap();
         assert!(needed(&me).iter().any(|n| n.starts_with("libc.so")));
         assert!(needed(Path::new("/nonexistent")).is_empty());
         assert!(needed(Path::new("/etc/passwd")).is_empty());
+        let ld = interpreter(&me).expect("a dynamic program names its loader");
+        assert!(ld.is_absolute() && ld.exists(), "{}", ld.display());
+        assert_eq!(interpreter(Path::new("/etc/passwd")), None);
     }
 }

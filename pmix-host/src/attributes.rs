@@ -6,7 +6,7 @@
 /// honours none has an empty list: PRRTE's "NONE" and "N/A" are names no
 /// dictionary knows, and OpenPMIx (4.2, 5.0) then answers a query for
 /// every function's attributes with nothing at all.
-pub(super) const HOST_ATTRIBUTES: &[(&str, &[&str])] = &[
+pub(crate) const HOST_ATTRIBUTES: &[(&str, &[&str])] = &[
     ("PMIx_Abort", &[]),
     ("PMIx_Fence", &[]),
     ("PMIx_Fence_nb", &[]),

@@ -1,52 +1,16 @@
-//! The FFI to OpenPMIx's server library (OS glue): fastpmi's launcher as a
-//! PMIx server for Open MPI and other PMIx clients (docs/pmix.md). The
-//! library is loaded at run time (`libpmix.so.2`, Debian's by default,
-//! another with `--pmix-lib`), like hwloc; without it PMI jobs run as
-//! before.
-//!
-//! The PMIx 4.x/5.x ABI (`pmix_common.h`, `pmix_server.h`) is in [`abi`];
-//! `tests/pmix_abi.rs` checks it against the installed headers. The
-//! upcalls, on the library's progress thread, are in [`upcalls`].
+//! The running server: the library's functions, loaded once, and the
+//! calls the host makes of it.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
-pub mod abi;
-pub use abi::*;
-mod attributes;
-mod done;
-mod guard;
-mod requests;
-mod upcalls;
-pub use done::{
-    LookupDone, ModexDone, NameValue, OpDone, QueryAsk, QueryDone, SpawnApp, SpawnDone,
-};
-use requests::*;
-pub use upcalls::Upcall;
-use upcalls::*;
-
-/// Why the server is not available.
-#[derive(Debug, thiserror::Error)]
-pub enum PmixError {
-    #[error("no PMIx server library could be loaded ({tried}): install Debian's libpmix2, or name one with --pmix-lib PATH or FASTPMI_PMIX_LIB")]
-    NotInstalled { tried: String },
-    #[error("{path}: {source}")]
-    Symbol {
-        path: String,
-        source: libloading::Error,
-    },
-    #[error("{call} failed: {text} ({status})")]
-    Failed {
-        call: &'static str,
-        status: Status,
-        text: String,
-    },
-    #[error("a PMIx server is already running in this process")]
-    Twice,
-    #[error("{0} contains a NUL byte")]
-    Nul(String),
-}
+use crate::abi::*;
+use crate::error::PmixError;
+use crate::families::*;
+use crate::requests::*;
+use crate::upcalls::*;
+use crate::{attributes, guard};
 
 /// The names the library goes by (Debian's, then any on the search path).
 const LIBS: &[&str] = &[
@@ -80,10 +44,9 @@ struct Fns {
     cpuset_destruct: unsafe extern "C" fn(*mut Cpuset),
     register_attributes: unsafe extern "C" fn(*mut c_char, *mut *mut c_char) -> Status,
     dmodex_request: unsafe extern "C" fn(*const Proc, DmodexCb, *mut c_void) -> Status,
+    deregister_client: unsafe extern "C" fn(*const Proc, OpCb, *mut c_void),
+    deregister_nspace: unsafe extern "C" fn(*const c_char, OpCb, *mut c_void),
 }
-
-/// `pmix_dmodex_response_fn_t`.
-type DmodexCb = Option<unsafe extern "C" fn(Status, *mut c_char, usize, *mut c_void)>;
 
 /// The library's answer to `Server::request_modex`, on its thread.
 unsafe extern "C" fn modex_data(
@@ -102,7 +65,11 @@ unsafe extern "C" fn modex_data(
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), size) }.to_vec()
     });
     let (nspace, rank) = *who;
-    upcalls::send(Upcall::LocalModex { nspace, rank, data });
+    send(Upcall::Remote(RemoteUpcall::LocalModex {
+        nspace,
+        rank,
+        data,
+    }));
 }
 
 /// The copy of a string the library allocated with malloc (NULL: empty),
@@ -144,6 +111,14 @@ unsafe extern "C" fn op_done(status: Status, cbdata: *mut c_void) {
 /// Call `f` with a completion callback and wait for it (or for `f`'s own
 /// status when it is an immediate error or already done).
 fn wait_op(f: impl FnOnce(OpCb, *mut c_void) -> Status) -> Status {
+    wait_op_for(OP_TIMEOUT, f)
+}
+
+/// [`wait_op`], waiting at most `timeout`.
+fn wait_op_for(
+    timeout: std::time::Duration,
+    f: impl FnOnce(OpCb, *mut c_void) -> Status,
+) -> Status {
     let done: Done = Arc::new((Mutex::new(None), Condvar::new()));
     let raw = Arc::into_raw(done.clone()).cast_mut().cast::<c_void>();
     let rc = f(Some(op_done), raw);
@@ -158,7 +133,7 @@ fn wait_op(f: impl FnOnce(OpCb, *mut c_void) -> Status) -> Status {
     }
     // Bounded: a library that never calls back must not hang the launcher
     // (a late callback finds its reference, taken above, still alive).
-    let deadline = std::time::Instant::now() + OP_TIMEOUT;
+    let deadline = std::time::Instant::now() + timeout;
     let (m, cv) = &*done;
     let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
     while g.is_none() {
@@ -177,32 +152,14 @@ fn wait_op(f: impl FnOnce(OpCb, *mut c_void) -> Status) -> Status {
 /// The longest an operation of the library may take to call back.
 const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The longest a namespace's deregistration may take.
+const DEREGISTER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A completion nobody waits for.
+unsafe extern "C" fn op_ignored(_status: Status, _cbdata: *mut c_void) {}
+
 /// The longest `PMIx_server_finalize` may take at exit.
 const FINALIZE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
-pub fn proc_of(nspace: &str, rank: u32) -> Proc {
-    let mut p = Proc {
-        nspace: [0; NSPACE_BYTES],
-        rank,
-    };
-    for (d, s) in p
-        .nspace
-        .iter_mut()
-        .zip(nspace.bytes().take(NSPACE_BYTES - 1))
-    {
-        *d = s as c_char;
-    }
-    p
-}
-
-pub(super) fn nspace_of(p: &Proc) -> String {
-    let end = p
-        .nspace
-        .iter()
-        .position(|&c| c == 0)
-        .unwrap_or(NSPACE_BYTES);
-    p.nspace[..end].iter().map(|&c| c as u8 as char).collect()
-}
 
 impl Server {
     /// Load the library (`lib`, else the usual names) and start the server
@@ -253,6 +210,8 @@ impl Server {
                 cpuset_destruct: *lib.get(b"PMIx_Cpuset_destruct\0").map_err(sym)?,
                 register_attributes: *lib.get(b"PMIx_Register_attributes\0").map_err(sym)?,
                 dmodex_request: *lib.get(b"PMIx_server_dmodex_request\0").map_err(sym)?,
+                deregister_client: *lib.get(b"PMIx_server_deregister_client\0").map_err(sym)?,
+                deregister_nspace: *lib.get(b"PMIx_server_deregister_nspace\0").map_err(sym)?,
             }
         };
         // SAFETY: `PMIx_Query_info_nb` and `PMIx_Get_version` with their
@@ -298,6 +257,10 @@ impl Server {
         module[SLOT_DISCONNECT] = up_disconnect as *const () as usize;
         module[SLOT_TOOL_CONNECTED] = up_tool_connected as *const () as usize;
         module[SLOT_GROUP] = up_group as *const () as usize;
+        // Present, so that the library takes its clients' cleanup
+        // registrations (it refuses them when the host has no job
+        // control); the library handles those itself.
+        module[SLOT_JOB_CONTROL] = up_job_control as *const () as usize;
         let mut infos = InfoList::default();
         let dir = tmpdir.to_string_lossy();
         infos.string("pmix.srvr.tmpdir", &dir)?;
@@ -387,7 +350,7 @@ impl Server {
 
     /// Ask the library for the data `rank` of `nspace` (a client of this
     /// server) committed, as a direct-modex answer carries it to another
-    /// server; it comes back as [`Upcall::LocalModex`].
+    /// server; it comes back as [`RemoteUpcall::LocalModex`].
     pub fn request_modex(&self, nspace: &str, rank: u32) -> Result<(), PmixError> {
         let p = proc_of(nspace, rank);
         let raw = Box::into_raw(Box::new((nspace.to_string(), rank)));
@@ -494,6 +457,31 @@ impl Server {
             }
         });
         self.check("PMIx_Notify_event", rc)
+    }
+
+    /// Forget `rank` of `nspace`, whose process ended: the library runs
+    /// the epilog the client registered (Open MPI 5's shared-memory
+    /// files) and closes its connection. Not waited for.
+    pub fn deregister_client(&self, nspace: &str, rank: u32) {
+        let p = proc_of(nspace, rank);
+        // SAFETY: the library copies `p` before it returns (it threadshifts
+        // a caddy holding a copy); `op_ignored` takes no data.
+        unsafe { (self.fns.deregister_client)(&p, Some(op_ignored), std::ptr::null_mut()) };
+    }
+
+    /// Forget job `nspace`: the library deregisters any of its clients
+    /// still registered, runs their epilogs and the job's, and drops its
+    /// data. Waited for, at most [`DEREGISTER_TIMEOUT`]: the launcher may
+    /// be about to exit, and the epilogs must run before.
+    pub fn deregister_nspace(&self, nspace: &str) -> Result<(), PmixError> {
+        let ns = CString::new(nspace).map_err(|_| PmixError::Nul(nspace.to_string()))?;
+        let rc = wait_op_for(DEREGISTER_TIMEOUT, |cb, data| {
+            // SAFETY: `ns` outlives the wait (the library copies it into
+            // its caddy before returning); `cb`/`data` are `wait_op`'s.
+            unsafe { (self.fns.deregister_nspace)(ns.as_ptr(), cb, data) };
+            PMIX_SUCCESS
+        });
+        self.check("PMIx_server_deregister_nspace", rc)
     }
 
     /// Release the ranks of `nspace` waiting in `PMIx_Init` for a debugger

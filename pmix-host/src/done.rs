@@ -1,12 +1,12 @@
-//! The library's completions, handed with an upcall to the launcher and
-//! called once, from the event loop: the answer of an operation, a lookup,
-//! a query or a spawn.
+//! The library's completions, handed with an upcall to the launcher: the
+//! answer of an operation, a lookup, a query, a spawn or a direct modex.
+//! Each answers exactly once: `complete`/`finish` take it by value, and
+//! one dropped unanswered answers `PMIX_ERROR` (a path that returns early
+//! must not leave a client waiting forever).
 
 use std::ffi::{c_char, c_void, CString};
 
-use super::abi::*;
-use super::proc_of;
-use super::upcalls::{ModexCb, OpCb, ReleaseCb};
+use crate::abi::*;
 
 /// One query: the keys asked and its string qualifiers (others, such as
 /// `PMIX_QUERY_REFRESH_CACHE`, need nothing of the launcher).
@@ -26,13 +26,10 @@ impl QueryAsk {
     }
 }
 
-pub(super) type InfoCb =
-    Option<unsafe extern "C" fn(Status, *mut Info, usize, *mut c_void, ReleaseCb, *mut c_void)>;
-
 /// The library's completion of a query, to be called once.
 pub struct QueryDone {
-    pub(super) cb: InfoCb,
-    pub(super) data: *mut c_void,
+    cb: InfoCb,
+    data: *mut c_void,
 }
 
 // SAFETY: as for `OpDone`.
@@ -57,8 +54,8 @@ impl QueryDone {
     }
 
     /// Complete with `status` and what comes with it (maybe nothing).
-    pub fn finish(self, status: Status, answer: InfoList) {
-        let Some(cb) = self.cb else { return };
+    pub fn finish(mut self, status: Status, answer: InfoList) {
+        let Some(cb) = self.cb.take() else { return };
         if answer.is_empty() {
             // SAFETY: the library's callback with its own argument, once.
             unsafe {
@@ -93,8 +90,8 @@ unsafe extern "C" fn release_infos(d: *mut c_void) {
 /// The library's completion of an operation, to be called once, from any
 /// thread.
 pub struct OpDone {
-    pub(super) cb: OpCb,
-    pub(super) data: *mut c_void,
+    cb: OpCb,
+    data: *mut c_void,
 }
 
 // SAFETY: the library's callback and its opaque argument may be called from
@@ -110,8 +107,8 @@ impl std::fmt::Debug for OpDone {
 
 impl OpDone {
     /// Complete with success, or with the error of a failed operation.
-    pub fn complete(self, ok: bool) {
-        if let Some(cb) = self.cb {
+    pub fn complete(mut self, ok: bool) {
+        if let Some(cb) = self.cb.take() {
             let status = if ok { PMIX_SUCCESS } else { PMIX_ERROR };
             // SAFETY: the library's callback with its own argument, once.
             unsafe { cb(status, self.data) };
@@ -119,12 +116,10 @@ impl OpDone {
     }
 }
 
-pub(super) type LookupCb = Option<unsafe extern "C" fn(Status, *mut PData, usize, *mut c_void)>;
-
 /// The library's completion of a lookup, to be called once.
 pub struct LookupDone {
-    pub(super) cb: LookupCb,
-    pub(super) data: *mut c_void,
+    cb: LookupCb,
+    data: *mut c_void,
 }
 
 // SAFETY: as for `OpDone`.
@@ -139,8 +134,8 @@ impl std::fmt::Debug for LookupDone {
 impl LookupDone {
     /// Complete with the names found: (service, value, publisher's nspace
     /// and rank); `None` when some key was not found.
-    pub fn complete(self, found: Option<Vec<(String, NameValue, String, u32)>>) {
-        let Some(cb) = self.cb else { return };
+    pub fn complete(mut self, found: Option<Vec<(String, NameValue, String, u32)>>) {
+        let Some(cb) = self.cb.take() else { return };
         let Some(found) = found else {
             // SAFETY: the library's callback with its own argument, once;
             // no data.
@@ -212,12 +207,10 @@ pub struct SpawnApp {
     pub maxprocs: i32,
 }
 
-pub(super) type SpawnCb = Option<unsafe extern "C" fn(Status, *mut c_char, *mut c_void)>;
-
 /// The library's completion of a spawn, to be called once.
 pub struct SpawnDone {
-    pub(super) cb: SpawnCb,
-    pub(super) data: *mut c_void,
+    cb: SpawnCb,
+    data: *mut c_void,
 }
 
 // SAFETY: as for `OpDone`.
@@ -231,8 +224,8 @@ impl std::fmt::Debug for SpawnDone {
 
 impl SpawnDone {
     /// Complete with the new job's namespace, or fail.
-    pub fn complete(self, nspace: Option<&str>) {
-        let Some(cb) = self.cb else { return };
+    pub fn complete(mut self, nspace: Option<&str>) {
+        let Some(cb) = self.cb.take() else { return };
         let mut ns = [0 as c_char; NSPACE_BYTES];
         if let Some(n) = nspace {
             for (d, s) in ns.iter_mut().zip(n.bytes().take(NSPACE_BYTES - 1)) {
@@ -253,8 +246,8 @@ impl SpawnDone {
 /// The library's completion of a direct-modex request (a rank asked for
 /// data of a process this server does not host), to be called once.
 pub struct ModexDone {
-    pub(super) cb: ModexCb,
-    pub(super) data: *mut c_void,
+    cb: ModexCb,
+    data: *mut c_void,
 }
 
 // SAFETY: as for `OpDone`.
@@ -269,8 +262,8 @@ impl std::fmt::Debug for ModexDone {
 impl ModexDone {
     /// Complete with the process's data (the blob another server's
     /// `PMIx_server_dmodex_request` gave), or not found.
-    pub fn complete(self, blob: Option<Vec<u8>>) {
-        let Some(cb) = self.cb else { return };
+    pub fn complete(mut self, blob: Option<Vec<u8>>) {
+        let Some(cb) = self.cb.take() else { return };
         let Some(blob) = blob else {
             // SAFETY: the library's callback with its own argument, once.
             unsafe {
@@ -309,5 +302,162 @@ unsafe extern "C" fn release_bytes(d: *mut c_void) {
     if !d.is_null() {
         // SAFETY: `d` is the box `ModexDone::complete` leaked, released once.
         drop(unsafe { Box::from_raw(d.cast::<Vec<u8>>()) });
+    }
+}
+
+/// Completions built by the upcalls, and answered with an error when
+/// dropped unanswered.
+macro_rules! once {
+    ($name:ident, $cb:ty, |$c:ident, $d:ident| $answer:expr) => {
+        impl $name {
+            pub(crate) fn new(cb: $cb, data: *mut c_void) -> Self {
+                $name { cb, data }
+            }
+        }
+
+        impl Drop for $name {
+            fn drop(&mut self) {
+                if let Some($c) = self.cb.take() {
+                    let $d = self.data;
+                    tracing::debug!(concat!(
+                        stringify!($name),
+                        " dropped unanswered: PMIX_ERROR"
+                    ));
+                    // SAFETY: the library's callback with its own argument,
+                    // once (`take` above); no data comes with the error.
+                    unsafe { $answer };
+                }
+            }
+        }
+    };
+}
+
+once!(QueryDone, InfoCb, |cb, d| cb(
+    PMIX_ERROR,
+    std::ptr::null_mut(),
+    0,
+    d,
+    None,
+    std::ptr::null_mut()
+));
+once!(OpDone, OpCb, |cb, d| cb(PMIX_ERROR, d));
+once!(LookupDone, LookupCb, |cb, d| cb(
+    PMIX_ERROR,
+    std::ptr::null_mut(),
+    0,
+    d
+));
+once!(SpawnDone, SpawnCb, |cb, d| {
+    let mut ns = [0 as c_char; NSPACE_BYTES];
+    cb(PMIX_ERROR, ns.as_mut_ptr(), d)
+});
+once!(ModexDone, ModexCb, |cb, d| cb(
+    PMIX_ERROR,
+    std::ptr::null(),
+    0,
+    d,
+    None,
+    std::ptr::null_mut()
+));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The statuses each test's completions answered with, by the address
+    /// of the test's own record (tests run in parallel).
+    type Record = Mutex<Vec<Status>>;
+
+    fn record(d: *mut c_void) -> &'static Record {
+        // SAFETY: every test passes a leaked `Record` as the callback data.
+        unsafe { &*d.cast::<Record>() }
+    }
+
+    unsafe extern "C" fn op_cb(status: Status, d: *mut c_void) {
+        record(d).lock().unwrap().push(status);
+    }
+
+    fn new_record() -> (&'static Record, *mut c_void) {
+        let r: &'static Record = Box::leak(Box::new(Mutex::new(Vec::new())));
+        (r, (r as *const Record).cast_mut().cast())
+    }
+
+    #[test]
+    fn an_op_answers_once_with_its_status_or_an_error_when_dropped() {
+        let (r, d) = new_record();
+        OpDone::new(Some(op_cb), d).complete(true);
+        assert_eq!(*r.lock().unwrap(), [PMIX_SUCCESS]);
+        drop(OpDone::new(Some(op_cb), d));
+        assert_eq!(*r.lock().unwrap(), [PMIX_SUCCESS, PMIX_ERROR]);
+        // No callback (a destruct the library answered itself): nothing.
+        drop(OpDone::new(None, d));
+        assert_eq!(r.lock().unwrap().len(), 2);
+    }
+
+    unsafe extern "C" fn info_cb(
+        status: Status,
+        _i: *mut Info,
+        _n: usize,
+        d: *mut c_void,
+        release: ReleaseCb,
+        rd: *mut c_void,
+    ) {
+        record(d).lock().unwrap().push(status);
+        if let Some(f) = release {
+            // SAFETY: the release function handed over, with its data.
+            unsafe { f(rd) };
+        }
+    }
+
+    unsafe extern "C" fn lookup_cb(status: Status, _p: *mut PData, _n: usize, d: *mut c_void) {
+        record(d).lock().unwrap().push(status);
+    }
+
+    unsafe extern "C" fn spawn_cb(status: Status, _ns: *mut c_char, d: *mut c_void) {
+        record(d).lock().unwrap().push(status);
+    }
+
+    unsafe extern "C" fn modex_cb(
+        status: Status,
+        _b: *const c_char,
+        _n: usize,
+        d: *mut c_void,
+        release: ReleaseCb,
+        rd: *mut c_void,
+    ) {
+        record(d).lock().unwrap().push(status);
+        if let Some(f) = release {
+            // SAFETY: the release function handed over, with its data.
+            unsafe { f(rd) };
+        }
+    }
+
+    #[test]
+    fn every_completion_dropped_unanswered_answers_an_error_once() {
+        let (r, d) = new_record();
+        drop(QueryDone::new(Some(info_cb), d));
+        drop(LookupDone::new(Some(lookup_cb), d));
+        drop(SpawnDone::new(Some(spawn_cb), d));
+        drop(ModexDone::new(Some(modex_cb), d));
+        assert_eq!(*r.lock().unwrap(), [PMIX_ERROR; 4]);
+    }
+
+    #[test]
+    fn an_answered_completion_is_not_answered_again_when_dropped() {
+        let (r, d) = new_record();
+        QueryDone::new(Some(info_cb), d).complete(InfoList::default());
+        LookupDone::new(Some(lookup_cb), d).complete(None);
+        SpawnDone::new(Some(spawn_cb), d).complete(Some("ns"));
+        ModexDone::new(Some(modex_cb), d).complete(Some(vec![1, 2, 3]));
+        assert_eq!(
+            *r.lock().unwrap(),
+            [
+                PMIX_ERR_NOT_FOUND,
+                PMIX_ERR_NOT_FOUND,
+                PMIX_SUCCESS,
+                PMIX_SUCCESS
+            ]
+        );
     }
 }

@@ -1,0 +1,152 @@
+//! A client's life: its connection, finalize and abort (the `Client`
+//! upcalls), the event that tells a job's clients a rank failed, and the
+//! end of ranks and jobs. Each PMIx rank is deregistered from the library
+//! when it has ended, each namespace when its job has: the library then
+//! runs the epilogs its clients registered (Open MPI 5 registers its
+//! shared-memory files in /dev/shm for removal) and forgets them, and the
+//! job's session directory goes.
+
+use std::time::{Duration, Instant};
+
+use fastpmi_server::status::PmixStep;
+use fastpmi_server::JobIdx;
+use pmix_host::ClientUpcall;
+
+use crate::launcher::Launcher;
+
+impl Launcher {
+    /// Jobs `jobs` are being torn down: tell their PMIx clients which rank
+    /// ended (the one that failed the launcher, when it is in them).
+    pub(in crate::launcher) fn pmix_notify_failure(&mut self, jobs: &[JobIdx]) {
+        let Some(host) = &self.pmix else { return };
+        let Some((job, rank, code)) = self.procs.failed_rank() else {
+            return;
+        };
+        if !jobs.contains(&job) || !self.server.is_pmix_job(job) {
+            return;
+        }
+        let id = self.server.job_id(job).to_string();
+        if let Err(e) = host.server.notify_terminated(&id, rank, code) {
+            tracing::debug!("PMIx event for rank {rank} of {id}: {e}");
+        }
+    }
+
+    /// A client's connection, finalize or abort.
+    pub(super) fn pmix_client(&mut self, u: ClientUpcall) {
+        match u {
+            ClientUpcall::Abort {
+                nspace,
+                rank,
+                status,
+                message,
+            } => {
+                let Some(job) = self.server.job_index(&nspace) else {
+                    return;
+                };
+                let name = self.server.rank_name(job, rank);
+                let code = if status == 0 { 1 } else { status.clamp(1, 255) };
+                let message = if message.is_empty() {
+                    format!("{name} called PMIx_Abort with status {status}")
+                } else {
+                    format!("{name} called PMIx_Abort with status {status}: {message}")
+                };
+                if self.procs.interrupted().is_none() {
+                    self.record_failure(job, rank, message.clone(), code, String::new(), false);
+                    self.server
+                        .fail_job(job, Some(rank), code, &message, &mut self.events);
+                    self.fail_group(job, code, &message);
+                }
+            }
+            ClientUpcall::Connected { nspace, rank } => {
+                if let Some(job) = self.server.job_index(&nspace) {
+                    self.server.pmix_rank(job, rank, PmixStep::Connected);
+                }
+            }
+            ClientUpcall::Finalized { nspace, rank } => {
+                if let Some(job) = self.server.job_index(&nspace) {
+                    self.server.pmix_rank(job, rank, PmixStep::Finalized);
+                }
+            }
+        }
+    }
+
+    /// PMIx rank `rank` of `job` was reaped.
+    pub(in crate::launcher) fn pmix_rank_ended(&mut self, job: JobIdx, rank: u32) {
+        if !self.server.is_pmix_rank(job, rank) {
+            return;
+        }
+        if let Some(host) = &mut self.pmix {
+            host.ended_ranks.push((job, rank));
+        }
+        self.pmix_end_ranks_and_jobs();
+    }
+
+    /// Every rank of `job` ended (or never started).
+    pub(in crate::launcher) fn pmix_job_ended(&mut self, job: JobIdx) {
+        if !self.server.is_pmix_job(job) {
+            return;
+        }
+        if let Some(host) = &mut self.pmix {
+            host.ended_jobs.push(job);
+        }
+        self.pmix_end_ranks_and_jobs();
+    }
+
+    /// Deregister the ended ranks whose exit is judged, then the ended
+    /// jobs none of whose ranks is still registered.
+    pub(in crate::launcher) fn pmix_end_ranks_and_jobs(&mut self) {
+        let Some(host) = &mut self.pmix else { return };
+        let server = &self.server;
+        host.ended_ranks.retain(|&(job, rank)| {
+            if server.pmix_exit_pending(job, rank) {
+                return true;
+            }
+            host.server.deregister_client(server.job_id(job), rank);
+            false
+        });
+        let ranks = &host.ended_ranks;
+        let (done, wait): (Vec<JobIdx>, Vec<JobIdx>) = host
+            .ended_jobs
+            .iter()
+            .partition(|&&j| !ranks.iter().any(|&(rj, _)| rj == j));
+        host.ended_jobs = wait;
+        for job in done {
+            let id = server.job_id(job).to_string();
+            host.end_job(&id);
+        }
+    }
+
+    /// How long until the PMIx ranks' shared files are recorded next.
+    pub(in crate::launcher) fn pmix_record_tick(&self) -> Option<Duration> {
+        let (at, _) = self.pmix.as_ref()?.next_record.get()?;
+        Some(at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Record the shared files the running PMIx ranks map, when due, for
+    /// the launch that follows a SIGKILL of this launcher
+    /// ([`super::leftovers`]).
+    pub(in crate::launcher) fn pmix_record_due(&mut self) {
+        let Some(host) = &mut self.pmix else { return };
+        let Some((at, every)) = host.next_record.get() else {
+            return;
+        };
+        let now = Instant::now();
+        if now < at {
+            return;
+        }
+        let server = &self.server;
+        let pids: Vec<u32> = self
+            .procs
+            .all()
+            .filter(|p| p.status.is_none() && server.is_pmix_rank(p.job, p.rank))
+            .map(|p| p.pid)
+            .collect();
+        if pids.is_empty() {
+            host.next_record.set(None);
+            return;
+        }
+        host.recorder.record(&host.tmpdir, pids.into_iter());
+        let every = (every * 2).min(super::host::LAST_RECORD_EVERY);
+        host.next_record.set(Some((now + every, every)));
+    }
+}
