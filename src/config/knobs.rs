@@ -36,6 +36,10 @@ pub struct Knobs {
     /// directory (launcher::topology::cache); `FASTPMI_TOPOLOGY_CACHE=0`
     /// loads it with hwloc every time.
     pub topology_cache: bool,
+    /// The timer slack of an oversubscribed job's PMIx ranks:
+    /// `FASTPMI_PMIX_TIMER_SLACK_US` (microseconds; 0 leaves the kernel's
+    /// default), else 1 ms (launcher::pmix::env::WAIT_TIMER_SLACK).
+    pub pmix_timer_slack: Option<std::time::Duration>,
 }
 
 impl Default for Knobs {
@@ -47,6 +51,7 @@ impl Default for Knobs {
             fence_fanout: None,
             advertise_foreign_segment: false,
             topology_cache: true,
+            pmix_timer_slack: None,
         }
     }
 }
@@ -73,6 +78,9 @@ impl Knobs {
             advertise_foreign_segment: var("FASTPMI_ADVERTISE_FOREIGN_SEGMENT")
                 .is_some_and(|v| v == "1"),
             topology_cache: var("FASTPMI_TOPOLOGY_CACHE").is_none_or(|v| v != "0"),
+            pmix_timer_slack: text("FASTPMI_PMIX_TIMER_SLACK_US")
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(std::time::Duration::from_micros),
         }
     }
 }
@@ -99,6 +107,7 @@ mod tests {
             ("FASTPMI_FENCE_FANOUT", "0"),
             ("FASTPMI_ADVERTISE_FOREIGN_SEGMENT", "1"),
             ("FASTPMI_TOPOLOGY_CACHE", "0"),
+            ("FASTPMI_PMIX_TIMER_SLACK_US", "0"),
         ]);
         assert_eq!(
             k,
@@ -109,7 +118,16 @@ mod tests {
                 fence_fanout: Some(0),
                 advertise_foreign_segment: true,
                 topology_cache: false,
+                pmix_timer_slack: Some(std::time::Duration::ZERO),
             }
+        );
+        assert_eq!(
+            knobs(&[("FASTPMI_PMIX_TIMER_SLACK_US", "2500")]).pmix_timer_slack,
+            Some(std::time::Duration::from_micros(2500))
+        );
+        assert_eq!(
+            knobs(&[("FASTPMI_PMIX_TIMER_SLACK_US", "-1")]).pmix_timer_slack,
+            None
         );
         for bad in ["0", "65", "x", ""] {
             assert_eq!(knobs(&[("FASTPMI_FORKERS", bad)]).forkers, DEFAULT_FORKERS);

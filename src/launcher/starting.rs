@@ -416,6 +416,11 @@ impl Launcher {
             // rank on the terminal's stdin keeps the launcher's session and
             // process group (job control). docs/launch.md.
             new_session: self.starter.rank_sessions() && !on_terminal,
+            timer_slack_ns: if p.app.pmix {
+                super::pmix::wait_timer_slack(self.server.job_size(p.job), &self.cfg.knobs)
+            } else {
+                0
+            },
             cpus: self
                 .binding
                 .rank_cpus(p.job, p.rank)

@@ -162,5 +162,51 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
     out.extend(groups::target_lines(ctx));
     out.extend(ps::target_lines(ctx));
     out.extend(nested::target_lines(ctx));
+    out.extend(stall_lines(ctx));
     out
+}
+
+/// The Open MPI row whose spread is checked, and the largest spread
+/// allowed: no run slower than 1.5x the median (docs/pmix.md, "Start-up
+/// stalls at 256 ranks").
+const STALL_ROW: &str = "ompi5-allreduce@fastpmi";
+const STALL_SPREAD: f64 = 1.5;
+/// Runs below which a spread says nothing.
+const STALL_MIN_RUNS: usize = 5;
+
+/// The stall check: at each placement size of 256 ranks or more, the
+/// slowest Open MPI 5 job under fastpmi against the median of its runs.
+fn stall_lines(ctx: &Context) -> Vec<String> {
+    let Some(i) = crate::configs::placement::CASES
+        .iter()
+        .position(|c| c.name == STALL_ROW)
+    else {
+        return Vec::new();
+    };
+    let c = Config::Placement(i as u8);
+    ctx.opts
+        .placement_sizes
+        .iter()
+        .filter(|&&n| n >= 256)
+        .map(|&n| {
+            let what = format!(
+                "N={n} Open MPI 5 start-up stalls ({STALL_ROW}, slowest run ≤ {STALL_SPREAD}x the median)"
+            );
+            match crate::record::summarize(ctx.records, c, n, |r| r.wall_s) {
+                Some(s) if s.count >= STALL_MIN_RUNS => format!(
+                    "{what}: slowest {} s, median {} s, {:.2}x over {} runs: {}",
+                    num(s.max),
+                    num(s.median),
+                    s.max / s.median,
+                    s.count,
+                    verdict(s.max <= STALL_SPREAD * s.median)
+                ),
+                Some(s) => format!(
+                    "{what}: not judged, {} runs (at least {STALL_MIN_RUNS}: --reps)",
+                    s.count
+                ),
+                None => format!("{what}: not measured ({})", why_absent(ctx, c, n)),
+            }
+        })
+        .collect()
 }

@@ -74,6 +74,8 @@ pub struct ForkJob {
     pub keep: Vec<Arc<dyn Send + Sync>>,
     pub stdin_inherit: bool,
     pub new_session: bool,
+    /// `RankCommand::timer_slack_ns`.
+    pub timer_slack_ns: u64,
     pub cpus: Option<CpuSet>,
 }
 
@@ -311,6 +313,7 @@ fn start(spawner: &mut Spawner, job: &ForkJob) -> io::Result<Spawned> {
         pass_fds: &job.pass_fds,
         stdin_inherit: job.stdin_inherit,
         new_session: job.new_session,
+        timer_slack_ns: job.timer_slack_ns,
         cpus: job.cpus.as_ref(),
     })
 }

@@ -129,6 +129,9 @@ pub struct RankCommand<'a> {
     pub stdin_inherit: bool,
     /// Start the rank in a session of its own (`setsid`).
     pub new_session: bool,
+    /// The rank's timer slack in nanoseconds (`PR_SET_TIMERSLACK`, kept
+    /// through exec); 0 leaves the launcher's.
+    pub timer_slack_ns: u64,
     /// CPUs the rank is bound to (`sched_setaffinity` before exec).
     pub cpus: Option<&'a CpuSet>,
 }
@@ -244,6 +247,8 @@ struct ChildArgs {
     share_below: RawFd,
     /// Start a session of its own (`setsid`).
     new_session: bool,
+    /// `RankCommand::timer_slack_ns`.
+    timer_slack_ns: u64,
     parent: libc::pid_t,
     /// Binding, or null.
     cpus: *const libc::cpu_set_t,
@@ -346,6 +351,7 @@ impl Spawner {
             nmoves: n,
             share_below: self.share_below,
             new_session: rc.new_session,
+            timer_slack_ns: rc.timer_slack_ns,
             parent: rustix::process::getpid().as_raw_nonzero().get(),
             cpus: rc.cpus.map_or(std::ptr::null(), |c| &c.0),
             err: AtomicI32::new(0),
@@ -472,6 +478,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // A session of its own (see `RankCommand::new_session`).
         if a.new_session && libc::setsid() < 0 {
             child_fail(a, STAGE_SESSION);
+        }
+        // Best effort: a refusal leaves the default slack.
+        if a.timer_slack_ns != 0 {
+            libc::prctl(libc::PR_SET_TIMERSLACK, a.timer_slack_ns as libc::c_ulong);
         }
         // Leave the launcher's table (shared until now, untouched): a
         // private one with only the numbers below the slots' end. Kernels

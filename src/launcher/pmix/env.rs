@@ -1,6 +1,44 @@
 //! The environment the launcher gives PMIx ranks beside the library's.
 
 use std::ffi::OsString;
+use std::time::Duration;
+
+/// Whether a job of `size` ranks has more ranks than the launcher has
+/// CPUs: PMIx clients are then told so (`pmix.ndosub`, what `prterun
+/// --oversubscribe` says) and wait with a coarser timer.
+pub(in crate::launcher) fn oversubscribed(size: u32) -> bool {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    size > cpus
+}
+
+/// The timer slack of an oversubscribed job's PMIx ranks, unless
+/// `FASTPMI_PMIX_TIMER_SLACK_US` says otherwise (0: the kernel's 50 µs).
+///
+/// Open MPI waits in `MPI_Init` (its modex fence) and at other runtime
+/// events in a loop of `opal_progress()` (a `sched_yield` when the node is
+/// oversubscribed) and `usleep(100)`. With the default slack each waiting
+/// rank is runnable again every 150 µs or so: at 256 ranks on 2 CPUs about
+/// 240 of them are always runnable, and the ranks still starting and the
+/// launcher's PMIx server thread, on which the fence waits, get 1/240th
+/// of the machine each: `MPI_Init` took 38–113 s (median 51 s) in ten
+/// runs, 2026-12-02. With 1 ms of slack a waiting rank sleeps about 1 ms,
+/// some 30 are runnable, and eight runs took 39–40.5 s
+/// (docs/pmix.md, "Start-up stalls at 256 ranks").
+pub(in crate::launcher) const WAIT_TIMER_SLACK: Duration = Duration::from_millis(1);
+
+/// The timer slack (ns) for the PMIx ranks of a job of `size` ranks: 0
+/// (leave it) unless the job is oversubscribed.
+pub(in crate::launcher) fn wait_timer_slack(size: u32, knobs: &crate::config::Knobs) -> u64 {
+    if !oversubscribed(size) {
+        return 0;
+    }
+    knobs
+        .pmix_timer_slack
+        .unwrap_or(WAIT_TIMER_SLACK)
+        .as_nanos()
+        .try_into()
+        .unwrap_or(u64::MAX)
+}
 
 /// What the launcher sets for every rank of a PMIx application unless the
 /// user does: placed before the application's own variables (`-env`,

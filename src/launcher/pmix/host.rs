@@ -183,8 +183,7 @@ impl PmixHost {
         // More ranks than CPUs: Open MPI then yields while it waits (in
         // MPI_Init's fence, say) instead of spinning on CPUs the ranks
         // still starting need. What prterun says with --oversubscribe.
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-        if size > cpus {
+        if super::env::oversubscribed(size) {
             node.flag("pmix.ndosub", true);
         }
         job.array("pmix.node.arr", node);

@@ -17,6 +17,6 @@ mod register;
 mod remote;
 mod system;
 
-pub(super) use env::app_env_defaults;
+pub(super) use env::{app_env_defaults, wait_timer_slack};
 pub(super) use host::PmixHost;
 pub(super) use leftovers::remove_dead;
