@@ -181,8 +181,7 @@ fn without_a_server_library_a_pmix_job_does_not_start() {
     );
     assert!(!out.stdout.contains("hello rank"), "{}", out.report());
     // Named explicitly, PMI: the program runs as singletons, as the user
-    // asked (the README says to name the personality only for
-    // interpreters).
+    // asked (and the launcher says so: tests/pmix_personality.rs).
     let out = S
         .fastpmi(["--pmi", "pmi", "-n", "2", hello.to_str().unwrap()])
         .timeout(Duration::from_secs(120))

@@ -1,6 +1,6 @@
 //! The PMIx 4.x/5.x ABI fastpmi uses (`pmix_common.h`, `pmix_server.h`):
 //! types, codes and the info lists handed to the library, declared here so
-//! that fastpmi builds without the headers; `tests/pmix_abi.rs` checks them
+//! that fastpmi builds without the headers; `tests/layout.rs` checks them
 //! against the installed ones.
 
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -156,7 +156,7 @@ pub struct Query {
 }
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
-/// (`tests/pmix_abi.rs`, against `pmix_server.h`).
+/// (`tests/layout.rs`, against `pmix_server.h`).
 pub const LAYOUT: [(&str, i64); 49] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),

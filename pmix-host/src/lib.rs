@@ -6,7 +6,7 @@
 //!
 //! - [`abi`]: the PMIx 4.x/5.x types this crate hands the library,
 //!   declared here so that it builds without the headers;
-//!   `tests/pmix_abi.rs` checks them against the installed ones.
+//!   `tests/layout.rs` checks them against the installed ones.
 //! - [`Server`]: the handle of the running server (start, register and
 //!   deregister namespaces and clients, events, finalize).
 //! - [`Upcall`]: what clients ask of the host, copied off the library's

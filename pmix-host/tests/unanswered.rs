@@ -6,39 +6,13 @@
 
 use std::collections::BTreeSet;
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pmix_host::{ClientUpcall, InfoList, NamesUpcall, RemoteUpcall, Server, Upcall};
+mod common;
 
-/// `tests/c/unanswered.c`, built against the installed PMIx headers.
-fn client() -> PathBuf {
-    let flags = Command::new("pkg-config")
-        .args(["--cflags", "--libs", "pmix"])
-        .output()
-        .expect("pkg-config (Debian: apt-get install pkg-config)");
-    assert!(
-        flags.status.success(),
-        "pkg-config pmix failed: install Debian's libpmix-dev"
-    );
-    let out =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("unanswered.{}", std::process::id()));
-    let cc = Command::new("gcc")
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/unanswered.c"))
-        .args(String::from_utf8_lossy(&flags.stdout).split_whitespace())
-        .output()
-        .expect("gcc");
-    assert!(
-        cc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
-    out
-}
+use pmix_host::{ClientUpcall, InfoList, NamesUpcall, RemoteUpcall, Server, Upcall};
 
 /// The upcall's name, for the test's record.
 fn kind(u: &Upcall) -> &'static str {
@@ -60,7 +34,7 @@ fn kind(u: &Upcall) -> &'static str {
 
 #[test]
 fn every_completion_dropped_unanswered_gives_the_client_an_error() {
-    let exe = client();
+    let exe = common::compile("unanswered", true);
     let tmp = std::env::temp_dir().join(format!("pmix-host-unanswered-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
 

@@ -1,7 +1,7 @@
-//! fastpmi's FFI to OpenPMIx's server library declares the library's types
-//! itself (the library is loaded at run time, and fastpmi builds without
-//! its headers): here they are checked against the installed headers
-//! (Debian's `libpmix-dev`, found with `pkg-config pmix`).
+//! This crate declares the server library's types itself (the library is
+//! loaded at run time, and the crate builds without its headers): here
+//! they are checked against the installed headers (Debian's `libpmix-dev`,
+//! found with `pkg-config pmix`).
 
 use std::process::Command;
 
@@ -9,7 +9,7 @@ mod common;
 
 #[test]
 fn the_pmix_ffi_matches_the_installed_headers() {
-    let exe = common::pmix::compile("pmix_layout", false);
+    let exe = common::compile("pmix_layout", false);
     let out = Command::new(&exe).output().expect("run pmix_layout");
     let _ = std::fs::remove_file(&exe);
     assert!(out.status.success());
