@@ -223,10 +223,29 @@ fn after_a_sigkill_of_the_launcher_the_next_launch_removes_its_files_only() {
     let live = start_mapped(&dirs, 4, &["-n", "4", prog.to_str().unwrap(), "60"]);
     let live_files = shm_files(&live.stderr_so_far());
     assert!(!live_files.is_empty(), "{}", live.stderr_so_far());
-    // The one that is killed.
-    let doomed = start_mapped(&dirs, 4, &["-n", "4", prog.to_str().unwrap(), "60"]);
+    // The one that is killed; its ranks also map a file that was there
+    // before the job, which must survive.
+    let kept = PathBuf::from(format!("/dev/shm/fastpmi-test-kept-{}", std::process::id()));
+    std::fs::write(&kept, vec![0u8; 4096]).unwrap();
+    let doomed = start_mapped(
+        &dirs,
+        4,
+        &[
+            "-n",
+            "4",
+            prog.to_str().unwrap(),
+            "60",
+            "-1",
+            kept.to_str().unwrap(),
+        ],
+    );
     let doomed_pid = doomed.pid();
-    let doomed_files = shm_files(&doomed.stderr_so_far());
+    let mut doomed_files = shm_files(&doomed.stderr_so_far());
+    assert!(
+        doomed_files.remove(&kept),
+        "the ranks did not map {}",
+        kept.display()
+    );
     assert!(!doomed_files.is_empty(), "{}", doomed.stderr_so_far());
     wait_recorded(&dirs, doomed_pid, &doomed_files);
     rustix::process::kill_process(
@@ -247,6 +266,11 @@ fn after_a_sigkill_of_the_launcher_the_next_launch_removes_its_files_only() {
     next.assert_success();
     let left: Vec<_> = doomed_files.iter().filter(|f| f.exists()).collect();
     assert!(left.is_empty(), "left behind: {left:?}\n{}", next.report());
+    assert!(
+        kept.exists(),
+        "a file older than the job, which its ranks only mapped, was removed"
+    );
+    std::fs::remove_file(&kept).unwrap();
     assert!(!dirs.pmix_dir(doomed_pid).exists());
     system_file_not_of(dirs.tmp.path(), doomed_pid);
     assert!(

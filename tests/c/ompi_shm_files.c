@@ -2,12 +2,15 @@
  * once MPI_Init is done ("shm RANK PATH" per file, then "mapped RANK"),
  * then allreduces and finalizes. Arguments: the seconds to sleep between
  * the report and the allreduce (default 0), and a rank that kills itself
- * with SIGKILL after the report (default none). tests/pmix_cleanup.rs. */
+ * with SIGKILL after the report (default none), and a file to map before
+ * the report (one that existed before the job). tests/pmix_cleanup.rs. */
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 int main(int argc, char **argv) {
@@ -17,6 +20,14 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int pause = argc > 1 ? atoi(argv[1]) : 0;
     int victim = argc > 2 ? atoi(argv[2]) : -1;
+    if (argc > 3) {
+        int fd = open(argv[3], O_RDONLY);
+        if (fd < 0 || mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0) == MAP_FAILED) {
+            perror(argv[3]);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+        close(fd);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
 
     FILE *maps = fopen("/proc/self/maps", "r");

@@ -9,8 +9,9 @@
 //! for cleanup stay (Open MPI 5: 16 MiB files `/dev/shm/sm_segment.*`,
 //! one per rank). The library keeps registrations to itself, so while a
 //! job runs the launcher records the files in /dev/shm its PMIx ranks map
-//! (read from `/proc/<pid>/maps` when the job's ranks meet in a fence, at
-//! most once a second a job) in `pmix-<pid>/cleanup`. The next launch
+//! and that were created after its PMIx server started (read from
+//! `/proc/<pid>/maps` on a timer) in `pmix-<pid>/cleanup`: a file that
+//! was there before, which a rank only opened, is never recorded. The next launch
 //! removes a recorded file of a dead launcher only while it is still the
 //! file recorded (same inode), this user's, and neither mapped nor open in
 //! any live process; then the directory.
@@ -19,6 +20,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 /// Where the files a launcher's ranks share live.
 const SHARED: &str = "/dev/shm/";
@@ -56,21 +58,45 @@ fn shared_in_maps(maps: &str) -> Vec<(u64, String)> {
 }
 
 /// The files recorded so far by this launcher (not written twice).
-#[derive(Default)]
 pub(super) struct Recorder {
     seen: BTreeSet<(u64, String)>,
+    /// Files born before this (the server's start) are not the jobs'.
+    since: SystemTime,
+}
+
+impl Default for Recorder {
+    fn default() -> Recorder {
+        Recorder {
+            seen: BTreeSet::new(),
+            since: SystemTime::now(),
+        }
+    }
+}
+
+/// Whether `path` was created at `since` or later: its birth time
+/// (tmpfs keeps one since Linux 6.6), else its last status change.
+fn born_since(path: &str, since: SystemTime) -> bool {
+    let Ok(m) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    let born = m.created().ok().or_else(|| {
+        let secs = u64::try_from(m.ctime()).ok()?;
+        Some(SystemTime::UNIX_EPOCH + std::time::Duration::new(secs, m.ctime_nsec() as u32))
+    });
+    born.is_some_and(|b| b >= since)
 }
 
 impl Recorder {
     /// Record in `dir` (this launcher's `pmix-<pid>`) the shared files the
-    /// processes `pids` map that are not recorded yet.
+    /// processes `pids` map, made since the server started, that are not
+    /// recorded yet.
     pub(super) fn record(&mut self, dir: &Path, pids: impl Iterator<Item = u32>) {
         let mut new = String::new();
         let mut n = 0;
         for pid in pids {
             n += 1;
             for f in mapped_shared_files(pid) {
-                if !self.seen.contains(&f) {
+                if !self.seen.contains(&f) && born_since(&f.1, self.since) {
                     new.push_str(&format!("{} {}\n", f.0, f.1));
                     self.seen.insert(f);
                 }
@@ -201,6 +227,18 @@ mod tests {
                 (16, PathBuf::from("/dev/shm/e f")),
             ]
         );
+    }
+
+    #[test]
+    fn only_files_born_since_the_server_started_are_the_jobs() {
+        let before = SystemTime::now() - std::time::Duration::from_secs(1);
+        let path = format!("/dev/shm/fastpmi-leftovers-born-{}", std::process::id());
+        std::fs::write(&path, b"x").unwrap();
+        assert!(born_since(&path, before));
+        let later = SystemTime::now() + std::time::Duration::from_secs(60);
+        assert!(!born_since(&path, later), "a file older than the server");
+        std::fs::remove_file(&path).unwrap();
+        assert!(!born_since(&path, before), "a file that is gone");
     }
 
     #[test]
