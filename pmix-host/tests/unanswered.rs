@@ -35,8 +35,9 @@ fn kind(u: &Upcall) -> &'static str {
 #[test]
 fn every_completion_dropped_unanswered_gives_the_client_an_error() {
     let exe = common::compile("unanswered", true);
-    let tmp = std::env::temp_dir().join(format!("pmix-host-unanswered-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp =
+        Scratch(std::env::temp_dir().join(format!("pmix-host-unanswered-{}", std::process::id())));
+    std::fs::create_dir_all(&tmp.0).unwrap();
 
     // Upcalls are dropped on a thread of their own, as a host's event loop
     // would drop them: never on the library's thread inside the upcall.
@@ -53,7 +54,7 @@ fn every_completion_dropped_unanswered_gives_the_client_an_error() {
     let sink = Box::new(move |u: Upcall| {
         let _ = tx.lock().unwrap().send(u);
     });
-    let server = Server::start(None, &tmp, sink).expect("Debian's libpmix2 loads");
+    let server = Server::start(None, &tmp.0, sink).expect("Debian's libpmix2 loads");
 
     let host = rustix::system::uname()
         .nodename()
@@ -168,5 +169,13 @@ fn every_completion_dropped_unanswered_gives_the_client_an_error() {
         );
     }
     drop(dropper);
-    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// The server's directory, removed however the test ends.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
