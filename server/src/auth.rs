@@ -131,7 +131,7 @@ fn answer_claim(
 ) {
     if let Claim::Oob { signal } = claim {
         let opened = match s.conns.get(&conn).and_then(|c| c.port_job) {
-            Some(job) => bind_oob(s, conn, job, rank as u32, signal),
+            Some(job) => bind_oob(s, conn, job, rank as u32, signal).map_err(|e| e.to_string()),
             None => Err(Unclaimable::NoJob.to_string()),
         };
         match opened {
@@ -476,6 +476,17 @@ pub(super) fn complete(
     None
 }
 
+/// Why a connection cannot become a rank's out-of-band channel.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum OobRefused {
+    #[error("init_oob before init: rank {rank} has not initialized PMI")]
+    BeforeInit { rank: u32 },
+    #[error("init_oob after rank {rank} finalized PMI")]
+    AfterFinalize { rank: u32 },
+    #[error("rank {rank} already has an out-of-band channel (connection {conn})")]
+    Taken { rank: u32, conn: ConnId },
+}
+
 /// Make `conn` rank `rank`'s out-of-band channel ([`super::oob`]): the
 /// rank must have initialized PMI and hold no other.
 pub(super) fn bind_oob(
@@ -484,26 +495,22 @@ pub(super) fn bind_oob(
     job: JobIdx,
     rank: u32,
     signal: Option<&'static str>,
-) -> Result<(), String> {
+) -> Result<(), OobRefused> {
     s.sync_from_segment(job, rank);
     let slot = &s.jobs[job].ranks[rank as usize];
     match slot.phase {
-        Phase::Idle => {
-            return Err(format!(
-                "init_oob before init: rank {rank} has not initialized PMI"
-            ))
-        }
-        Phase::Finalized => return Err(format!("init_oob after rank {rank} finalized PMI")),
+        Phase::Idle => return Err(OobRefused::BeforeInit { rank }),
+        Phase::Finalized => return Err(OobRefused::AfterFinalize { rank }),
         Phase::Initialized => {}
     }
     if let Some(ch) = slot
         .oob
         .filter(|ch| ch.conn != conn && s.conns.contains_key(&ch.conn))
     {
-        return Err(format!(
-            "rank {rank} already has an out-of-band channel (connection {})",
-            ch.conn
-        ));
+        return Err(OobRefused::Taken {
+            rank,
+            conn: ch.conn,
+        });
     }
     s.jobs[job].ranks[rank as usize].oob = Some(OobChannel { conn, signal });
     if let Some(c) = s.conns.get_mut(&conn) {

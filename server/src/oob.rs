@@ -153,7 +153,7 @@ pub(super) fn handle(
                 }
                 return Some(match auth::bind_oob(s, conn, job, rank, signal) {
                     Ok(()) => Response::Ok,
-                    Err(why) => Response::error(why),
+                    Err(why) => Response::error(why.to_string()),
                 });
             }
             // Port mode: a fresh connection that claims a rank.

@@ -11,6 +11,12 @@ use fastpmi_codec::{Response, VALLEN_MAX};
 
 use crate::{ConnId, Event, Job, JobIdx, ReplyTo, Server};
 
+/// Why a get could not be asked of the outer job, as the launcher's
+/// nested mode says it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct OuterGetFailed(pub String);
+
 /// Most gets one launcher waits on the outer job for at once; more are
 /// answered "not found" at once.
 pub const OUTER_GETS_MAX: usize = 4096;
@@ -125,7 +131,7 @@ impl Server {
     pub fn outer_get_reply(
         &mut self,
         id: u64,
-        result: Result<Option<Vec<u8>>, String>,
+        result: Result<Option<Vec<u8>>, OuterGetFailed>,
         out: &mut Vec<Event>,
     ) {
         let Some((to, key)) = self.outer_gets.pending.remove(&id) else {

@@ -52,7 +52,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliErr
                 let v = it
                     .next()
                     .ok_or_else(|| CliError(format!("{s} needs auto, pmi or pmix")))?;
-                app.personality = v.to_string_lossy().parse().map_err(CliError)?;
+                app.personality = v
+                    .to_string_lossy()
+                    .parse()
+                    .map_err(|e: crate::config::UnknownPersonality| CliError(e.to_string()))?;
             }
             "--pset" | "-pset" => {
                 let v = it

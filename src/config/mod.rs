@@ -43,14 +43,19 @@ pub enum Personality {
     Pmix,
 }
 
+/// A `--pmi` value that names no personality.
+#[derive(Debug, thiserror::Error)]
+#[error("--pmi {0}: auto, pmi or pmix")]
+pub struct UnknownPersonality(pub String);
+
 impl std::str::FromStr for Personality {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownPersonality;
+    fn from_str(s: &str) -> Result<Self, UnknownPersonality> {
         match s {
             "auto" => Ok(Personality::Auto),
             "pmi" | "pmi2" | "pmi1" => Ok(Personality::Pmi),
             "pmix" => Ok(Personality::Pmix),
-            other => Err(format!("--pmi {other}: auto, pmi or pmix")),
+            other => Err(UnknownPersonality(other.to_string())),
         }
     }
 }

@@ -103,7 +103,11 @@ fn the_node_servers_keys_and_failed_asks_are_answered_here() {
     let out = send2(&mut s, 1, "cmd=kvs-get;key=gone;");
     let id = outer_gets(&out)[0].0;
     let mut out = Vec::new();
-    s.outer_get_reply(id, Err("connection lost".into()), &mut out);
+    s.outer_get_reply(
+        id,
+        Err(crate::place::OuterGetFailed("connection lost".into())),
+        &mut out,
+    );
     let m = pmi2_body(&sent(&out, 1)[0]);
     assert_ne!(m.get_str("rc"), Some("0"));
     assert!(

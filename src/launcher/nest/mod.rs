@@ -282,6 +282,7 @@ impl super::Launcher {
             None => Err("not a node server".into()),
         };
         if let Err(why) = asked {
+            let why = fastpmi_server::place::OuterGetFailed(why);
             self.server.outer_get_reply(id, Err(why), &mut self.events);
         }
     }
@@ -290,6 +291,7 @@ impl super::Launcher {
     pub(super) fn nest_outer_replies(&mut self) {
         let Some(n) = &self.nest else { return };
         for (id, r) in n.outer_gets_done() {
+            let r = r.map_err(fastpmi_server::place::OuterGetFailed);
             self.server.outer_get_reply(id, r, &mut self.events);
         }
     }
