@@ -71,8 +71,9 @@ impl PmixHost {
     pub(super) fn start(lib: Option<&Path>, waker: Arc<mio::Waker>) -> Result<PmixHost, PmixError> {
         let dir = crate::private_dir::dir();
         let tmpdir = dir.join(format!("pmix-{}", std::process::id()));
+        // What dead launchers left is swept at every launch, PMI or PMIx
+        // (`leftovers::remove_dead`, with the rendezvous).
         let made = crate::private_dir::ensure_dir(&dir).and_then(|()| {
-            super::leftovers::remove_dead(&dir);
             std::fs::create_dir_all(&tmpdir)?;
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&tmpdir, std::fs::Permissions::from_mode(0o700))
