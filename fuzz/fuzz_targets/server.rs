@@ -245,7 +245,9 @@ impl Harness {
                         let answer = match id % 3 {
                             0 => Ok(Some(b"outer-value".to_vec())),
                             1 => Ok(None),
-                            _ => Err("outer server gone".into()),
+                            _ => Err(fastpmi_server::place::OuterGetFailed(
+                                "outer server gone".into(),
+                            )),
                         };
                         self.s.outer_get_reply(id, answer, &mut more);
                     }
