@@ -44,7 +44,8 @@ fn abort_child(args: &ChildArgs) -> i32 {
         }
         match seg.fence().fence(&SharedFutex) {
             Ok(a) => fail(me, EXIT_FENCE_OK, format_args!("fence completed: {a:?}")),
-            Err(a) => check(a),
+            Err(shm_layout::FenceError::Aborted(a)) => check(a),
+            Err(e) => fail(me, EXIT_WRONG_ABORT, format_args!("wrong error {e:?}")),
         }
     } else {
         // Tell the parent we are about to wait.

@@ -110,7 +110,7 @@ fn abort_child(args: &ChildArgs) -> i32 {
     let fence = seg.fence().for_rank(me).with_spin_limit(0);
     match fence.fence(&SharedFutex) {
         Ok(a) => fail(me, EXIT_FENCE_OK, format_args!("fence completed: {a:?}")),
-        Err(a) if a == Aborted::new(ABORT_CODE, ABORT_RANK) => ABORT_CODE,
+        Err(a) if a == Aborted::new(ABORT_CODE, ABORT_RANK).into() => ABORT_CODE,
         Err(a) => fail(me, EXIT_WRONG_ABORT, format_args!("wrong abort {a:?}")),
     }
 }

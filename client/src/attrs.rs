@@ -128,6 +128,11 @@ impl Pmi {
         let key = key.as_ref();
         self.live()?;
         self.check_kv(key, None)?;
+        if key == attr::DEAD_PROCESSES.as_bytes() {
+            if let Some(v) = self.dead_processes_value() {
+                return Ok(Some(v));
+            }
+        }
         let size = self.size;
         self.with(|t| match t {
             Peer::Wire(c) => {
@@ -143,6 +148,7 @@ impl Pmi {
                     Some(attr::single_node_mapping(size).into_bytes())
                 }
                 k if k == attr::UNIVERSE_SIZE.as_bytes() => Some(b"1".to_vec()),
+                k if k == attr::DEAD_PROCESSES.as_bytes() => Some(Vec::new()),
                 _ => None,
             }),
         })

@@ -22,6 +22,7 @@
 
 mod attrs;
 mod conn;
+mod deaths;
 mod env;
 mod groups;
 mod init;
@@ -76,6 +77,10 @@ pub enum PmiError {
     Finalized,
     #[error("the job was aborted (rank {rank}, code {code})")]
     Aborted { code: i32, rank: u32 },
+    /// Ranks of a fault-tolerant job died: the operation can never
+    /// complete (`ranks`: the dead set when it gave up).
+    #[error("{message}")]
+    RanksDied { ranks: Vec<u32>, message: String },
 }
 
 impl PmiError {
@@ -356,6 +361,10 @@ impl Pmi {
                 st.count_get();
                 st.set_last_op(RankOp::Get);
             }
+            // Hydra's special key, as MPICH reads it (PMI2_ID_NULL).
+            if key == fastpmi_codec::names::attr::DEAD_PROCESSES.as_bytes() {
+                return Ok(f(self.dead_processes_value().as_deref()));
+            }
             if let Some(v) = shm.seg.seg().kvs().get(key) {
                 return Ok(f(Some(v)));
             }
@@ -402,7 +411,7 @@ impl Pmi {
             if let Some(st) = st {
                 st.set_phase_at(RankPhase::Running, self.stamp());
             }
-            return r.map(|_| ()).map_err(aborted);
+            return r.map(|_| ()).map_err(|e| self.fence_error(e));
         }
         self.with(|t| match t {
             Peer::Wire(c) => c
@@ -451,7 +460,14 @@ impl Pmi {
 
     /// Ask the launcher to end the whole job with `code`, then exit.
     pub fn abort(&self, code: i32, message: &str) -> ! {
-        let _ = self.request_abort(code, message);
+        self.abort_with(code, message, true)
+    }
+
+    /// Abort with `code`: the whole job (`world`), or only this process
+    /// (`PMI2_Abort(0, ...)`: a fault-tolerant job goes on without it;
+    /// any other job ends, as for a world abort). Exits either way.
+    pub fn abort_with(&self, code: i32, message: &str, world: bool) -> ! {
+        let _ = self.send_abort(code, message, world);
         std::process::exit(code & 0xff)
     }
 
@@ -459,12 +475,16 @@ impl Pmi {
     /// node server that still has its own ranks to stop; the launcher
     /// answers nothing, it ends the job). A singleton has nobody to ask.
     pub fn request_abort(&self, code: i32, message: &str) -> Result<(), PmiError> {
+        self.send_abort(code, message, true)
+    }
+
+    fn send_abort(&self, code: i32, message: &str, world: bool) -> Result<(), PmiError> {
         self.with(|t| {
             if let Peer::Wire(c) = t {
                 c.send(&Request::Abort {
                     exitcode: Some(code.into()),
                     message: message.to_string(),
-                    isworld: true,
+                    isworld: world,
                 })?;
             }
             Ok(())

@@ -17,6 +17,7 @@ pub mod names;
 pub mod oob;
 pub mod pmi1;
 pub mod pmi2;
+pub mod ranks;
 pub mod spawn;
 
 pub use command::{Request, Response};

@@ -35,7 +35,8 @@ pub mod attr {
     pub const PROCESS_MAPPING: &str = "PMI_process_mapping";
     /// Whether publish, unpublish and lookup work (job attribute, `TRUE`).
     pub const HAS_NAME_SERV: &str = "hasNameServ";
-    /// Ranks known dead (job attribute; fastpmi reports it missing).
+    /// Ranks known dead (job attribute, Hydra's format: [`crate::ranks`]);
+    /// empty while none died.
     pub const DEAD_PROCESSES: &str = "PMI_dead_processes";
     /// Path of the node's topology as hwloc XML (job attribute).
     pub const HWLOC_XMLFILE: &str = "PMI_hwloc_xmlfile";

@@ -19,6 +19,14 @@ pub const PMIX_ERR_NOT_SUPPORTED: Status = -47;
 pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
 /// A process of the job ended (`PMIX_EVENT_PROC_TERMINATED`).
 pub const PMIX_EVENT_PROC_TERMINATED: Status = -201;
+/// A process ended before its finalize (`PMIX_ERR_PROC_TERM_WO_SYNC`).
+pub const PMIX_ERR_PROC_TERM_WO_SYNC: Status = -200;
+/// A process was killed by a signal (`PMIX_ERR_PROC_ABORTED_BY_SIG`).
+pub const PMIX_ERR_PROC_ABORTED_BY_SIG: Status = -402;
+/// A process aborted itself (`PMIX_ERR_PROC_ABORTED`, in
+/// `pmix_deprecated.h` since PMIx 4 but what Open MPI 5's ULFM handler
+/// registers for).
+pub const PMIX_ERR_PROC_ABORTED: Status = -7;
 /// `pmix_data_range_t` of an event for the source's namespace.
 pub const PMIX_RANGE_NAMESPACE: u8 = 3;
 pub const PMIX_RANGE_CUSTOM: u8 = 6;
@@ -157,7 +165,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/layout.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 49] = [
+pub const LAYOUT: [(&str, i64); 52] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -199,6 +207,15 @@ pub const LAYOUT: [(&str, i64); 49] = [
         PMIX_EVENT_PROC_TERMINATED as i64,
     ),
     ("PMIX_RANGE_NAMESPACE", PMIX_RANGE_NAMESPACE as i64),
+    (
+        "PMIX_ERR_PROC_TERM_WO_SYNC",
+        PMIX_ERR_PROC_TERM_WO_SYNC as i64,
+    ),
+    (
+        "PMIX_ERR_PROC_ABORTED_BY_SIG",
+        PMIX_ERR_PROC_ABORTED_BY_SIG as i64,
+    ),
+    ("PMIX_ERR_PROC_ABORTED", PMIX_ERR_PROC_ABORTED as i64),
     ("PMIX_DEBUGGER_RELEASE", PMIX_DEBUGGER_RELEASE as i64),
     ("PMIX_RANGE_CUSTOM", PMIX_RANGE_CUSTOM as i64),
     ("PMIX_RANK_WILDCARD", PMIX_RANK_WILDCARD as i64),

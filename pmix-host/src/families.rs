@@ -28,6 +28,9 @@ pub enum ClientUpcall {
         rank: u32,
         status: i32,
         message: String,
+        /// It named only itself (`procs` = its own name): a fault-tolerant
+        /// job goes on without it.
+        only_self: bool,
     },
 }
 

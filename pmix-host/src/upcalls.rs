@@ -60,11 +60,18 @@ pub(crate) unsafe extern "C" fn up_abort(
     _o: *mut c_void,
     status: c_int,
     msg: *const c_char,
-    _procs: *mut Proc,
-    _nprocs: usize,
+    procs: *mut Proc,
+    nprocs: usize,
     _cb: OpCb,
     _d: *mut c_void,
 ) -> Status {
+    let targets: &[Proc] = if procs.is_null() || nprocs == 0 {
+        &[]
+    } else {
+        // SAFETY: the library passes `nprocs` procs at `procs` (NULL: the
+        // whole namespace), valid for the call's duration.
+        unsafe { std::slice::from_raw_parts(procs, nprocs) }
+    };
     // SAFETY: the library passes a valid proc and a NUL-terminated message
     // (or NULL) for the call's duration.
     let (proc_, message) = unsafe {
@@ -78,11 +85,13 @@ pub(crate) unsafe extern "C" fn up_abort(
         )
     };
     if let Some(p) = proc_ {
+        let only_self = matches!(targets, [t] if t.rank == p.rank && nspace_of(t) == nspace_of(p));
         send(Upcall::Client(ClientUpcall::Abort {
             nspace: nspace_of(p),
             rank: p.rank,
             status,
             message,
+            only_self,
         }));
     }
     PMIX_OPERATION_SUCCEEDED

@@ -4,6 +4,7 @@
 //! Also the "what was the rank doing" text the failure messages carry.
 
 use super::{reply, Activity, ConnId, Event, FailCause, JobIdx, Phase, RankSlot, ReplyTo, Server};
+use crate::deaths::DeathCause;
 use fastpmi_codec::{self, Response};
 
 /// How long after a PMIx rank's clean exit its finalize may still be heard.
@@ -41,7 +42,14 @@ impl Server {
             slot.conn = None;
         }
         if slot.phase == Phase::Initialized && j.failed.is_none() {
+            let how = format!(
+                "closed its PMI connection before finalize {}",
+                activity_text(&j.ranks[rank as usize], shm)
+            );
             let who = j.rank_label(job, rank);
+            if self.rank_died(job, rank, DeathCause::ConnectionLost, &how, out) {
+                return;
+            }
             let lost = format!("{who} closed its PMI connection before finalize");
             if self.group_member_lost(job, rank, &lost, out) {
                 return;
@@ -108,6 +116,14 @@ impl Server {
     /// `rank` exited cleanly while its job needed it: fail the job (or,
     /// when group failures are tolerated, only its groups).
     fn fail_exited_early(&mut self, job: JobIdx, rank: u32, message: String, out: &mut Vec<Event>) {
+        let label = self.jobs[job].rank_label(job, rank);
+        let how = message
+            .strip_prefix(&label)
+            .unwrap_or(&message)
+            .trim_start();
+        if self.rank_died(job, rank, DeathCause::Exited(0), how, out) {
+            return;
+        }
         if self.group_member_lost(job, rank, &message, out) {
             return;
         }
@@ -187,10 +203,10 @@ impl Server {
     pub fn needs_stuck_check(&self) -> bool {
         self.jobs.iter().enumerate().any(|(job, j)| {
             j.failed.is_none()
-                && j.ranks
-                    .iter()
-                    .enumerate()
-                    .any(|(r, s)| gone(s) || self.is_lost_member(job, r as u32))
+                && !j.deaths.any()
+                && j.ranks.iter().enumerate().any(|(r, s)| {
+                    !j.deaths.is_dead(r as u32) && (gone(s) || self.is_lost_member(job, r as u32))
+                })
         })
     }
 
@@ -205,15 +221,14 @@ impl Server {
     /// memory) that a finalized or PMI-less exited rank can never join.
     pub fn check_stuck(&mut self, job: JobIdx, out: &mut Vec<Event>) {
         let j = &self.jobs[job];
-        if j.failed.is_some() || j.store.fence_arrivals() == 0 {
+        // After a death the fence fails for everybody (its arrivals stay
+        // counted): nobody waits in it.
+        if j.failed.is_some() || j.store.fence_arrivals() == 0 || j.deaths.any() {
             return;
         }
-        let Some((r, slot)) = j
-            .ranks
-            .iter()
-            .enumerate()
-            .find(|(r, s)| gone(s) || self.is_lost_member(job, *r as u32))
-        else {
+        let Some((r, slot)) = j.ranks.iter().enumerate().find(|(r, s)| {
+            !j.deaths.is_dead(*r as u32) && (gone(s) || self.is_lost_member(job, *r as u32))
+        }) else {
             return;
         };
         let why = if slot.phase == Phase::Finalized {

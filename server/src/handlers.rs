@@ -4,6 +4,7 @@
 
 use super::nameserv::{self, NameOp};
 use super::{Activity, ConnId, Event, FailCause, JobIdx, Phase, ReplyTo, Server};
+use crate::deaths::DeathCause;
 use crate::store::StoreError;
 use fastpmi_codec::names::attr;
 use fastpmi_codec::{Request, Response, KEYLEN_MAX, KVSNAME_MAX, VALLEN_MAX};
@@ -163,7 +164,9 @@ fn bound(
             None
         }
         Request::Abort {
-            exitcode, message, ..
+            exitcode,
+            message,
+            isworld,
         } => {
             let asked = exitcode.unwrap_or(1);
             let code = abort_status(asked);
@@ -172,12 +175,22 @@ fn bound(
             } else {
                 format!("code {asked} (exit status {code})")
             };
-            let name = j.rank_label(job, rank);
-            let message = if message.is_empty() {
-                format!("{name} called abort with {shown}")
+            // PMI2_Abort(0, ...): only the caller aborts, which a
+            // fault-tolerant job survives.
+            let what = if isworld {
+                "called abort"
             } else {
-                format!("{name} called abort with {shown}: {message}")
+                "aborted itself (abort isworld=FALSE)"
             };
+            let how = if message.is_empty() {
+                format!("{what} with {shown}")
+            } else {
+                format!("{what} with {shown}: {message}")
+            };
+            if !isworld && s.rank_died(job, rank, DeathCause::Aborted(code), &how, out) {
+                return None;
+            }
+            let message = format!("{} {how}", s.jobs[job].rank_label(job, rank));
             tracing::debug!("{message}");
             out.push(Event::JobFailed {
                 job,
@@ -266,13 +279,15 @@ fn get(
         Err(e) => return Some(e),
     };
     let j = &s.jobs[target];
-    // PMI-1 clients read job attributes with plain gets.
+    // PMI-1 clients read job attributes with plain gets; MPICH reads the
+    // dead set with a PMI-2 get too (`PMI2_ID_NULL`), as Hydra answers.
     let value = match to.proto {
         fastpmi_codec::Protocol::Pmi1
             if key.starts_with(b"PMI_") || key == attr::UNIVERSE_SIZE.as_bytes() =>
         {
             job_attr(s.hwloc_xmlfile.as_deref(), j, &key)
         }
+        _ if key == attr::DEAD_PROCESSES.as_bytes() => j.deaths.dead_processes(),
         _ => None,
     }
     .or_else(|| j.store.get(&key));
@@ -301,8 +316,8 @@ fn job_attr(hwloc_xmlfile: Option<&str>, j: &super::Job, key: &[u8]) -> Option<V
         // The node topology the launcher exported once (MPICH then need not
         // discover it in every rank).
         attr::HWLOC_XMLFILE => hwloc_xmlfile.map(|p| p.as_bytes().to_vec()),
-        // A miss: an empty list would be an empty value, which clients mishandle.
-        attr::DEAD_PROCESSES => None,
+        // Fault-tolerant jobs; a miss while none died.
+        attr::DEAD_PROCESSES => j.deaths.dead_processes(),
         _ => None,
     }
 }
@@ -320,6 +335,11 @@ fn fence(
             "rank {rank} is already in a fence"
         )));
     }
+    // Fault-tolerant job with dead ranks: no fence can complete any more.
+    if let Some(e) = s.fence_after_deaths(job) {
+        return Some(e);
+    }
+    let j = &mut s.jobs[job];
     let ticket = match j.store.fence_arrive(rank) {
         Ok(t) => t,
         Err(e) => return Some(Response::error(e.to_string())),

@@ -15,6 +15,7 @@
 pub mod auth;
 mod connect;
 mod continued;
+pub mod deaths;
 mod failure;
 mod groups;
 mod handlers;
@@ -96,6 +97,15 @@ pub enum Event {
     /// The server refused a connection (it also asks to close it): the
     /// launcher logs `reason` (which names the peer).
     Refuse { conn: ConnId, reason: String },
+    /// A rank of a fault-tolerant job died ([`Server::rank_died`]); the job
+    /// goes on. The launcher says so once, ends the rank's process if it
+    /// still runs, and tells PMIx clients.
+    RankDied {
+        job: JobIdx,
+        rank: u32,
+        cause: deaths::DeathCause,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -203,6 +213,8 @@ pub(crate) struct Job {
     checkpoints: u64,
     /// Nested mode: where this node's ranks sit in the whole job.
     place: Option<place::NodePlace>,
+    /// Fault-tolerant mode and the dead ranks ([`deaths`]).
+    deaths: deaths::JobDeaths,
 }
 
 struct Conn {
@@ -321,15 +333,19 @@ impl Server {
             at_failure: None,
             checkpoints: 0,
             place: None,
+            deaths: Default::default(),
         });
         let job = self.jobs.len() - 1;
-        // A spawned job can read its parent's KVS and fails with it.
+        // A spawned job can read its parent's KVS and fails with it; it is
+        // as fault tolerant as its parent.
         if let Some(parent) = self.jobs[job]
             .spawner
             .as_deref()
             .and_then(|p| self.job_index(p))
         {
             self.connect_jobs(job, parent);
+            let tolerant = self.is_fault_tolerant(parent);
+            self.set_fault_tolerant(job, tolerant);
         }
         job
     }

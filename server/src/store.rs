@@ -93,6 +93,13 @@ pub trait Store: Send {
     fn fence_arrivals(&self) -> u32;
     /// Record that the job is aborting, waking anyone blocked in the store.
     fn abort(&mut self, code: i32, rank: u32);
+    /// Record that `rank` died (fault-tolerant jobs): the job segment's
+    /// dead set, which breaks its fence and wakes its waiters. The
+    /// in-launcher store has nothing to wake (the server answers its
+    /// socket waiters).
+    fn record_death(&mut self, _rank: u32, _cause: shm_layout::DeathCause) {}
+    /// `rank`, recorded dead of a lost connection, ended of `cause`.
+    fn refine_death(&mut self, _rank: u32, _cause: shm_layout::DeathCause) {}
     /// Slots in the job segment's group barrier pool (0: no pool). The
     /// server does the bookkeeping of which are in use.
     fn group_slots(&self) -> u32 {

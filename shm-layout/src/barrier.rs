@@ -20,7 +20,7 @@
 //! // Every put made before the fence is visible after it.
 //! assert_eq!(job.view().kvs().get(b"P1-bc"), Some(&b"hello"[..]));
 //! peer.join().unwrap();
-//! # Ok::<(), shm_layout::Aborted>(())
+//! # Ok::<(), shm_layout::FenceError>(())
 //! ```
 //!
 //! # Protocol
@@ -31,10 +31,10 @@
 //! spins briefly on the generation word, then sleeps on it with the futex in
 //! bounded slices, re-checking the abort word after every wake.
 //!
-//! The generation word counts in steps of 2; its bit 0 is set by an abort, so
-//! that an abort always changes the word a waiter sleeps on (a waiter that
-//! checked the abort word just before it was set cannot then sleep through
-//! the wake).
+//! The generation word counts in steps of 2; its bit 0 is set by an abort or
+//! a rank's death ([`crate::death`]), so that either always changes the word
+//! a waiter sleeps on (a waiter that checked the abort word and the death
+//! count just before they were set cannot then sleep through the wake).
 //!
 //! # Central or tree release
 //!
@@ -79,15 +79,16 @@
 
 use std::time::{Duration, Instant};
 
-use crate::abort::{AbortWord, Aborted};
+use crate::abort::AbortWord;
 use crate::cache::CachePadded;
 use crate::cohort::CohortTree;
+use crate::death::{DeathLine, FenceError};
 use crate::futex::{Futex, WAKE_ALL};
 use crate::sync::{AtomicU32, Ordering};
 use crate::wait::{next_slice, wait_word, Patience, FENCE_SLEEP_SLICE, SLEEP_SLICE};
 use crate::wake_tree::{armed_mark, Tree, WakeSlot, GEN_MASK, SLEEPING};
 
-/// Bit 0 of the generation word: the job was aborted.
+/// Bit 0 of the generation word: the job was aborted or a rank died.
 pub(crate) const GEN_ABORTED: u32 = 1;
 /// A completed generation adds this to the word.
 pub(crate) const GEN_STEP: u32 = 2;
@@ -156,10 +157,12 @@ impl Barrier {
         self.generation.cohorts.load(Ordering::Relaxed)
     }
 
-    /// Marks the job aborted in the generation word (see the module docs).
-    pub(crate) fn mark_aborted(&self) -> &AtomicU32 {
-        // SYNC POINT (abort): Release orders the abort word, set before this,
-        // before the flag; a waiter that Acquires the flagged word sees it.
+    /// Marks the generation word as stopped, after an abort or a death was
+    /// recorded (see the module docs).
+    pub(crate) fn mark_stopped(&self) -> &AtomicU32 {
+        // SYNC POINT (abort) / (death): Release orders the abort word or the
+        // death count, set before this, before the flag; a waiter that
+        // Acquires the flagged word sees it.
         self.generation
             .word
             .fetch_or(GEN_ABORTED, Ordering::Release);
@@ -177,11 +180,13 @@ pub struct Arrival {
     pub last: bool,
 }
 
-/// The job's fence: the barrier plus the abort word its waits check.
+/// The job's fence: the barrier plus the abort word and death count its
+/// waits check.
 #[derive(Debug, Clone, Copy)]
 pub struct Fence<'a> {
     barrier: &'a Barrier,
     abort: &'a AbortWord,
+    deaths: &'a DeathLine,
     /// One per party (empty: no tree possible).
     slots: &'a [WakeSlot],
     /// The party this handle fences for, if known (tree mode needs it).
@@ -192,10 +197,16 @@ pub struct Fence<'a> {
 }
 
 impl<'a> Fence<'a> {
-    pub(crate) fn new(barrier: &'a Barrier, abort: &'a AbortWord, slots: &'a [WakeSlot]) -> Self {
+    pub(crate) fn new(
+        barrier: &'a Barrier,
+        abort: &'a AbortWord,
+        deaths: &'a DeathLine,
+        slots: &'a [WakeSlot],
+    ) -> Self {
         Self {
             barrier,
             abort,
+            deaths,
             slots,
             rank: None,
             cohort: None,
@@ -305,7 +316,7 @@ impl<'a> Fence<'a> {
         &self,
         futex: &F,
         timeout: Duration,
-    ) -> Result<bool, Aborted> {
+    ) -> Result<bool, FenceError> {
         let parties = self.parties();
         // An abort does not change the counter: sleep in slices to see it.
         wait_word(
@@ -315,7 +326,7 @@ impl<'a> Fence<'a> {
             Instant::now().checked_add(timeout),
             Some(SLEEP_SLICE),
             |n| n >= parties,
-            |_| self.abort.check(),
+            |_| self.stopped(),
         )
     }
 
@@ -487,7 +498,7 @@ impl<'a> Fence<'a> {
 
     /// Blocks until the generation of `arrival` completes, or the job is
     /// aborted. Spins at most a few microseconds, then sleeps.
-    pub fn wait<F: Futex + ?Sized>(&self, arrival: Arrival, futex: &F) -> Result<(), Aborted> {
+    pub fn wait<F: Futex + ?Sized>(&self, arrival: Arrival, futex: &F) -> Result<(), FenceError> {
         self.wait_until(arrival, futex, None).map(|_| ())
     }
 
@@ -498,18 +509,26 @@ impl<'a> Fence<'a> {
         arrival: Arrival,
         futex: &F,
         timeout: Duration,
-    ) -> Result<bool, Aborted> {
+    ) -> Result<bool, FenceError> {
         self.wait_until(arrival, futex, Instant::now().checked_add(timeout))
     }
 
     /// `arrive` then `wait`: one rank's whole fence.
-    pub fn fence<F: Futex + ?Sized>(&self, futex: &F) -> Result<Arrival, Aborted> {
+    pub fn fence<F: Futex + ?Sized>(&self, futex: &F) -> Result<Arrival, FenceError> {
         // After an abort an arrival must not count: a rank retrying its
         // fence would be counted twice and could complete a round alone.
-        self.abort.check()?;
+        // After a death no generation can complete any more.
+        self.stopped()?;
         let arrival = self.arrive(futex);
         self.wait(arrival, futex)?;
         Ok(arrival)
+    }
+
+    /// `Err` once the job is aborted or a rank died: the fence then can
+    /// never complete.
+    fn stopped(&self) -> Result<(), FenceError> {
+        self.abort.check()?;
+        self.deaths.check()
     }
 
     fn wait_until<F: Futex + ?Sized>(
@@ -517,7 +536,7 @@ impl<'a> Fence<'a> {
         arrival: Arrival,
         futex: &F,
         deadline: Option<Instant>,
-    ) -> Result<bool, Aborted> {
+    ) -> Result<bool, FenceError> {
         if let Some(c) = self.cohort {
             return self.wait_cohort(arrival, c, futex, deadline);
         }
@@ -535,7 +554,7 @@ impl<'a> Fence<'a> {
             deadline,
             FENCE_SLEEP_SLICE,
             |w| w >> 1 != arrival.generation,
-            |_| self.abort.check(),
+            |_| self.stopped(),
         )
     }
 
@@ -549,7 +568,7 @@ impl<'a> Fence<'a> {
         slot: &WakeSlot,
         futex: &F,
         deadline: Option<Instant>,
-    ) -> Result<bool, Aborted> {
+    ) -> Result<bool, FenceError> {
         let gen = &self.barrier.generation;
         let done = |w: u32| w >> 1 != arrival.generation;
         let released = || {
@@ -586,7 +605,7 @@ impl<'a> Fence<'a> {
             if done(gen.word.load(Ordering::Acquire)) {
                 return released();
             }
-            self.abort.check()?;
+            self.stopped()?;
             let Some(slice) = next_slice(deadline, FENCE_SLEEP_SLICE) else {
                 return Ok(false);
             };
@@ -617,7 +636,7 @@ impl<'a> Fence<'a> {
         c: u32,
         futex: &F,
         deadline: Option<Instant>,
-    ) -> Result<bool, Aborted> {
+    ) -> Result<bool, FenceError> {
         let gen = &self.barrier.generation;
         let done = |w: u32| w >> 1 != arrival.generation;
         let released = || {
@@ -650,7 +669,7 @@ impl<'a> Fence<'a> {
             FENCE_SLEEP_SLICE,
             // SYNC POINT (fence completion): as in `crate::wait::wait_word`.
             |_| done(gen.word.load(Ordering::Acquire)),
-            |_| self.abort.check(),
+            |_| self.stopped(),
         )?;
         if completed {
             released()

@@ -20,6 +20,7 @@ use crate::arena::{RECORD_ALIGN, RECORD_HEADER};
 use crate::barrier::{Barrier, GenerationLine, GEN_ABORTED, GEN_STEP};
 use crate::cache::CachePadded;
 use crate::cohort::COHORT_FANOUT;
+use crate::death::{DeathLine, DEATH_FLAG};
 use crate::group::{
     GroupLine, GroupSlot, FAILED_FLAG as GROUP_FAILED_FLAG, GROUP_FAILED, GROUP_SLOT_SIZE,
     PARTY as GROUP_PARTY,
@@ -237,8 +238,10 @@ pub const LAYOUT_HASH: u64 = {
         node_changes,
         kvs_cursor,
         nodeattr_cursor,
-        stamp_clock
+        stamp_clock,
+        deaths
     );
+    let h = shape!(h, DeathLine, count);
     let h = shape!(h, StampClock, kind, tsc_base, mono_base);
     let h = shape!(h, Barrier, arrived, generation);
     let h = shape!(
@@ -268,7 +271,8 @@ pub const LAYOUT_HASH: u64 = {
         since,
         last_op,
         wait_seq,
-        wait_key
+        wait_key,
+        death
     );
     let h = shape!(h, AbortWord);
     let h = shape!(h, GroupSlot, count, line);
@@ -293,6 +297,7 @@ pub const LAYOUT_HASH: u64 = {
         .push(GROUP_PARTY)
         .push(GROUP_FAILED_FLAG)
         .push(ABORT_FLAG)
+        .push(DEATH_FLAG)
         .push(RANK_MASK as u64)
         .push(INIT_DONE as u64)
         .push(RankPhase::InGroupFence as u64)

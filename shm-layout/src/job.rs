@@ -6,6 +6,7 @@ use crate::abort::{AbortWord, Aborted};
 use crate::arena::Arena;
 use crate::barrier::{Barrier, Fence};
 use crate::cache::CachePadded;
+use crate::death::DeathLine;
 use crate::futex::{Futex, WAKE_ALL};
 use crate::kvs::{Kvs, Slot};
 use crate::nodeattr::NodeAttrs;
@@ -27,6 +28,8 @@ pub struct SyncBlock {
     pub(crate) nodeattr_cursor: CachePadded<AtomicU64>,
     /// What the ranks' phase stamps count.
     pub(crate) stamp_clock: CachePadded<StampClock>,
+    /// Deaths of ranks recorded (fault-tolerant jobs; see [`crate::death`]).
+    pub(crate) deaths: CachePadded<DeathLine>,
 }
 
 impl SyncBlock {
@@ -39,6 +42,7 @@ impl SyncBlock {
             kvs_cursor: CachePadded::new(AtomicU64::new(0)),
             nodeattr_cursor: CachePadded::new(AtomicU64::new(0)),
             stamp_clock: CachePadded::new(StampClock::default()),
+            deaths: CachePadded::new(DeathLine::new()),
         }
     }
 }
@@ -108,7 +112,7 @@ impl<'a> JobView<'a> {
 
     /// The fence barrier.
     pub fn fence(&self) -> Fence<'a> {
-        Fence::new(&self.sync.barrier, self.abort, self.wake)
+        Fence::new(&self.sync.barrier, self.abort, &self.sync.deaths, self.wake)
     }
 
     /// What the ranks' phase stamps count.
@@ -131,12 +135,51 @@ impl<'a> JobView<'a> {
     /// process; later calls just wake everybody again.
     pub fn abort<F: Futex + ?Sized>(&self, code: i32, rank: u32, futex: &F) -> Aborted {
         let effective = self.abort.raise(Aborted::new(code, rank));
-        let generation = self.sync.barrier.mark_aborted();
         // SYNC POINT (abort): Release orders the abort word before the
         // counter bump a node-attribute waiter Acquires.
         self.sync.node_changes.fetch_add(1, Ordering::Release);
-        futex.wake(generation, WAKE_ALL);
         futex.wake(&self.sync.node_changes, WAKE_ALL);
+        // A waiter for the next death re-checks the abort word when woken.
+        futex.wake(&self.sync.deaths.count, WAKE_ALL);
+        self.wake_fence_sleepers(futex);
+        effective
+    }
+
+    /// Deaths recorded in the job so far (0: every rank lives).
+    pub fn deaths(&self) -> &'a DeathLine {
+        &self.sync.deaths
+    }
+
+    /// Counts the death of a rank (whose record the caller wrote first, see
+    /// `Segment::record_death`): the job's fence is broken for good, every
+    /// rank in it wakes and returns [`crate::FenceError::RanksDied`], and
+    /// waiters for the next death wake. Returns the new death count.
+    pub fn count_death<F: Futex + ?Sized>(&self, futex: &F) -> u32 {
+        let n = self.sync.deaths.bump(futex);
+        self.wake_fence_sleepers(futex);
+        n
+    }
+
+    /// Sleeps until more than `seen` deaths are recorded (`Ok(Some(n))`),
+    /// `deadline` passes (`Ok(None)`) or the job is aborted.
+    pub fn wait_death<F: Futex + ?Sized>(
+        &self,
+        seen: u32,
+        futex: &F,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Option<u32>, Aborted> {
+        self.sync
+            .deaths
+            .wait_after(seen, self.abort, futex, deadline)
+    }
+
+    /// Changes and wakes every word a fence sleeper may sleep on, after the
+    /// abort word or a death was recorded (which its re-check then sees).
+    /// Every rank's fence wake word is bumped and woken directly, not
+    /// through the release tree, whose inner ranks may be dead.
+    fn wake_fence_sleepers<F: Futex + ?Sized>(&self, futex: &F) {
+        let generation = self.sync.barrier.mark_stopped();
+        futex.wake(generation, WAKE_ALL);
         for slot in self.wake {
             slot.bump(futex);
         }
@@ -145,11 +188,10 @@ impl<'a> JobView<'a> {
         let cohorts = self.fence().cohort_count() as usize;
         for slot in &self.wake[..cohorts] {
             for word in &slot.cohort_words {
-                // SYNC POINT (abort): as for the generation word above.
+                // SYNC POINT (abort) / (death): as for the generation word.
                 word.fetch_add(1, Ordering::Release);
                 futex.wake(word, WAKE_ALL);
             }
         }
-        effective
     }
 }

@@ -24,7 +24,7 @@ pub const LAYOUT_MAJOR: u16 = 1;
 /// Layout minor version: attachers require an exact match too (a client
 /// that does not recognise the stamp falls back to the socket, which is
 /// always correct).
-pub const LAYOUT_MINOR: u16 = 4;
+pub const LAYOUT_MINOR: u16 = 5;
 
 /// Required alignment of the segment's base address (mmap gives 4096).
 pub const SEGMENT_ALIGN: usize = 64;
@@ -47,8 +47,8 @@ pub const MAX_SLOTS: u32 = 1 << 30;
 // identically under loom (where the real types differ); checked against
 // `size_of` by the layout asserts in `header.rs`.
 pub(crate) const HEADER_SIZE: u64 = 320;
-pub(crate) const SYNC_SIZE: u64 = 384;
-pub(crate) const RANK_STATE_SIZE: u64 = 128;
+pub(crate) const SYNC_SIZE: u64 = 448;
+pub(crate) const RANK_STATE_SIZE: u64 = 192;
 pub(crate) const WAKE_SLOT_SIZE: u64 = 64;
 pub(crate) const SLOT_SIZE: u64 = 128;
 

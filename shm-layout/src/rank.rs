@@ -2,6 +2,7 @@
 //! through shared memory, for the launcher's supervision and diagnostics.
 //! Each record has its own cache lines, since each rank writes its own.
 
+use crate::death::DeathCause;
 use crate::kvs::KEY_MAX;
 use crate::sync::{fence, AtomicU32, AtomicU64, Ordering};
 
@@ -140,6 +141,9 @@ pub struct RankState {
     /// [`KEY_MAX`] bytes, zero-padded, native-endian words. Its own line:
     /// written once per wait, never on the fence path.
     pub(crate) wait_key: [AtomicU64; WAIT_KEY_WORDS],
+    /// How the rank died (a packed [`DeathCause`]), 0 while it lives.
+    /// Written once, by the launcher, in fault-tolerant jobs only.
+    pub(crate) death: AtomicU64,
 }
 
 /// A group fence a rank waits in ([`RankState::group_wait`]): its barrier
@@ -351,6 +355,34 @@ impl RankState {
             slot: (t >> 32) as u32,
             generation: t as u32,
         })
+    }
+
+    /// How the rank died, if the launcher recorded its death.
+    pub fn death(&self) -> Option<DeathCause> {
+        // SYNC POINT (death): pairs with the Release in `set_death`.
+        DeathCause::unpack(self.death.load(Ordering::Acquire))
+    }
+
+    /// Records the rank's death, unless one is recorded already; true if
+    /// this call recorded it. Launcher only; count it afterwards
+    /// (`Segment::record_death` does both).
+    #[cfg_attr(loom, allow(dead_code))] // used by `Segment`, not built under loom
+    pub(crate) fn set_death(&self, cause: DeathCause) -> bool {
+        // SYNC POINT (death): Release pairs with the Acquire in `death`.
+        self.death
+            .compare_exchange(0, cause.pack(), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Replaces a recorded [`DeathCause::ConnectionLost`] by how the rank
+    /// really ended, once the launcher reaped it (the death was counted
+    /// when the connection closed). Launcher only; any other record stays.
+    pub fn refine_death(&self, cause: DeathCause) {
+        let lost = DeathCause::ConnectionLost.pack();
+        // SYNC POINT (death): as in `set_death`.
+        let _ =
+            self.death
+                .compare_exchange(lost, cause.pack(), Ordering::AcqRel, Ordering::Acquire);
     }
 
     // Counters are statistics only: Relaxed increments.

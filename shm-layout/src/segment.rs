@@ -11,6 +11,7 @@ use crate::abort::{AbortWord, Aborted, RANK_MASK};
 use crate::arena::ByteRegion;
 use crate::barrier::Fence;
 use crate::cache::CachePadded;
+use crate::death::DeathCause;
 use crate::futex::Futex;
 use crate::group::{GroupBarrier, GroupSlot};
 use crate::header::{Header, INIT_DONE, MAGIC};
@@ -476,6 +477,51 @@ impl<'a> SegmentRef<'a> {
             }
         }
         a
+    }
+
+    /// Records that `rank` died of `cause` (fault-tolerant jobs; launcher
+    /// only): its record says how, the death count grows, the job's fence
+    /// is broken for good and every waiter wakes (see [`crate::death`]).
+    /// Returns the death count, or `None` when `rank` is not in the segment
+    /// or its death was recorded already (nothing changes then).
+    pub fn record_death<F: Futex + ?Sized>(
+        &self,
+        rank: u32,
+        cause: DeathCause,
+        futex: &F,
+    ) -> Option<u32> {
+        let state = self.ranks.get(rank as usize)?;
+        if !state.set_death(cause) {
+            return None;
+        }
+        Some(self.job.count_death(futex))
+    }
+
+    /// Deaths recorded in the job so far (0: every rank lives).
+    pub fn deaths(&self) -> u32 {
+        self.job.deaths().count()
+    }
+
+    /// The dead ranks (segment-local) with how each died, in rank order:
+    /// one read of each rank's record, no system call.
+    pub fn dead_ranks(&self) -> impl Iterator<Item = (u32, DeathCause)> + 'a {
+        let none = self.deaths() == 0;
+        let ranks = if none { &[][..] } else { self.ranks };
+        ranks
+            .iter()
+            .enumerate()
+            .filter_map(|(r, s)| Some((r as u32, s.death()?)))
+    }
+
+    /// Sleeps until more than `seen` deaths are recorded (`Ok(Some(n))`),
+    /// `deadline` passes (`Ok(None)`) or the job is aborted.
+    pub fn wait_death<F: Futex + ?Sized>(
+        &self,
+        seen: u32,
+        futex: &F,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<Option<u32>, Aborted> {
+        self.job.wait_death(seen, futex, deadline)
     }
 
     /// The abort in effect, if any.

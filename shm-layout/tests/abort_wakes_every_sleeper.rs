@@ -38,7 +38,7 @@ fn abort_sleepers(seg: SegmentRef<'_>, futex: &(impl Futex + Sync), fencers: u32
         let mut latest = aborted_at;
         for h in fences {
             let (r, at) = h.join().unwrap();
-            assert_eq!(r, Err(Aborted::new(42, 5)));
+            assert_eq!(r, Err(Aborted::new(42, 5).into()));
             latest = latest.max(at);
         }
         for h in attrs {

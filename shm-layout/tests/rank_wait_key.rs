@@ -1,6 +1,6 @@
 //! The node-attribute key a rank records before it waits: none before the
 //! first wait, read back whole, cut at KEY_MAX, in its own line of a
-//! two-line record; and a reader racing a rank that rewrites it in a loop
+//! three-line record; and a reader racing a rank that rewrites it in a loop
 //! never sees a mix of two keys.
 #![cfg(not(loom))]
 
@@ -10,7 +10,7 @@ use shm_layout::{RankState, KEY_MAX};
 
 #[test]
 fn wait_key_round_trip_and_cut() {
-    assert_eq!(std::mem::size_of::<RankState>(), 128);
+    assert_eq!(std::mem::size_of::<RankState>(), 192);
     let st = RankState::default();
     assert_eq!(st.wait_key(), None, "no key before the first wait");
     st.set_wait_key(b"memPoolType");

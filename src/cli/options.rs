@@ -18,6 +18,21 @@ pub(super) fn parse_count(flag: &str, v: Option<OsString>) -> Result<u32, CliErr
     }
 }
 
+/// prterun's `--with-ft MODE`: `ulfm` (also `mpi`, `yes`) is the
+/// fault-tolerant mode; `no` and `none` leave it off.
+fn with_ft(cfg: &mut LaunchConfig, mode: &str) -> Result<(), CliError> {
+    cfg.fault_tolerant = match mode {
+        "ulfm" | "mpi" | "yes" => true,
+        "no" | "none" => false,
+        other => {
+            return Err(CliError(format!(
+                "--with-ft {other}: expected ulfm (or mpi, yes; no, none)"
+            )))
+        }
+    };
+    Ok(())
+}
+
 pub(super) fn kv(
     flag: &str,
     it: &mut impl Iterator<Item = OsString>,
@@ -106,6 +121,21 @@ pub(super) fn global_option(
         }
         "--print-bindings" | "-print-bindings" | "--report-bindings" => cfg.placement.print = true,
         "--tolerate-group-failures" => cfg.tolerate_group_failures = true,
+        // Hydra's and prterun's spellings of the same mode.
+        "--fault-tolerant" | "-disable-auto-cleanup" | "--disable-auto-cleanup" => {
+            cfg.fault_tolerant = true
+        }
+        "--with-ft" => {
+            let v = it
+                .next()
+                .ok_or_else(|| CliError("--with-ft needs a mode (ulfm)".into()))?;
+            with_ft(cfg, &v.to_string_lossy())?;
+        }
+        "--fail-on-death" => {
+            cfg.fault_tolerant = true;
+            cfg.fail_on_death = true;
+        }
+        s if s.starts_with("--with-ft=") => with_ft(cfg, &s["--with-ft=".len()..])?,
         "--stop-in-init" => cfg.stop_in_init = true,
         "-v" | "--verbose" => cfg.verbose = true,
         "--fence-timeout" => {

@@ -39,6 +39,15 @@ Options (global, before the first program):
                     a rank that dies while a member of a process group
                     fails its groups (the other members get an error naming
                     it) instead of its whole job
+  --fault-tolerant  a rank that dies (signal, non-zero exit, lost
+                    connection, abort of itself) ends alone: the others go
+                    on, learn of it (PMI_dead_processes, PMIx events, the
+                    segment's dead set) and their job fence fails naming
+                    it. Exit status 0 unless a survivor fails or the job is
+                    aborted. Also -disable-auto-cleanup, --with-ft ulfm;
+                    holds for spawned jobs (docs/fault-tolerance.md)
+  --fail-on-death   --fault-tolerant, and a death fails the exit status
+                    (the first dead rank's)
   --stop-in-init    hold every rank inside PMI init until `fastpmi release`
                     (or a debugger continues from MPIR_Breakpoint)
   --fence-timeout SECS

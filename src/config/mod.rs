@@ -95,6 +95,12 @@ pub struct LaunchConfig {
     pub nameserver: Option<String>,
     /// A group member's death fails its groups, not its job.
     pub tolerate_group_failures: bool,
+    /// Fault-tolerant jobs: a rank that dies ends alone, the others go on
+    /// (`--fault-tolerant`; docs/fault-tolerance.md).
+    pub fault_tolerant: bool,
+    /// In a fault-tolerant job, a death still fails the exit status (the
+    /// first dead rank's status) instead of only being reported.
+    pub fail_on_death: bool,
     /// Hold every rank inside PMI init until released.
     pub stop_in_init: bool,
     /// Fail a job whose fence stays incomplete this long.
@@ -126,6 +132,8 @@ impl Default for LaunchConfig {
             stats: false,
             nameserver: None,
             tolerate_group_failures: false,
+            fault_tolerant: false,
+            fail_on_death: false,
             stop_in_init: false,
             fence_timeout: None,
             verbose: false,

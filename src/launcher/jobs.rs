@@ -331,6 +331,7 @@ impl Launcher {
                 image: OnceLock::new(),
                 pmix,
                 pmix_lib,
+                fault_tolerant: cfg.fault_tolerant,
             });
         }
         super::timeline::step("programs resolved");
@@ -400,6 +401,9 @@ impl Launcher {
             spawner,
             store,
         });
+        if self.cfg.fault_tolerant {
+            self.server.set_fault_tolerant(job, true);
+        }
         if let Some(p) = place {
             self.server.set_place(job, p);
             if let (Some(n), Some(seg)) = (&mut self.nest, &segment) {

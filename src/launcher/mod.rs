@@ -14,6 +14,7 @@
 
 mod binding;
 mod conn;
+mod deaths;
 mod fabric;
 mod fence_timeout;
 mod impi;
@@ -113,6 +114,8 @@ pub struct Launcher {
     singletons: singletons::Watch,
     /// Nested mode: this launcher is a node server of an outer job.
     nest: Option<nest::Nest>,
+    /// Deaths in fault-tolerant jobs (see [`deaths`]).
+    deaths: deaths::Deaths,
 }
 
 /// Why the launcher could not set itself up.
@@ -242,6 +245,7 @@ impl Launcher {
             pmix: None,
             singletons: Default::default(),
             nest: None,
+            deaths: Default::default(),
         })
     }
 
@@ -278,6 +282,7 @@ impl Launcher {
                 let continued = (self.server.has_continuations() || self.server.has_pmix_exits())
                     .then_some(CONTINUED_CHECK);
                 kill.into_iter()
+                    .chain(self.deaths.wait())
                     .chain(stuck)
                     .chain(continued)
                     .chain(groups)
@@ -349,6 +354,7 @@ impl Launcher {
                 self.apply_events();
             }
             self.procs.kill_overdue();
+            self.kill_doomed();
             self.tools_republish();
             if self.nest.is_some() {
                 self.nest_tick();
@@ -369,7 +375,11 @@ impl Launcher {
         }
         let failed = self.procs.failure_message();
         self.tools_exit(failed.as_deref());
-        self.procs.exit_code()
+        match (self.procs.exit_code(), self.deaths.first_status()) {
+            // `--fail-on-death`: the first dead rank's status.
+            (0, Some(status)) if self.cfg.fail_on_death => status,
+            (code, _) => code,
+        }
     }
 
     /// Point each job's fence watcher at the fence its socket ranks wait
@@ -460,6 +470,12 @@ impl Launcher {
                     } => self.oob_signal(conn, job, rank, signal),
                     Event::NameDone { token, result } => self.pmix_name_done(token, result),
                     Event::OuterGet { id, key } => self.nest_outer_get(id, key),
+                    Event::RankDied {
+                        job,
+                        rank,
+                        cause,
+                        message,
+                    } => self.on_rank_died(job, rank, cause, &message),
                     Event::Refuse { conn, reason } => {
                         crate::errln!("fastpmi: refused PMI connection {conn} from {reason}");
                     }

@@ -164,6 +164,7 @@ impl Launcher {
             match plan(cmd, &self.cfg.genv) {
                 Ok(mut p) => {
                     p.pmix = pmix;
+                    p.fault_tolerant = self.cfg.fault_tolerant;
                     // The running server serves it whatever it links: known
                     // only for the debug line, or for a first server.
                     if pmix
@@ -197,6 +198,7 @@ impl Launcher {
                         image: Default::default(),
                         pmix: false,
                         pmix_lib: None,
+                        fault_tolerant: false,
                     });
                 }
             }
@@ -279,6 +281,7 @@ fn plan(cmd: &SpawnCmd, genv: &[(OsString, OsString)]) -> Result<AppPlan, Comman
         // Spawned by a PMI client: PMI (PMIx spawn is the PMIx server's).
         pmix: false,
         pmix_lib: None,
+        fault_tolerant: false,
     })
 }
 

@@ -38,6 +38,9 @@ pub(super) struct AppPlan {
     /// The OpenPMIx library its program links, when it is PMIx and the
     /// user named none (the server loads it: `pmix::detect`).
     pub pmix_lib: Option<PathBuf>,
+    /// Its job is fault tolerant (`--fault-tolerant`): PMIx ranks get
+    /// Open MPI's ULFM switched on.
+    pub fault_tolerant: bool,
 }
 
 /// A rank not started yet.
@@ -95,7 +98,7 @@ impl PendingRank {
         // later, win.
         let mut env = Vec::new();
         if self.app.pmix {
-            env = super::pmix::app_env_defaults();
+            env = super::pmix::app_env_defaults(self.app.fault_tolerant);
         }
         env.extend(self.app.env.iter().cloned());
         let i = os::ExecImage::new(

@@ -131,6 +131,16 @@ impl Procs {
             .find(|p| p.job == job && p.rank == rank && p.status.is_none())
     }
 
+    /// `sig` to process `i` alone, if it still runs (a rank of a
+    /// fault-tolerant job declared dead).
+    pub(super) fn signal_one(&mut self, i: usize, sig: Signal) {
+        let p = &mut self.procs[i];
+        if p.status.is_none() {
+            p.signaled = Some(sig.as_raw());
+            os::signal(p.pid, sig);
+        }
+    }
+
     /// SIGKILL to process `i` at once (its job was torn down while it was
     /// being created).
     pub(super) fn kill(&mut self, i: usize) {
@@ -379,6 +389,13 @@ impl Launcher {
         // was stopped by us: the exit status says "interrupted".
         let by_us = self.procs.interrupted().is_some()
             || ours.is_some_and(|s| os::status_code(status) == 128 + s);
+        if self.ended_as_death(job, rank, status, by_us) {
+            // A fault-tolerant job goes on without it.
+            self.server.rank_exited(job, rank, clean, &mut self.events);
+            self.pmix_rank_ended(job, rank);
+            self.rank_gone(job);
+            return;
+        }
         if !clean && !by_us {
             let name = self.server.rank_name(job, rank);
             let activity = self.server.rank_activity(job, rank);

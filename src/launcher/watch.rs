@@ -72,7 +72,8 @@ pub(super) fn start(
                         let _ = waker.wake();
                     }
                     Ok(false) => {}
-                    // Aborted: the event loop already knows; stop watching.
+                    // Aborted, or a rank died (the fence can never complete):
+                    // the event loop already knows; stop watching.
                     Err(_) => return,
                 }
             }

@@ -79,6 +79,11 @@ pub enum Prog {
     /// `pmi2_names.c` (Slurm libpmi2): rank 0 publishes, the last rank
     /// looks up and unpublishes; `names ok service=S`.
     Pmi2Names,
+    /// `pmi2_ft.c` (Slurm libpmi2): ranks 1 and 2 die after a fence, the
+    /// others' next fence fails and they read `PMI_dead_processes`.
+    Pmi2FtSlurm,
+    /// `pmi2_ft.c` (fastpmi's `include/pmi2.h` and `libpmi2.so`).
+    Pmi2FtFastpmi,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,6 +123,8 @@ impl Prog {
             Prog::FpmiOob => "fpmi_oob",
             Prog::MpiNodeSplit => "mpi_node_split",
             Prog::Pmi2Names => "pmi2_names",
+            Prog::Pmi2FtSlurm => "pmi2_ft_slurm",
+            Prog::Pmi2FtFastpmi => "pmi2_ft_fastpmi",
         }
     }
 
@@ -127,6 +134,7 @@ impl Prog {
             Prog::Pmi2SlurmOwnHeader => "pmi2_slurm",
             Prog::Pmi2LateSlurm | Prog::Pmi2LateFastpmi => "pmi2_late",
             Prog::Pmi2FenceLoopSlurm | Prog::Pmi2FenceLoopFastpmi => "pmi2_fence_loop",
+            Prog::Pmi2FtSlurm | Prog::Pmi2FtFastpmi => "pmi2_ft",
             p => p.name(),
         }
     }
@@ -146,6 +154,7 @@ impl Prog {
             | Prog::Pmi2Trivial
             | Prog::Pmi2LateSlurm
             | Prog::Pmi2FenceLoopSlurm
+            | Prog::Pmi2FtSlurm
             | Prog::Pmi2Names => Toolchain::SlurmPmi2,
             Prog::Pmi1Kvs | Prog::Pmi1Spawn => Toolchain::FastpmiPmi1,
             Prog::Pmi2Capi
@@ -155,12 +164,13 @@ impl Prog {
             | Prog::Pmi2LateFastpmi
             | Prog::Pmi2FenceLoopFastpmi
             | Prog::FpmiKvscopy
+            | Prog::Pmi2FtFastpmi
             | Prog::FpmiOob => Toolchain::FastpmiPmi2,
         }
     }
 
     fn cell(self) -> &'static OnceLock<PathBuf> {
-        static CELLS: [OnceLock<PathBuf>; 24] = [const { OnceLock::new() }; 24];
+        static CELLS: [OnceLock<PathBuf>; 26] = [const { OnceLock::new() }; 26];
         &CELLS[self as usize]
     }
 }

@@ -70,7 +70,7 @@ pub unsafe extern "C" fn PMI2_Abort(flag: c_int, msg: *const c_char) -> c_int {
             Ok(s) => {
                 tracing::debug!("PMI2_Abort(flag={flag})");
                 session::report_abort(&s, "PMI2_Abort", 1, &msg);
-                s.pmi.abort(1, &msg)
+                s.pmi.abort_with(1, &msg, flag != 0)
             }
             Err(_) => {
                 eprintln!("PMI2_Abort before PMI2_Init: {msg}");

@@ -30,6 +30,30 @@ impl Server {
         if self.groups.lost.contains(&me) {
             return true;
         }
+        let tolerated = self.fail_groups_of(job, rank, why, out) && self.groups.tolerate;
+        if tolerated {
+            self.groups.lost.insert(me);
+        }
+        tolerated
+    }
+
+    /// `rank` of `job` died in a fault-tolerant job: its groups fail as in
+    /// [`Server::group_member_lost`]; the job goes on whatever groups it
+    /// was in (its death is recorded as such, not as a lost member).
+    pub(crate) fn group_member_died(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        why: &str,
+        out: &mut Vec<Event>,
+    ) {
+        self.fail_groups_of(job, rank, why, out);
+    }
+
+    /// Fail the groups and invitations of `rank` of `job`, which died or
+    /// lost its connection (`why`); true if it was in any.
+    fn fail_groups_of(&mut self, job: JobIdx, rank: u32, why: &str, out: &mut Vec<Event>) -> bool {
+        let me = (job, rank);
         let ids: Vec<String> = self
             .groups
             .groups
@@ -67,11 +91,7 @@ impl Server {
                 }
             }
         }
-        let tolerated = self.groups.tolerate && !(ids.is_empty() && in_invite.is_empty());
-        if tolerated {
-            self.groups.lost.insert(me);
-        }
-        tolerated
+        !(ids.is_empty() && in_invite.is_empty())
     }
 
     fn fail_group(&mut self, id: &str, who: Member, msg: &str, out: &mut Vec<Event>) {

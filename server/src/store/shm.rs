@@ -236,6 +236,16 @@ impl Store for ShmStore {
         self.seg.seg().fence().arrived()
     }
 
+    fn record_death(&mut self, rank: u32, cause: shm_layout::DeathCause) {
+        self.seg.seg().record_death(rank, cause, &SharedFutex);
+    }
+
+    fn refine_death(&mut self, rank: u32, cause: shm_layout::DeathCause) {
+        if let Some(st) = self.seg.seg().rank(rank) {
+            st.refine_death(cause);
+        }
+    }
+
     fn abort(&mut self, code: i32, rank: u32) {
         self.seg.seg().abort(code, rank, &SharedFutex);
     }

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant};
 
+use fastpmi_server::deaths::DeathCause;
 use fastpmi_server::status::PmixStep;
 use fastpmi_server::JobIdx;
 use pmix_host::ClientUpcall;
@@ -31,6 +32,31 @@ impl Launcher {
         }
     }
 
+    /// Rank `rank` of fault-tolerant `job` died: the job's other PMIx
+    /// clients get the event Open MPI's ULFM takes for it (see
+    /// [`pmix_host::Server::notify_proc_failed`]).
+    pub(in crate::launcher) fn pmix_rank_died(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        cause: DeathCause,
+    ) {
+        let Some(host) = &self.pmix else { return };
+        if !self.server.is_pmix_job(job) {
+            return;
+        }
+        let (status, code) = match cause {
+            DeathCause::Signaled(s) => (pmix_host::PMIX_ERR_PROC_ABORTED_BY_SIG, 128 + s),
+            DeathCause::Aborted(c) => (pmix_host::PMIX_ERR_PROC_ABORTED, c),
+            DeathCause::Exited(c) => (pmix_host::PMIX_ERR_PROC_TERM_WO_SYNC, c),
+            DeathCause::ConnectionLost => (pmix_host::PMIX_ERR_PROC_TERM_WO_SYNC, 1),
+        };
+        let id = self.server.job_id(job).to_string();
+        if let Err(e) = host.server.notify_proc_failed(&id, rank, status, code) {
+            tracing::debug!("PMIx event for the death of rank {rank} of {id}: {e}");
+        }
+    }
+
     /// A client's connection, finalize or abort.
     pub(super) fn pmix_client(&mut self, u: ClientUpcall) {
         match u {
@@ -39,12 +65,30 @@ impl Launcher {
                 rank,
                 status,
                 message,
+                only_self,
             } => {
                 let Some(job) = self.server.job_index(&nspace) else {
                     return;
                 };
                 let name = self.server.rank_name(job, rank);
                 let code = if status == 0 { 1 } else { status.clamp(1, 255) };
+                // PMIx_Abort naming only itself: a fault-tolerant job goes
+                // on without it.
+                let how = match message.as_str() {
+                    "" => format!("called PMIx_Abort of itself with status {status}"),
+                    m => format!("called PMIx_Abort of itself with status {status}: {m}"),
+                };
+                if only_self
+                    && self.server.rank_died(
+                        job,
+                        rank,
+                        DeathCause::Aborted(code),
+                        &how,
+                        &mut self.events,
+                    )
+                {
+                    return;
+                }
                 let message = if message.is_empty() {
                     format!("{name} called PMIx_Abort with status {status}")
                 } else {

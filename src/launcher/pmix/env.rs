@@ -52,8 +52,14 @@ pub(in crate::launcher) fn wait_timer_slack(size: u32, knobs: &crate::config::Kn
 ///   the application and ignores both.
 /// - `FI_PROVIDER=^verbs` on a node without an RDMA device
 ///   ([`crate::launcher::fabric`]).
-pub(in crate::launcher) fn app_env_defaults() -> Vec<(OsString, OsString)> {
+/// - In a fault-tolerant job, `OMPI_MCA_mpi_ft_enable=1`, as `prterun
+///   --with-ft ulfm` sets it: Open MPI 5's ULFM (its ranks keep going
+///   after a peer's death and take the launcher's event for it).
+pub(in crate::launcher) fn app_env_defaults(fault_tolerant: bool) -> Vec<(OsString, OsString)> {
     let mut all = vec![("OMPI_MCA_schizo", "^orte"), ("OMPI_MCA_ess", "pmi")];
+    if fault_tolerant {
+        all.push(("OMPI_MCA_mpi_ft_enable", "1"));
+    }
     if crate::launcher::fabric::verbs_finds_nothing() {
         all.push(("FI_PROVIDER", "^verbs"));
     }

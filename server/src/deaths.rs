@@ -1,0 +1,162 @@
+//! Fault-tolerant jobs (`fastpmi --fault-tolerant`): a rank that dies ends
+//! alone. Its death is recorded (in the job segment too, where ranks read
+//! the dead set without a system call and their fence breaks), every rank
+//! waiting in the job's fence over the socket gets an error naming the
+//! dead, later fences fail at once, its groups fail (survivors build new
+//! ones), and `PMI_dead_processes` lists it. A world abort still ends the
+//! job ([`Server::fail_job`]).
+
+use std::collections::BTreeMap;
+
+use fastpmi_codec::ranks::ranges;
+use fastpmi_codec::Response;
+pub use shm_layout::DeathCause;
+
+use crate::{reply, Activity, Event, JobIdx, ReplyTo, Server};
+
+/// A job's fault-tolerance mode and its dead ranks.
+#[derive(Debug, Default)]
+pub(crate) struct JobDeaths {
+    /// Deaths are events, not the end of the job.
+    tolerant: bool,
+    dead: BTreeMap<u32, DeathCause>,
+}
+
+impl JobDeaths {
+    /// `PMI_dead_processes`: the dead ranks in Hydra's format; a miss while
+    /// none died (an empty value is mishandled by clients).
+    pub(crate) fn dead_processes(&self) -> Option<Vec<u8>> {
+        if self.dead.is_empty() {
+            return None;
+        }
+        let ranks: Vec<u32> = self.dead.keys().copied().collect();
+        Some(ranges(&ranks).into_bytes())
+    }
+
+    pub(crate) fn is_dead(&self, rank: u32) -> bool {
+        self.dead.contains_key(&rank)
+    }
+
+    /// Whether any rank died.
+    pub(crate) fn any(&self) -> bool {
+        !self.dead.is_empty()
+    }
+
+    /// The error of a fence that dead ranks can never join, if any died.
+    pub(crate) fn fence_error(&self, fence: u64) -> Option<String> {
+        if self.dead.is_empty() {
+            return None;
+        }
+        let ranks: Vec<u32> = self.dead.keys().copied().collect();
+        Some(format!(
+            "fence {fence} can never complete: rank(s) {} died",
+            ranges(&ranks)
+        ))
+    }
+}
+
+impl Server {
+    /// Make `job` fault tolerant (before its ranks start): a death is an
+    /// event ([`Server::rank_died`]), not the end of the job.
+    pub fn set_fault_tolerant(&mut self, job: JobIdx, on: bool) {
+        self.jobs[job].deaths.tolerant = on;
+    }
+
+    /// Whether `job` is fault tolerant.
+    pub fn is_fault_tolerant(&self, job: JobIdx) -> bool {
+        self.jobs[job].deaths.tolerant
+    }
+
+    /// The dead ranks of `job` with how each died, ascending.
+    pub fn dead_ranks(&self, job: JobIdx) -> Vec<(u32, DeathCause)> {
+        self.jobs[job]
+            .deaths
+            .dead
+            .iter()
+            .map(|(&r, &c)| (r, c))
+            .collect()
+    }
+
+    /// Whether `rank` of `job` is recorded dead.
+    pub fn is_dead(&self, job: JobIdx, rank: u32) -> bool {
+        self.jobs[job].deaths.is_dead(rank)
+    }
+
+    /// `rank` of `job` died of `cause` (`how`: the launcher's words for it,
+    /// "was killed by signal 9 (SIGKILL) during fence 2"). In a
+    /// fault-tolerant job that has not failed, the death is recorded and
+    /// answered (see the module docs), [`Event::RankDied`] tells the
+    /// launcher, and true is returned. Otherwise (not tolerant, the job
+    /// failed already) nothing changes and false is returned: the caller
+    /// fails the job as it always did. A rank recorded dead already stays
+    /// as it was (true).
+    pub fn rank_died(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        cause: DeathCause,
+        how: &str,
+        out: &mut Vec<Event>,
+    ) -> bool {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return false;
+        };
+        if !j.deaths.tolerant || j.failed.is_some() || rank >= j.size {
+            return false;
+        }
+        if j.deaths.is_dead(rank) {
+            return true;
+        }
+        j.deaths.dead.insert(rank, cause);
+        j.store.record_death(rank, cause);
+        tracing::debug!(job = %j.id, rank, "rank died: {how}");
+        // The dead rank's own waits end with it.
+        j.fence_waiters.retain(|(r, _, _)| *r != rank);
+        j.attr_waiters.retain(|(r, _, _)| *r != rank);
+        j.ranks[rank as usize].set_activity(Activity::Running);
+        // Every other rank in the job's fence: it can never complete.
+        let fence = j.store.fences_completed() + 1;
+        let msg = j.deaths.fence_error(fence).unwrap_or_default();
+        let waiters: Vec<(u32, ReplyTo)> = j
+            .fence_waiters
+            .drain(..)
+            .map(|(r, _, to)| (r, to))
+            .collect();
+        for (r, to) in waiters {
+            self.jobs[job].ranks[r as usize].set_activity(Activity::Running);
+            reply(out, &to, &Response::error(msg.clone()), None);
+        }
+        let label = self.jobs[job].rank_label(job, rank);
+        self.group_member_died(job, rank, &format!("{label} {how}"), out);
+        out.push(Event::RankDied {
+            job,
+            rank,
+            cause,
+            message: format!("{label} {how}"),
+        });
+        true
+    }
+
+    /// Dead `rank` of `job`, recorded as having lost its connection, was
+    /// reaped: `cause` says how it really ended. Returns whether it
+    /// replaced the record (false: not dead, or dead of something else).
+    pub fn refine_death(&mut self, job: JobIdx, rank: u32, cause: DeathCause) -> bool {
+        let j = &mut self.jobs[job];
+        match j.deaths.dead.get_mut(&rank) {
+            Some(c @ DeathCause::ConnectionLost) => {
+                *c = cause;
+                j.store.refine_death(rank, cause);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The reply to a fence of `job` once ranks died: an error naming them.
+    pub(crate) fn fence_after_deaths(&self, job: JobIdx) -> Option<Response> {
+        let j = &self.jobs[job];
+        j.deaths
+            .fence_error(j.store.fences_completed() + 1)
+            .map(Response::error)
+    }
+}

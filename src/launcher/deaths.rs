@@ -1,0 +1,154 @@
+//! Fault-tolerant jobs on the launcher's side (`--fault-tolerant`): a rank
+//! that dies ends alone. The server core records the death and answers the
+//! other ranks ([`fastpmi_server::deaths`]); here the launcher says once
+//! which rank died and how, ends the rank's process if it still runs (a
+//! rank that aborted itself or lost its connection), tells the job's PMIx
+//! clients, and keeps what the exit status needs.
+
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use fastpmi_server::deaths::DeathCause;
+use fastpmi_server::JobIdx;
+use rustix::process::Signal;
+
+use super::{os, Launcher};
+
+/// How long a rank declared dead may still run (to flush its output and
+/// exit by itself, as a `PMI2_Abort(0, ...)` caller does) before SIGKILL.
+const DEAD_GRACE: Duration = Duration::from_millis(1000);
+
+/// How `status` ended a rank, as a death.
+pub(super) fn cause_of(status: ExitStatus) -> DeathCause {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => DeathCause::Exited(c),
+        (None, Some(s)) => DeathCause::Signaled(s),
+        _ => DeathCause::Exited(1),
+    }
+}
+
+/// The exit status a death stands for (shell convention).
+fn status_of(cause: DeathCause) -> i32 {
+    match cause {
+        DeathCause::Exited(c) | DeathCause::Aborted(c) => c,
+        DeathCause::Signaled(s) => 128 + s,
+        DeathCause::ConnectionLost => 1,
+    }
+}
+
+/// What the launcher keeps of its jobs' deaths: the ranks declared dead
+/// that still run (SIGKILL once their grace is over) and the first death's
+/// status, for `--fail-on-death`.
+#[derive(Default)]
+pub(super) struct Deaths {
+    /// Process index and when it gets SIGKILL.
+    doomed: Vec<(usize, Instant)>,
+    first_status: Option<i32>,
+    /// Dead of a lost connection, said when reaped (its status says more).
+    unannounced: Vec<(JobIdx, u32)>,
+}
+
+impl Deaths {
+    /// How long until the next doomed rank's SIGKILL.
+    pub(super) fn wait(&self) -> Option<Duration> {
+        self.doomed
+            .iter()
+            .map(|(_, at)| at.saturating_duration_since(Instant::now()))
+            .min()
+    }
+
+    /// The first death's exit status, if any rank died.
+    pub(super) fn first_status(&self) -> Option<i32> {
+        self.first_status
+    }
+}
+
+impl Launcher {
+    /// A rank of a fault-tolerant job died; the job goes on.
+    pub(super) fn on_rank_died(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        cause: DeathCause,
+        message: &str,
+    ) {
+        let running = self
+            .procs
+            .running_rank(job, rank)
+            .and_then(|p| self.procs.index_of(p.pid));
+        if cause == DeathCause::ConnectionLost && running.is_some() {
+            // Most often it is exiting: its status, when reaped, says how.
+            self.deaths.unannounced.push((job, rank));
+        } else {
+            crate::errln!("fastpmi: {message}; the job goes on (fault tolerant)");
+            self.deaths.first_status.get_or_insert(status_of(cause));
+        }
+        if let Some(i) = running {
+            self.deaths.doomed.push((i, Instant::now() + DEAD_GRACE));
+        }
+        self.pmix_rank_died(job, rank, cause);
+    }
+
+    /// SIGKILL to the ranks declared dead whose grace is over.
+    pub(super) fn kill_doomed(&mut self) {
+        let now = Instant::now();
+        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deaths.doomed)
+            .into_iter()
+            .partition(|(_, at)| *at <= now);
+        self.deaths.doomed = wait;
+        for (i, _) in due {
+            self.procs.signal_one(i, Signal::KILL);
+        }
+    }
+
+    /// `rank` of `job` ended with `status` (`by_us`: of the launcher's
+    /// signal). In a fault-tolerant job, a rank recorded dead already, or
+    /// one that ended badly on its own, is a death: true, the job goes on.
+    /// Else false.
+    pub(super) fn ended_as_death(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        status: ExitStatus,
+        by_us: bool,
+    ) -> bool {
+        if !self.server.is_fault_tolerant(job) {
+            return false;
+        }
+        let activity = self.server.rank_activity(job, rank);
+        let how = format!("{} {activity}", os::describe_status(status));
+        let how = how.trim_end();
+        if self.server.is_dead(job, rank) {
+            if !by_us {
+                self.server.refine_death(job, rank, cause_of(status));
+            }
+            if let Some(i) = self
+                .deaths
+                .unannounced
+                .iter()
+                .position(|&d| d == (job, rank))
+            {
+                self.deaths.unannounced.swap_remove(i);
+                let name = self.server.rank_name(job, rank);
+                let how = if by_us {
+                    format!("closed its PMI connection before finalize {activity}; ended by the launcher")
+                } else {
+                    how.to_string()
+                };
+                crate::errln!(
+                    "fastpmi: {name} {}; the job goes on (fault tolerant)",
+                    how.trim_end()
+                );
+                let code = if by_us { 1 } else { os::status_code(status) };
+                self.deaths.first_status.get_or_insert(code);
+            }
+            return true;
+        }
+        if status.success() || by_us {
+            return false;
+        }
+        self.server
+            .rank_died(job, rank, cause_of(status), how, &mut self.events)
+    }
+}

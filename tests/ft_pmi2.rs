@@ -1,0 +1,113 @@
+//! Fault-tolerant jobs with PMI-2 clients: Slurm's libpmi2 (the socket) and
+//! fastpmi's (shared memory). With `--fault-tolerant` (or Hydra's
+//! `-disable-auto-cleanup`), rank 1 exiting 3 and rank 2 calling
+//! `PMI2_Abort(0, ...)` end alone: the others' fence entered before the
+//! deaths returns an error, `PMI_dead_processes` names ranks 1 and 2 both
+//! ways (`PMI2_Info_GetJobAttr`, `PMI2_KVS_Get` with `PMI2_ID_NULL`), the
+//! survivors finish, the launcher says once per dead rank how it died and
+//! exits 0 (`--fail-on-death`: the first death's status). Without the mode
+//! the job ends as before, and a non-world abort is reported as the rank
+//! aborting itself.
+
+mod common;
+
+use common::{heavy, launch, prog, Outcome, Prog};
+use std::time::Duration;
+
+const N: usize = 6;
+
+fn run(p: Prog, flags: &[&str], mode: &str) -> Outcome {
+    let _g = heavy();
+    let mut args: Vec<String> = flags.iter().map(|s| s.to_string()).collect();
+    args.extend(["-n".into(), N.to_string()]);
+    args.push(prog(p).to_str().unwrap().into());
+    args.push(mode.into());
+    launch(&args).timeout(Duration::from_secs(60)).run()
+}
+
+fn survivors_finish(out: &Outcome, dead: &str) {
+    let mut lines: Vec<&str> = out
+        .stdout_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("ft ok"))
+        .collect();
+    lines.sort();
+    let want: Vec<String> = [0, 3, 4, 5]
+        .iter()
+        .map(|r| format!("ft ok rank {r} dead={dead}"))
+        .collect();
+    assert_eq!(lines, want, "{}", out.report());
+    for r in [0, 3, 4, 5] {
+        assert!(
+            out.stdout_lines()
+                .contains(&format!("fence error rank {r}").as_str()),
+            "rank {r}'s fence should have failed\n{}",
+            out.report()
+        );
+    }
+}
+
+fn deaths_told_once(out: &Outcome) {
+    let told = |what: &str| {
+        out.stderr_lines()
+            .iter()
+            .filter(|l| l.contains(what) && l.contains("the job goes on"))
+            .count()
+    };
+    assert_eq!(told("rank 1 exited with status 3"), 1, "{}", out.report());
+    assert_eq!(
+        told("rank 2 aborted itself (abort isworld=FALSE) with code 1: rank 2 leaves"),
+        1,
+        "{}",
+        out.report()
+    );
+}
+
+#[test]
+fn slurm_pmi2_survivors_go_on() {
+    let out = run(Prog::Pmi2FtSlurm, &["--fault-tolerant"], "both");
+    out.assert_success();
+    survivors_finish(&out, "1-2");
+    deaths_told_once(&out);
+}
+
+#[test]
+fn fastpmi_pmi2_survivors_go_on_over_shared_memory() {
+    let out = run(Prog::Pmi2FtFastpmi, &["-disable-auto-cleanup"], "both");
+    out.assert_success();
+    survivors_finish(&out, "1-2");
+    deaths_told_once(&out);
+}
+
+#[test]
+fn fail_on_death_keeps_the_first_deaths_status() {
+    let out = run(Prog::Pmi2FtFastpmi, &["--fail-on-death"], "both");
+    survivors_finish(&out, "1-2");
+    // Rank 1 exits 3, rank 2 aborts with 1, both after the same pause:
+    // either may be first.
+    assert!(
+        matches!(out.code(), Some(1 | 3)),
+        "the exit status should be a dead rank's\n{}",
+        out.report()
+    );
+}
+
+#[test]
+fn without_the_mode_a_self_abort_ends_the_job_and_says_so() {
+    for p in [Prog::Pmi2FtSlurm, Prog::Pmi2FtFastpmi] {
+        let out = run(p, &[], "abort");
+        assert_eq!(out.code(), Some(1), "{}", out.report());
+        assert!(
+            out.stderr_lines()
+                .iter()
+                .any(|l| l.contains("rank 2 aborted itself (abort isworld=FALSE)")),
+            "{}",
+            out.report()
+        );
+        assert!(
+            !out.stdout_lines().iter().any(|l| l.starts_with("ft ok")),
+            "{}",
+            out.report()
+        );
+    }
+}
