@@ -2,7 +2,8 @@
  * fastpmi.h: fastpmi's extension of libpmi2.so.0 -- process groups (PMIx
  * RFC0033) and process sets (`fastpmi --pset NAME`), see docs/groups.md;
  * a job's whole KVS in one exchange, see docs/dynamic-jobs.md; the
- * out-of-band channel (abort notices, checkpoint requests), see docs/oob.md.
+ * out-of-band channel (abort notices, checkpoint requests), see docs/oob.md;
+ * the dead ranks of a fault-tolerant job, see docs/fault-tolerance.md.
  *
  * Link with -lpmi2 (fastpmi's libpmi2.so.0; pkg-config --libs fastpmi).
  * Call PMI2_Init first. Return codes are the PMI2_* codes of pmi2.h plus
@@ -98,6 +99,18 @@ int FPMI_Pset_mine(char *names, int len);
 /* Ranks of set `name`: *found = 0 if there is no such set; else up to
  * maxranks ranks and their total in *nranks (PMI2_ERR_NOMEM if cut). */
 int FPMI_Pset_members(const char *name, int *ranks, int maxranks, int *nranks, int *found);
+
+/* Fault-tolerant jobs (fastpmi --fault-tolerant): the job's dead ranks,
+ * ascending, up to maxranks in ranks, their count in *nranks
+ * (PMI2_ERR_NOMEM if cut; maxranks 0: only the count). On shared memory
+ * this reads the job segment, without a system call. Empty outside
+ * fault-tolerant jobs (there a death ends the job). */
+int FPMI_Dead_ranks(int *ranks, int maxranks, int *nranks);
+/* Wait until more than `seen` ranks died, at most timeout_ms (< 0: no
+ * limit, 0: no wait); *count is the number of deaths then. Once a rank
+ * died, PMI2_KVS_Fence fails at once (the dead can never join it): fence
+ * over the survivors with FPMI_Group_construct and FPMI_Group_fence. */
+int FPMI_Wait_death(int seen, int timeout_ms, int *count);
 
 #if defined(__cplusplus)
 }

@@ -97,6 +97,7 @@ fn slurm_libpmi2() -> PathBuf {
 /// fastpmi's extension (`include/fastpmi.h`), exported by `libpmi2.so.0`
 /// besides Slurm's functions.
 const FPMI_FUNCTIONS: &[&str] = &[
+    "FPMI_Dead_ranks",
     "FPMI_Group_construct",
     "FPMI_Group_destruct",
     "FPMI_Group_fence",
@@ -111,6 +112,7 @@ const FPMI_FUNCTIONS: &[&str] = &[
     "FPMI_Pset_members",
     "FPMI_Pset_mine",
     "FPMI_Pset_names",
+    "FPMI_Wait_death",
 ];
 
 #[test]

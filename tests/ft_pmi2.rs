@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::{heavy, launch, prog, Outcome, Prog};
+use common::{assert_one_job_on_segments, capi_lib_dir, heavy, launch, prog, Outcome, Prog};
 use std::time::Duration;
 
 const N: usize = 6;
@@ -22,7 +22,18 @@ fn run(p: Prog, flags: &[&str], mode: &str) -> Outcome {
     args.extend(["-n".into(), N.to_string()]);
     args.push(prog(p).to_str().unwrap().into());
     args.push(mode.into());
-    launch(&args).timeout(Duration::from_secs(60)).run()
+    let cmd = launch(&args).timeout(Duration::from_secs(60));
+    let out = if p == Prog::Pmi2FtFastpmi {
+        cmd.env("LD_LIBRARY_PATH", capi_lib_dir())
+            .env("FASTPMI_LOG", "warn,fastpmi_capi::session=debug")
+            .run()
+    } else {
+        cmd.run()
+    };
+    if p == Prog::Pmi2FtFastpmi {
+        assert_one_job_on_segments(&out, N as u32);
+    }
+    out
 }
 
 fn survivors_finish(out: &Outcome, dead: &str) {
@@ -71,12 +82,66 @@ fn slurm_pmi2_survivors_go_on() {
     deaths_told_once(&out);
 }
 
+/// fastpmi's libpmi2 also gives the dead set with `FPMI_Dead_ranks` (the
+/// program checks it against `PMI_dead_processes`), and rank 3 waits for
+/// the first death with `FPMI_Wait_death` before its fence.
 #[test]
 fn fastpmi_pmi2_survivors_go_on_over_shared_memory() {
     let out = run(Prog::Pmi2FtFastpmi, &["-disable-auto-cleanup"], "both");
     out.assert_success();
     survivors_finish(&out, "1-2");
     deaths_told_once(&out);
+    assert!(
+        out.stdout_lines().contains(&"wait death rank 3"),
+        "{}",
+        out.report()
+    );
+}
+
+/// `fastpmi ps` shows the dead ranks, how each died, beside the
+/// survivors (waiting to finalize).
+#[test]
+fn ps_shows_the_dead_beside_the_survivors() {
+    use common::tools::{ps_json, runtime_dir, wait_for};
+    let _g = heavy();
+    let xdg = runtime_dir("ft-ps");
+    let go = xdg.path().join("go");
+    let exe = prog(Prog::Pmi2FtSlurm).to_str().unwrap().to_string();
+    let job = launch(["--fault-tolerant", "-n", &N.to_string(), &exe, "both"])
+        .env("XDG_RUNTIME_DIR", xdg.path())
+        .env("FASTPMI_TEST_GO", &go)
+        .timeout(Duration::from_secs(60))
+        .spawn();
+    let rows = wait_for(Duration::from_secs(30), "two dead ranks in ps", || {
+        let t = ps_json(xdg.path(), job.pid()).ok()?.into_iter().next()?;
+        let dead: Vec<(u32, String)> = t
+            .ranks
+            .iter()
+            .filter(|r| r.kind == "dead")
+            .map(|r| (r.rank, r.state.clone()))
+            .collect();
+        (dead.len() == 2).then_some((dead, t.ranks))
+    });
+    assert_eq!(
+        rows.0,
+        vec![
+            (1, "exited 3".to_string()),
+            (2, "aborted itself (code 1)".to_string())
+        ]
+    );
+    for r in rows.1.iter().filter(|r| ![1, 2].contains(&r.rank)) {
+        assert!(
+            ["running", "between_fences", "in_fence"].contains(&r.kind.as_str()),
+            "survivor {}: {} ({})",
+            r.rank,
+            r.kind,
+            r.state
+        );
+    }
+    std::fs::write(&go, "go").unwrap();
+    let out = job.wait();
+    out.assert_success();
+    survivors_finish(&out, "1-2");
 }
 
 #[test]

@@ -37,6 +37,11 @@ impl JobDeaths {
         self.dead.contains_key(&rank)
     }
 
+    /// How `rank` died, if it did.
+    pub(crate) fn cause(&self, rank: u32) -> Option<DeathCause> {
+        self.dead.get(&rank).copied()
+    }
+
     /// Whether any rank died.
     pub(crate) fn any(&self) -> bool {
         !self.dead.is_empty()

@@ -36,6 +36,8 @@ pub struct SockRank {
     pub connected: bool,
     /// It is a PMIx client (the launcher's PMIx server serves it).
     pub pmix: bool,
+    /// How it died, in a fault-tolerant job ([`crate::deaths`]).
+    pub dead: Option<crate::deaths::DeathCause>,
 }
 
 /// What the launcher's PMIx server saw a PMIx rank do.
@@ -236,6 +238,7 @@ impl Server {
                     fences: slot.fences,
                     connected: slot.conn.is_some(),
                     pmix: slot.pmix,
+                    dead: j.deaths.cause(r as u32),
                 }
             })
             .collect();

@@ -15,10 +15,21 @@
  *    finalizes. Status 5 when the list never comes, 6 when the two ways
  *    disagree, 7 when k0 is missing.
  *
- * Built twice: against fastpmi's libpmi2 (shared memory) and against
- * Slurm's libpmi2 (the socket).
+ * With FASTPMI_TEST_GO set, every survivor then waits (polled every 20 ms,
+ * at most 60 s) until that file exists before it finalizes, so a test can
+ * look at the job with `fastpmi ps`.
+ *
+ * Built against fastpmi's libpmi2 (shared memory), where fastpmi.h adds:
+ * rank 3 first waits for a death with FPMI_Wait_death ("wait death rank 3"
+ * once one came; status 8 if none within 20 s), and FPMI_Dead_ranks must
+ * agree with PMI_dead_processes (status 6); and against Slurm's libpmi2
+ * (the socket).
  */
 #include <pmi2.h>
+#if __has_include(<fastpmi.h>)
+#include <fastpmi.h>
+#define HAVE_FASTPMI_H 1
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +109,14 @@ int main(int argc, char **argv)
         PMI2_Abort(0, "rank 2 leaves");
         return 9; /* PMI2_Abort does not return */
     }
+#ifdef HAVE_FASTPMI_H
+    if (rank == 3) {
+        int count = 0;
+        if (FPMI_Wait_death(0, 20000, &count) != FPMI_SUCCESS || count < 1)
+            return 8;
+        printf("wait death rank 3\n");
+    }
+#endif
     rc = PMI2_KVS_Fence();
     if (rc == PMI2_SUCCESS) {
         fprintf(stderr, "pmi2_ft: rank %d: fence 2 completed without the dead\n", rank);
@@ -116,6 +135,18 @@ int main(int argc, char **argv)
                 fprintf(stderr, "pmi2_ft: rank %d: job attr %s, kvs-get %s\n", rank, attr, kvs);
                 return 6;
             }
+#ifdef HAVE_FASTPMI_H
+            {
+                int dead[8], n = 0, i;
+                if (FPMI_Dead_ranks(dead, 8, &n) != FPMI_SUCCESS)
+                    return 6;
+                for (i = 0; want[i] >= 0; i++)
+                    if (i >= n || dead[i] != want[i])
+                        return 6;
+                if (n != i)
+                    return 6;
+            }
+#endif
             break;
         }
         pause_ms(10);
@@ -128,6 +159,11 @@ int main(int argc, char **argv)
         strcmp(val, "v0") != 0)
         return 7;
     printf("ft ok rank %d dead=%s\n", rank, attr);
+    fflush(stdout);
+    if (getenv("FASTPMI_TEST_GO")) {
+        for (tries = 0; tries < 3000 && access(getenv("FASTPMI_TEST_GO"), F_OK) != 0; tries++)
+            pause_ms(20);
+    }
     PMI2_Finalize();
     return 0;
 }

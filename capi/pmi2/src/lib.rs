@@ -28,6 +28,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 /// fastpmi's extension: `FPMI_Group_*` and `FPMI_Pset_*` (`include/fastpmi.h`).
+mod deaths;
 pub mod groups;
 
 mod info;
@@ -38,6 +39,7 @@ mod nameserv;
 mod oob;
 mod spawn;
 
+pub use deaths::*;
 pub use info::*;
 pub use job::*;
 pub use kvs::*;
