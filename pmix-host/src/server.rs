@@ -436,24 +436,44 @@ impl Server {
 
     /// Rank `rank` of `nspace` died and its job goes on (fault-tolerant
     /// jobs): `status` (`PMIX_ERR_PROC_ABORTED_BY_SIG`, `PMIX_ERR_PROC_ABORTED`
-    /// or `PMIX_ERR_PROC_TERM_WO_SYNC`) to the namespace's other processes,
-    /// as PRRTE sends it under `--with-ft ulfm`: from the dead process (the
+    /// or `PMIX_ERR_PROC_TERM_WO_SYNC`) to the processes of `nspace` and of
+    /// `also` (the jobs connected to it: its parent, its spawned jobs), as
+    /// PRRTE sends it under `--with-ft ulfm`: from the dead process (the
     /// library skips the source), the dead process as the only PMIX_PROC
-    /// value (Open MPI's ULFM handler marks every such value failed).
+    /// value (Open MPI's ULFM handler marks every such value failed). Then
+    /// `PMIX_EVENT_PROC_TERMINATED`, only to handlers registered for it
+    /// (`PMIX_EVENT_NON_DEFAULT`: Open MPI's default handler would abort).
     pub fn notify_proc_failed(
         &self,
         nspace: &str,
         rank: u32,
         status: Status,
         code: i32,
+        also: &[&str],
     ) -> Result<(), PmixError> {
         let dead = proc_of(nspace, rank);
-        let mut infos = InfoList::default();
-        infos.proc_("pmix.evproc", dead);
-        // The range as an array: not a PMIX_PROC value of its own.
-        infos.procs("pmix.evrange", vec![proc_of(nspace, PMIX_RANK_WILDCARD)]);
-        infos.int("pmix.exit.code", code);
-        self.notify(status, &dead, PMIX_RANGE_CUSTOM, infos)
+        let range: Vec<Proc> = std::iter::once(nspace)
+            .chain(also.iter().copied())
+            .map(|ns| proc_of(ns, PMIX_RANK_WILDCARD))
+            .collect();
+        let infos = |nondefault: bool| {
+            let mut infos = InfoList::default();
+            infos.proc_("pmix.evproc", dead);
+            // The range as an array: not a PMIX_PROC value of its own.
+            infos.procs("pmix.evrange", range.clone());
+            infos.int("pmix.exit.code", code);
+            if nondefault {
+                infos.flag("pmix.evnondef", true);
+            }
+            infos
+        };
+        self.notify(status, &dead, PMIX_RANGE_CUSTOM, infos(false))?;
+        self.notify(
+            PMIX_EVENT_PROC_TERMINATED,
+            &dead,
+            PMIX_RANGE_CUSTOM,
+            infos(true),
+        )
     }
 
     /// `PMIx_Notify_event` of `code` from `source` to `range`, waited for.

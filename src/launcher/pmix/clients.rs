@@ -52,7 +52,16 @@ impl Launcher {
             DeathCause::ConnectionLost => (pmix_host::PMIX_ERR_PROC_TERM_WO_SYNC, 1),
         };
         let id = self.server.job_id(job).to_string();
-        if let Err(e) = host.server.notify_proc_failed(&id, rank, status, code) {
+        // Its parent and spawned jobs hear of it too.
+        let others: Vec<String> = self
+            .server
+            .connected_group(job)
+            .into_iter()
+            .filter(|&j| j != job && self.server.is_pmix_job(j))
+            .map(|j| self.server.job_id(j).to_string())
+            .collect();
+        let also: Vec<&str> = others.iter().map(String::as_str).collect();
+        if let Err(e) = host.server.notify_proc_failed(&id, rank, status, code, &also) {
             tracing::debug!("PMIx event for the death of rank {rank} of {id}: {e}");
         }
     }
