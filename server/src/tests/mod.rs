@@ -72,6 +72,7 @@ pub(super) fn init_all(s: &mut Server, n: u32) {
 }
 
 mod continued;
+mod deaths;
 mod failure;
 mod jobs;
 mod kvs;
