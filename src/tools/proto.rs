@@ -76,7 +76,7 @@ pub struct RankRow {
     pub transport: String,
     /// Machine-readable state: `launching`, `no_pmi`, `held_in_init`,
     /// `in_init`, `running`, `in_fence`, `between_fences`, `waiting_attr`,
-    /// `finalized`, `exited`.
+    /// `finalized`, `exited`, `dead` (a fault-tolerant job's).
     pub kind: String,
     /// Human-readable state ("in fence 3", "running without PMI", ...).
     pub state: String,

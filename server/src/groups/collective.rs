@@ -33,6 +33,9 @@ pub(super) fn construct(
     if let Some(e) = s.id_clash(&id) {
         return err(e);
     }
+    if let Some(dead) = s.dead_member(&members) {
+        return err(format!("group {id}: member {dead} died"));
+    }
     if s.groups.invites.contains_key(&id) {
         return err(format!("group {id}: an invitation with this id is pending"));
     }

@@ -39,7 +39,11 @@ impl Server {
 
     /// `rank` of `job` died in a fault-tolerant job: its groups fail as in
     /// [`Server::group_member_lost`]; the job goes on whatever groups it
-    /// was in (its death is recorded as such, not as a lost member).
+    /// was in (its death is recorded as such, not as a lost member). The
+    /// dead leave their groups, so a group goes once its survivors left
+    /// it; a group that failed while being built goes at once (a later
+    /// construct listing the dead fails anyway: [`Server::dead_member`]).
+    /// What groups hold thus stays bounded by the living.
     pub(crate) fn group_member_died(
         &mut self,
         job: JobIdx,
@@ -48,6 +52,32 @@ impl Server {
         out: &mut Vec<Event>,
     ) {
         self.fail_groups_of(job, rank, why, out);
+        let me = (job, rank);
+        let ids: Vec<String> = self
+            .groups
+            .groups
+            .iter()
+            .filter(|(_, g)| g.pos(me).is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let g = self.groups.groups.get_mut(&id).expect("present");
+            let i = g.pos(me).expect("member");
+            g.left[i] = true;
+            g.destructed[i] = true;
+            if !g.live || g.size() == 0 {
+                remove_group(self, &id);
+            }
+        }
+    }
+
+    /// In a fault-tolerant job, the first dead member of `members`, named:
+    /// a group of the dead can never be built.
+    pub(crate) fn dead_member(&self, members: &[Member]) -> Option<String> {
+        members
+            .iter()
+            .find(|&&(j, r)| self.is_dead(j, r))
+            .map(|&m| self.member_name(m))
     }
 
     /// Fail the groups and invitations of `rank` of `job`, which died or

@@ -182,6 +182,12 @@ impl Server {
         out
     }
 
+    /// Groups the server holds (built, being built or failed), for
+    /// diagnostics: what a job's groups cost the launcher.
+    pub fn group_count(&self) -> usize {
+        self.groups.groups.len()
+    }
+
     /// `--tolerate-group-failures`: a member's death fails its groups, not
     /// its job.
     pub fn set_tolerate_group_failures(&mut self, on: bool) {

@@ -163,3 +163,39 @@ fn lost_connection_and_early_exit_are_deaths_when_tolerant() {
     assert!(!s.rank_died(job, 1, DeathCause::Exited(1), "x", &mut Vec::new()));
     assert!(s.dead_ranks(job).is_empty());
 }
+
+#[test]
+fn the_dead_leave_their_groups_and_cannot_be_grouped() {
+    let (mut s, job) = tolerant(4);
+    for r in 0..3 {
+        send2(&mut s, r, "cmd=group-construct;id=all;members=0-3;");
+    }
+    // Rank 3 dies before joining: the construction fails for the others
+    // and the group goes.
+    let mut out = Vec::new();
+    s.rank_died(job, 3, DeathCause::Signaled(9), "was killed", &mut out);
+    for r in 0..3 {
+        assert!(errmsg(&sent(&out, r)[0]).contains("rank 3"));
+    }
+    assert_eq!(s.group_count(), 0);
+    // A group listing the dead fails at once; one of the survivors builds.
+    let out = send2(&mut s, 0, "cmd=group-construct;id=all;members=0-3;");
+    assert!(errmsg(&sent(&out, 0)[0]).contains("member rank 3 died"));
+    let mut built = Vec::new();
+    for r in 0..3 {
+        built.extend(send2(
+            &mut s,
+            r,
+            "cmd=group-construct;id=alive;members=0-2;",
+        ));
+    }
+    for r in 0..3 {
+        assert_eq!(pmi2_body(&sent(&built, r)[0]).get_str("rc"), Some("0"));
+    }
+    // Rank 2 dies in it: the group fails, and goes once the other two left.
+    s.rank_died(job, 2, DeathCause::Exited(1), "exited", &mut Vec::new());
+    send2(&mut s, 0, "cmd=group-leave;id=alive;");
+    assert_eq!(s.group_count(), 1);
+    send2(&mut s, 1, "cmd=group-leave;id=alive;");
+    assert_eq!(s.group_count(), 0);
+}

@@ -61,7 +61,10 @@ impl Launcher {
             .map(|j| self.server.job_id(j).to_string())
             .collect();
         let also: Vec<&str> = others.iter().map(String::as_str).collect();
-        if let Err(e) = host.server.notify_proc_failed(&id, rank, status, code, &also) {
+        if let Err(e) = host
+            .server
+            .notify_proc_failed(&id, rank, status, code, &also)
+        {
             tracing::debug!("PMIx event for the death of rank {rank} of {id}: {e}");
         }
     }
