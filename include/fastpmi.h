@@ -71,14 +71,18 @@ int FPMI_KVS_Putall(const char *const *keys, const char *const *values, int n);
  * each followed by the signal chosen at FPMI_Oob_open. */
 #define FPMI_OOB_ABORT 1      /* the job is being torn down */
 #define FPMI_OOB_CHECKPOINT 2 /* `fastpmi checkpoint` asks for a checkpoint */
+#define FPMI_OOB_DEATH 3      /* a rank of this job or of a connected one (parent,
+                               * spawned) died; the fault-tolerant job goes on */
 typedef struct {
-    int kind;           /* FPMI_OOB_ABORT or FPMI_OOB_CHECKPOINT */
+    int kind;           /* FPMI_OOB_ABORT, FPMI_OOB_CHECKPOINT or FPMI_OOB_DEATH */
     int rank;           /* abort: the rank that failed; -1 when the launcher
-                         * ended the job or a connected job failed */
-    int exitcode;       /* abort: the exit code the job ends with */
+                         * ended the job or a connected job failed;
+                         * death: the rank that died (of job jobid) */
+    int exitcode;       /* abort: the exit code the job ends with; death: the
+                         * dead rank's status (128 + signal when killed) */
     long long seq;      /* checkpoint: the request's number in the job, from 1 */
     char jobid[256];    /* the job's id */
-    char message[1024]; /* abort: why */
+    char message[1024]; /* abort: why; death: how it died */
 } FPMI_Oob_notice;
 /* Open this process's channel; signal: "SIGUSR2", "USR2", ... or NULL /
  * "NONE" for no signal (install its handler first). *fd (if not NULL) is

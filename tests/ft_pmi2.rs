@@ -83,8 +83,9 @@ fn slurm_pmi2_survivors_go_on() {
 }
 
 /// fastpmi's libpmi2 also gives the dead set with `FPMI_Dead_ranks` (the
-/// program checks it against `PMI_dead_processes`), and rank 3 waits for
-/// the first death with `FPMI_Wait_death` before its fence.
+/// program checks it against `PMI_dead_processes`), rank 3 waits for the
+/// first death with `FPMI_Wait_death` before its fence, and every survivor
+/// reads a death notice per dead rank on its out-of-band channel.
 #[test]
 fn fastpmi_pmi2_survivors_go_on_over_shared_memory() {
     let out = run(Prog::Pmi2FtFastpmi, &["-disable-auto-cleanup"], "both");
@@ -96,6 +97,14 @@ fn fastpmi_pmi2_survivors_go_on_over_shared_memory() {
         "{}",
         out.report()
     );
+    for r in [0, 3, 4, 5] {
+        assert!(
+            out.stdout_lines()
+                .contains(&format!("oob deaths rank {r}").as_str()),
+            "{}",
+            out.report()
+        );
+    }
 }
 
 /// `fastpmi ps` shows the dead ranks, how each died, beside the

@@ -62,6 +62,16 @@ pub enum Notice {
     /// An application-level checkpoint is requested (`fastpmi checkpoint`);
     /// `seq` counts the requests to this job from 1.
     Checkpoint { jobid: String, seq: u64 },
+    /// Rank `rank` of `jobid` (this job, or one connected to it: its
+    /// parent, a job it spawned) died in a fault-tolerant job, which goes
+    /// on; `exitcode` is its status (shell convention), `message` how it
+    /// died.
+    Died {
+        jobid: String,
+        rank: u32,
+        exitcode: i32,
+        message: String,
+    },
 }
 
 impl Notice {
@@ -75,21 +85,21 @@ impl Notice {
                 rank,
                 exitcode,
                 message,
-            } => {
-                let mut text: String = message
-                    .chars()
-                    .map(|c| if c.is_control() { ' ' } else { c })
-                    .collect();
-                if text.len() > MESSAGE_MAX {
-                    let cut = (0..=MESSAGE_MAX).rev().find(|&i| text.is_char_boundary(i));
-                    text.truncate(cut.unwrap_or(0));
-                }
-                Message::new("abort")
-                    .with("jobid", token(jobid))
-                    .with("rank", rank.map_or("-1".to_string(), |r| r.to_string()))
-                    .with("exitcode", exitcode.to_string())
-                    .with("message", text.trim())
-            }
+            } => Message::new("abort")
+                .with("jobid", token(jobid))
+                .with("rank", rank.map_or("-1".to_string(), |r| r.to_string()))
+                .with("exitcode", exitcode.to_string())
+                .with("message", line_text(message)),
+            Notice::Died {
+                jobid,
+                rank,
+                exitcode,
+                message,
+            } => Message::new("died")
+                .with("jobid", token(jobid))
+                .with("rank", rank.to_string())
+                .with("exitcode", exitcode.to_string())
+                .with("message", line_text(message)),
             Notice::Checkpoint { jobid, seq } => Message::new("checkpoint")
                 .with("jobid", token(jobid))
                 .with("seq", seq.to_string()),
@@ -97,7 +107,7 @@ impl Notice {
         super::pmi1::encode(&m)
     }
 
-    /// A notice from its line (`cmd=abort` or `cmd=checkpoint`).
+    /// A notice from its line (`cmd=abort`, `cmd=died` or `cmd=checkpoint`).
     pub fn decode(m: &Message) -> Result<Notice, WireError> {
         let int = |key: &'static str| -> Result<i64, WireError> {
             m.get_int(key).ok_or_else(|| match m.get(key) {
@@ -123,6 +133,19 @@ impl Notice {
                     .map(|v| String::from_utf8_lossy(v).into_owned())
                     .unwrap_or_default(),
             }),
+            "died" => Ok(Notice::Died {
+                jobid,
+                rank: u32::try_from(int("rank")?).map_err(|_| WireError::BadValue {
+                    cmd: m.cmd.clone(),
+                    key: "rank",
+                    value: m.get_str("rank").unwrap_or_default().to_string(),
+                })?,
+                exitcode: int("exitcode")?.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+                message: m
+                    .get("message")
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .unwrap_or_default(),
+            }),
             "checkpoint" => Ok(Notice::Checkpoint {
                 jobid,
                 seq: u64::try_from(int("seq")?).map_err(|_| WireError::BadValue {
@@ -134,6 +157,20 @@ impl Notice {
             other => Err(WireError::UnknownCommand(other.to_string())),
         }
     }
+}
+
+/// A message as the rest of a PMI-1 line: control characters become
+/// spaces, cut at [`MESSAGE_MAX`] bytes.
+fn line_text(message: &str) -> String {
+    let mut text: String = message
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if text.len() > MESSAGE_MAX {
+        let cut = (0..=MESSAGE_MAX).rev().find(|&i| text.is_char_boundary(i));
+        text.truncate(cut.unwrap_or(0));
+    }
+    text.trim().to_string()
 }
 
 /// A value as one PMI-1 token (job ids are, but never trust that).
@@ -204,11 +241,26 @@ mod tests {
         assert_eq!(line, b"cmd=checkpoint jobid=j seq=2\n");
         let m = crate::pmi1::decode(&line[..line.len() - 1]).unwrap();
         assert_eq!(Notice::decode(&m).unwrap(), cp);
+        let died = Notice::Died {
+            jobid: "j".into(),
+            rank: 5,
+            exitcode: 137,
+            message: "rank 5 was killed by signal 9 (SIGKILL)".into(),
+        };
+        let line = died.encode();
+        assert_eq!(
+            line,
+            b"cmd=died jobid=j rank=5 exitcode=137 message=rank 5 was killed by signal 9 (SIGKILL)\n"
+        );
+        let m = crate::pmi1::decode(&line[..line.len() - 1]).unwrap();
+        assert_eq!(Notice::decode(&m).unwrap(), died);
     }
 
     #[test]
     fn bad_notices_are_errors() {
         for line in [
+            "cmd=died jobid=j rank=-1 exitcode=1 message=x",
+            "cmd=died jobid=j exitcode=1",
             "cmd=checkpoint jobid=j",
             "cmd=checkpoint jobid=j seq=-1",
             "cmd=abort jobid=j rank=x exitcode=1",

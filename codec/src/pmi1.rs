@@ -2,7 +2,8 @@
 //!
 //! Values end at a space; there is no escaping. The one exception real
 //! clients rely on: `cmd=abort ... message=text with spaces`, where the
-//! message runs to the end of the line.
+//! message runs to the end of the line (so does the message of the
+//! launcher's `cmd=died` notice on the out-of-band channel).
 
 use super::{Message, WireError};
 
@@ -34,8 +35,10 @@ pub fn decode(line: &[u8]) -> Result<Message, WireError> {
             .filter(|&i| i > 0)
             .ok_or_else(|| WireError::BadToken(super::show(token)))?;
         let key = &token[..eq];
-        if msg.cmd == "abort" && key == b"message" {
-            // The abort message may contain spaces: it is the rest of the line.
+        if (msg.cmd == "abort" || msg.cmd == "died") && key == b"message" {
+            // The abort message (a client's abort, or the launcher's notice
+            // on the out-of-band channel) and the death notice's may
+            // contain spaces: it is the rest of the line.
             msg.pairs
                 .push((key.to_vec(), trim_blanks(&rest[eq + 1..]).to_vec()));
             break;

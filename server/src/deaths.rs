@@ -60,6 +60,15 @@ impl JobDeaths {
     }
 }
 
+/// The exit status a death stands for (shell convention).
+pub fn exit_status(cause: DeathCause) -> i32 {
+    match cause {
+        DeathCause::Exited(c) | DeathCause::Aborted(c) => c,
+        DeathCause::Signaled(s) => 128 + s,
+        DeathCause::ConnectionLost => 1,
+    }
+}
+
 impl Server {
     /// Make `job` fault tolerant (before its ranks start): a death is an
     /// event ([`Server::rank_died`]), not the end of the job.
@@ -133,6 +142,17 @@ impl Server {
         }
         let label = self.jobs[job].rank_label(job, rank);
         self.group_member_died(job, rank, &format!("{label} {how}"), out);
+        // Ranks of this job and of the jobs connected to it (its parent,
+        // the jobs it spawned) that opened the out-of-band channel.
+        let notice = fastpmi_codec::oob::Notice::Died {
+            jobid: self.jobs[job].id.clone(),
+            rank: self.jobs[job].global_rank(rank),
+            exitcode: exit_status(cause),
+            message: format!("{label} {how}"),
+        };
+        for j in self.connected_group(job) {
+            self.notify(j, &notice, out);
+        }
         out.push(Event::RankDied {
             job,
             rank,

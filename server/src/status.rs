@@ -170,6 +170,11 @@ impl Server {
             .is_some_and(|s| s.phase == Phase::Initialized)
     }
 
+    /// The PMI connection of rank `rank` of `job`, while it has one.
+    pub fn rank_conn(&self, job: JobIdx, rank: u32) -> Option<ConnId> {
+        self.jobs.get(job)?.ranks.get(rank as usize)?.conn
+    }
+
     /// Whether `job` has PMIx ranks.
     pub fn is_pmix_job(&self, job: JobIdx) -> bool {
         self.jobs

@@ -28,15 +28,6 @@ pub(super) fn cause_of(status: ExitStatus) -> DeathCause {
     }
 }
 
-/// The exit status a death stands for (shell convention).
-fn status_of(cause: DeathCause) -> i32 {
-    match cause {
-        DeathCause::Exited(c) | DeathCause::Aborted(c) => c,
-        DeathCause::Signaled(s) => 128 + s,
-        DeathCause::ConnectionLost => 1,
-    }
-}
-
 /// What the launcher keeps of its jobs' deaths: the ranks declared dead
 /// that still run (SIGKILL once their grace is over) and the first death's
 /// status, for `--fail-on-death`.
@@ -82,7 +73,9 @@ impl Launcher {
             self.deaths.unannounced.push((job, rank));
         } else {
             crate::errln!("fastpmi: {message}; the job goes on (fault tolerant)");
-            self.deaths.first_status.get_or_insert(status_of(cause));
+            self.deaths
+                .first_status
+                .get_or_insert(fastpmi_server::deaths::exit_status(cause));
         }
         if let Some(i) = running {
             self.deaths.doomed.push((i, Instant::now() + DEAD_GRACE));

@@ -384,6 +384,12 @@ impl Launcher {
         };
         let clean = status.success();
         tracing::debug!(job, rank, "rank {}", os::describe_status(status));
+        // What it sent before it exited (an abort, a finalize) is read
+        // before its exit is judged: SIGCHLD may come first.
+        if let Some(conn) = self.server.rank_conn(job, rank) {
+            let mut buf = Vec::with_capacity(16 * 1024);
+            self.read_conn(mio::Token(conn), &mut buf);
+        }
         // After SIGINT/SIGTERM/SIGHUP to the launcher, however a rank
         // ends (killed, or exiting on its own when its fence fails) it
         // was stopped by us: the exit status says "interrupted".

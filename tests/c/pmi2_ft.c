@@ -21,9 +21,11 @@
  *
  * Built against fastpmi's libpmi2 (shared memory), where fastpmi.h adds:
  * rank 3 first waits for a death with FPMI_Wait_death ("wait death rank 3"
- * once one came; status 8 if none within 20 s), and FPMI_Dead_ranks must
- * agree with PMI_dead_processes (status 6); and against Slurm's libpmi2
- * (the socket).
+ * once one came; status 8 if none within 20 s), FPMI_Dead_ranks must
+ * agree with PMI_dead_processes (status 6), and every survivor, which
+ * opened the out-of-band channel after init, reads a death notice for
+ * each dead rank ("oob deaths rank R"; status 10 if not within 20 s); and
+ * against Slurm's libpmi2 (the socket).
  */
 #include <pmi2.h>
 #if __has_include(<fastpmi.h>)
@@ -92,6 +94,10 @@ int main(int argc, char **argv)
         return 2;
     if (PMI2_Job_GetId(jobid, sizeof jobid) != PMI2_SUCCESS)
         return 2;
+#ifdef HAVE_FASTPMI_H
+    if (rank != 1 && rank != 2 && FPMI_Oob_open(NULL, NULL) != FPMI_SUCCESS)
+        return 10;
+#endif
     snprintf(key, sizeof key, "k%d", rank);
     snprintf(val, sizeof val, "v%d", rank);
     if (PMI2_KVS_Put(key, val) != PMI2_SUCCESS || PMI2_KVS_Fence() != PMI2_SUCCESS)
@@ -158,6 +164,28 @@ int main(int argc, char **argv)
     if (PMI2_KVS_Get(jobid, PMI2_ID_NULL, "k0", val, sizeof val, &vallen) != PMI2_SUCCESS ||
         strcmp(val, "v0") != 0)
         return 7;
+#ifdef HAVE_FASTPMI_H
+    {
+        int seen[64] = {0}, got = 0, received, i, all;
+        FPMI_Oob_notice n;
+        for (tries = 0; tries < 200; tries++) {
+            if (FPMI_Oob_poll(100, &n, &received) != FPMI_SUCCESS)
+                return 10;
+            if (received && n.kind == FPMI_OOB_DEATH && n.rank >= 0 && n.rank < 64 &&
+                strcmp(n.jobid, jobid) == 0)
+                seen[n.rank] = 1;
+            for (all = 1, i = 0; want[i] >= 0; i++)
+                all &= seen[want[i]];
+            if (all) {
+                got = 1;
+                break;
+            }
+        }
+        if (!got)
+            return 10;
+        printf("oob deaths rank %d\n", rank);
+    }
+#endif
     printf("ft ok rank %d dead=%s\n", rank, attr);
     fflush(stdout);
     if (getenv("FASTPMI_TEST_GO")) {

@@ -19,6 +19,9 @@ use crate::groups::FPMI_ERR_NOT_SUPPORTED;
 pub const FPMI_OOB_ABORT: c_int = 1;
 /// `FPMI_Oob_notice.kind` of a checkpoint request.
 pub const FPMI_OOB_CHECKPOINT: c_int = 2;
+/// `FPMI_Oob_notice.kind` of a death in a fault-tolerant job (of this job
+/// or of one connected to it), which goes on.
+pub const FPMI_OOB_DEATH: c_int = 3;
 /// Bytes of `FPMI_Oob_notice.jobid`.
 pub const FPMI_OOB_JOBID_MAX: usize = 256;
 /// Bytes of `FPMI_Oob_notice.message`.
@@ -132,6 +135,17 @@ pub unsafe extern "C" fn FPMI_Oob_poll(
             } => {
                 out.kind = FPMI_OOB_ABORT;
                 out.rank = rank.and_then(|r| c_int::try_from(r).ok()).unwrap_or(-1);
+                out.exitcode = exitcode;
+                (jobid, message)
+            }
+            OobNotice::Died {
+                jobid,
+                rank,
+                exitcode,
+                message,
+            } => {
+                out.kind = FPMI_OOB_DEATH;
+                out.rank = c_int::try_from(rank).unwrap_or(-1);
                 out.exitcode = exitcode;
                 (jobid, message)
             }

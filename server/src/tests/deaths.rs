@@ -199,3 +199,52 @@ fn the_dead_leave_their_groups_and_cannot_be_grouped() {
     send2(&mut s, 1, "cmd=group-leave;id=alive;");
     assert_eq!(s.group_count(), 0);
 }
+
+#[test]
+fn a_death_is_a_notice_to_the_job_and_its_parent() {
+    let (mut s, parent) = tolerant(2);
+    let child = s.add_job(JobSpec {
+        id: "fastpmi_test_1".into(),
+        apps: vec![2],
+        universe_size: 2,
+        spawner: Some("fastpmi_test_0".into()),
+        store: Box::new(MemStore::new(2, VALLEN)),
+    });
+    assert!(
+        s.is_fault_tolerant(child),
+        "a spawned job inherits the mode"
+    );
+    for r in 0..2 {
+        s.connect(10 + r as ConnId, Some((child, r)), None);
+        send1(
+            &mut s,
+            10 + r as ConnId,
+            "cmd=init pmi_version=2 pmi_subversion=0",
+        );
+        send2(&mut s, 10 + r as ConnId, "cmd=fullinit;threaded=FALSE;");
+    }
+    // Rank 1 of the parent and rank 0 of the child open their channels.
+    s.connect_oob(101, parent, 1);
+    s.connect_oob(110, child, 0);
+    send1(&mut s, 101, "cmd=init_oob pmi_version=2 signal=SIGUSR2");
+    send1(&mut s, 110, "cmd=init_oob pmi_version=2 signal=NONE");
+    let mut out = Vec::new();
+    s.rank_died(child, 1, DeathCause::Signaled(9), "was killed", &mut out);
+    let want = "cmd=died jobid=fastpmi_test_1 rank=1 exitcode=137 message=rank 1 of job fastpmi_test_1 was killed\n";
+    for conn in [101, 110] {
+        let got: Vec<String> = sent(&out, conn)
+            .into_iter()
+            .map(|b| String::from_utf8(b).unwrap())
+            .collect();
+        assert_eq!(got, vec![want.to_string()], "channel {conn}");
+    }
+    assert!(out.iter().any(|e| matches!(
+        e,
+        Event::Signal {
+            conn: 101,
+            signal: "SIGUSR2",
+            ..
+        }
+    )));
+    assert!(!s.job_failed(parent) && !s.job_failed(child));
+}
