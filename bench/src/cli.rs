@@ -1,6 +1,6 @@
 //! The command line ([`Options`], parsed by clap from [`Cli`]).
 //!
-//! The rank programs (`fastpmi-bench __rank`, `__group`) are not options:
+//! The rank programs (`fastpmi-bench __rank`, `__group`, `__death`) are not options:
 //! `main` hands them over before the command line is parsed.
 
 use std::ffi::OsString;
@@ -95,6 +95,11 @@ pub struct Cli {
     /// skip).
     #[arg(long, value_name = "LIST", default_value = "1024", value_parser = list)]
     ps_sizes: List,
+    /// Job sizes of the death-detection runs: `fastpmi --fault-tolerant`,
+    /// the last rank SIGKILLs itself while the others wait in a fence, time
+    /// to their error (configuration name `death`; `none` to skip).
+    #[arg(long, value_name = "LIST", default_value = "64,256,1024", value_parser = list)]
+    death_sizes: List,
     /// Rank counts of the placement rows: Intel MPI hello
     /// and allreduce under fastpmi in each PMI mode and with -bind-to none
     /// and core vs Intel's mpiexec.hydra; Debian MPICH and the MPICH 5 wheel
@@ -116,7 +121,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "NAME",
-        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes", "nest_sizes"]
+        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes", "death_sizes", "nest_sizes"]
     )]
     profile: Option<Profile>,
 }
@@ -203,6 +208,8 @@ fn config_list(s: &str) -> Result<ConfigList, String> {
             configs::PS.to_vec()
         } else if name == "nest" {
             configs::NEST.to_vec()
+        } else if name == "death" {
+            configs::DEATH.to_vec()
         } else if name == "placement" {
             Config::ALL
                 .into_iter()
@@ -241,6 +248,7 @@ pub struct Options {
     pub launch_sizes: Vec<u32>,
     pub group_sizes: Vec<u32>,
     pub ps_sizes: Vec<u32>,
+    pub death_sizes: Vec<u32>,
     pub nest_sizes: Vec<u32>,
     pub params: RunParams,
     /// `--profile`, and the core count it was sized from.
@@ -282,6 +290,7 @@ impl From<Cli> for Options {
             launch_sizes: c.launch_sizes.0,
             group_sizes: c.group_sizes.0,
             ps_sizes: c.ps_sizes.0,
+            death_sizes: c.death_sizes.0,
             nest_sizes: c.nest_sizes.0,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(c.timeout)),
@@ -321,6 +330,7 @@ impl Options {
                 self.spawn_sizes = vec![];
                 self.group_sizes = vec![];
                 self.ps_sizes = vec![];
+                self.death_sizes = vec![];
                 self.nest_sizes = vec![];
             }
         }
@@ -379,6 +389,16 @@ mod tests {
             .unwrap();
         assert_eq!(o.placement_sizes, [64, 256]);
         assert_eq!(o.configs.len(), placement::COUNT);
+        let o = parse(&["--configs", "death", "--death-sizes", "1024,64"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.configs, [Config::DeathDetect]);
+        assert_eq!(o.death_sizes, [64, 1024]);
+        assert!(parse(&["--death-sizes", "none"])
+            .unwrap()
+            .unwrap()
+            .death_sizes
+            .is_empty());
     }
 
     #[test]
@@ -393,6 +413,7 @@ mod tests {
             (&o.group_sizes[..], &o.ps_sizes[..]),
             (&[256][..], &[1024][..])
         );
+        assert_eq!(o.death_sizes, [64, 256, 1024]);
         assert_eq!(o.out, PathBuf::from("results"));
         let o = parse(&["--quick", "--fence-loop", "0", "--reps", "2", "--reps", "5"])
             .unwrap()
@@ -427,6 +448,7 @@ mod tests {
         assert_eq!(o.placement_sizes, o.sizes);
         assert!(o.startup_sizes.is_empty() && o.spawn_sizes.is_empty());
         assert!(o.group_sizes.is_empty() && o.ps_sizes.is_empty());
+        assert!(o.death_sizes.is_empty());
         let names: Vec<&str> = o.configs.iter().map(|c| c.name()).collect();
         for want in MANY_CORE_CONFIGS {
             assert!(names.contains(&want), "{want} in {names:?}");

@@ -24,7 +24,7 @@
 //! * [`tools`] (the launchers and the core configurations' programs),
 //!   [`record`] (one run's result, summaries), [`cells`] (what the report's
 //!   sections share), [`plan`] (the order of the runs);
-//! * the families: [`launch`], [`groups`], [`ps`], [`placement`], [`nested`] (their
+//! * the families: [`launch`], [`groups`], [`ps`], [`deaths`], [`placement`], [`nested`] (their
 //!   programs, commands, checks and report sections);
 //! * [`suite`] (tools, command and judging over every configuration),
 //!   [`plot`], [`report`];
@@ -33,6 +33,7 @@
 mod cells;
 mod cli;
 mod configs;
+mod deaths;
 mod groups;
 mod launch;
 mod nested;
@@ -65,6 +66,9 @@ fn main() -> ExitCode {
     }
     if args.first().is_some_and(|a| a == "__group") {
         return ExitCode::from(groups::rank_main().clamp(0, 255) as u8);
+    }
+    if args.first().is_some_and(|a| a == "__death") {
+        return ExitCode::from(deaths::rank_main().clamp(0, 255) as u8);
     }
     let opts = match Options::from_args(&args) {
         Ok(opts) => opts,
@@ -120,6 +124,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not run (--group-sizes none)")
             } else if c.kind() == Kind::Ps && opts.ps_sizes.is_empty() {
                 Availability::NotSelected("not run (--ps-sizes none)")
+            } else if c.kind() == Kind::Death && opts.death_sizes.is_empty() {
+                Availability::NotSelected("not run (--death-sizes none)")
             } else if let Some(why) = suite.missing(c) {
                 Availability::Missing(why)
             } else {

@@ -28,13 +28,13 @@ pub struct Case {
 
 /// The configurations [`is_target_compared`] picks, as the report names them.
 pub const TARGET_COMPARED: &str =
-    "fastpmi-shm, fastpmi-shm-yields0, futex-floor, the start-up table";
+    "fastpmi-shm, fastpmi-shm-yields0, futex-floor, the start-up table, death-detect@fastpmi-shm";
 
 /// Whether the targets compare `c`'s median (so it gets `--target-reps`).
 pub fn is_target_compared(c: Config) -> bool {
     matches!(
         c,
-        Config::FastpmiShm | Config::FastpmiShmNoYield | Config::FutexFloor
+        Config::FastpmiShm | Config::FastpmiShmNoYield | Config::FutexFloor | Config::DeathDetect
     ) || c.kind() == Kind::Launch
 }
 
@@ -92,6 +92,7 @@ pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.launch_sizes, &[Kind::Launch]);
     add(&opts.group_sizes, &[Kind::Group]);
     add(&opts.ps_sizes, &[Kind::Ps]);
+    add(&opts.death_sizes, &[Kind::Death]);
     add(&opts.placement_sizes, &[Kind::Placement]);
     add(&opts.nest_sizes, &[Kind::Nested]);
     cases
@@ -197,6 +198,22 @@ mod tests {
         assert!(cases
             .iter()
             .all(|k| k.of == reps_of(&o, k.config, k.n) && k.rep < k.of));
+    }
+
+    #[test]
+    fn death_detection_runs_at_its_own_sizes_with_target_repetitions() {
+        let o = opts(&[
+            "--death-sizes",
+            "64,1024",
+            "--reps",
+            "2",
+            "--target-reps",
+            "5",
+        ]);
+        let cases = plan(&o, &[Config::DeathDetect]);
+        let at = |n: u32| cases.iter().filter(|k| k.n == n).count();
+        assert_eq!((at(64), at(1024), cases.len()), (5, 5, 10));
+        assert!(cases.iter().all(|k| k.config == Config::DeathDetect));
     }
 
     #[test]

@@ -33,6 +33,7 @@ fn color(c: Config) -> RGBColor {
         Config::Placement(_) => RGBColor(0x17, 0xbe, 0xcf),
         Config::NestSrun => RGBColor(0x2c, 0xa0, 0x2c),
         Config::NestNodes => RGBColor(0x1f, 0x77, 0xb4),
+        Config::DeathDetect => RGBColor(0xd6, 0x27, 0x28),
     }
 }
 

@@ -37,9 +37,19 @@ const PS: &[&str] = &[
     "fence-sitting+ps@fastpmi-shm",
 ];
 
-/// The exchange configurations the fence target compares (they get
+/// Death detection in a fault-tolerant job (run here in a 4-rank job).
+const DEATH: &[&str] = &["death-detect@fastpmi-shm"];
+/// raw.csv columns of the death-detection figures.
+const DEATH_COLUMNS: &[&str] = &["death_first_ms", "death_last_ms", "death_margin_ms"];
+
+/// The configurations whose medians a target compares (they get
 /// `--target-reps`, as does the whole start-up table).
-const TARGET_COMPARED: &[&str] = &["fastpmi-shm", "fastpmi-shm-yields0", "futex-floor"];
+const TARGET_COMPARED: &[&str] = &[
+    "fastpmi-shm",
+    "fastpmi-shm-yields0",
+    "futex-floor",
+    "death-detect@fastpmi-shm",
+];
 
 /// Every configuration the report lists, family by family.
 fn all_names() -> impl Iterator<Item = &'static &'static str> {
@@ -50,6 +60,7 @@ fn all_names() -> impl Iterator<Item = &'static &'static str> {
         .chain(LAUNCH)
         .chain(GROUP)
         .chain(PS)
+        .chain(DEATH)
 }
 
 /// The configuration whose runs count only the `ps` answers that show the
@@ -148,6 +159,8 @@ fn quick_run_writes_a_well_formed_report() {
             "4",
             "--ps-sizes",
             "4",
+            "--death-sizes",
+            "4",
             // The nested rows start a private Slurm: not in a quick run.
             "--nest-sizes",
             "none",
@@ -205,6 +218,25 @@ fn quick_run_writes_a_well_formed_report() {
     let cells = row(group, &["4"]).unwrap_or_else(|| panic!("no group row for N=4:\n{group}"));
     assert_eq!(cells.len(), 6, "group row: {cells:?}");
     assert_status_cell(cells[1], GROUP[0]);
+    // Death detection needs nothing but fastpmi: its run must succeed.
+    let death = md
+        .split("## Death detection")
+        .nth(1)
+        .expect("no death-detection section");
+    let cells = row(death, &["4"]).unwrap_or_else(|| panic!("no death row for N=4:\n{death}"));
+    assert_eq!(cells.len(), 5, "death row: {cells:?}");
+    assert_eq!(
+        cells[1], "2/2 ok",
+        "death-detection runs did not succeed:\n{md}"
+    );
+    for c in &cells[2..] {
+        assert!(
+            c.split_whitespace()
+                .next()
+                .is_some_and(|v| v.parse::<f64>().is_ok_and(|x| x >= 0.0)),
+            "death cell `{c}`"
+        );
+    }
     for name in LAUNCH {
         let cells =
             row(&md, &["2", name]).unwrap_or_else(|| panic!("no start-up row for {name}:\n{md}"));
@@ -232,6 +264,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## Job start-up",
         "## Group fence",
         "## fastpmi ps during a job",
+        "## Death detection",
         "## Beyond one node: node servers under Slurm",
         "## Memory",
         "## Failures",
@@ -251,8 +284,13 @@ fn quick_run_writes_a_well_formed_report() {
         .unwrap();
     let verdicts = targets.lines().filter(|l| l.starts_with("- ")).count();
     // Seven exchange targets, three start-up targets per start-up N, one
-    // group-fence target per group N, two `ps` targets per ps N.
-    assert_eq!(verdicts, 7 + 3 + 1 + 2, "one line per target:\n{targets}");
+    // group-fence target per group N, two `ps` targets per ps N, one
+    // death-detection target.
+    assert_eq!(
+        verdicts,
+        7 + 3 + 1 + 2 + 1,
+        "one line per target:\n{targets}"
+    );
     for l in targets.lines().filter(|l| l.starts_with("- ")) {
         assert!(
             l.contains(": met") || l.contains(": missed"),
@@ -275,6 +313,7 @@ fn quick_run_writes_a_well_formed_report() {
     ]
     .iter()
     .chain(PS_COLUMNS)
+    .chain(DEATH_COLUMNS)
     .copied()
     {
         assert!(
@@ -296,7 +335,8 @@ fn quick_run_writes_a_well_formed_report() {
                 || SPAWN.contains(&config.as_str())
                 || LAUNCH.contains(&config.as_str())
                 || GROUP.contains(&config.as_str())
-                || PS.contains(&config.as_str()),
+                || PS.contains(&config.as_str())
+                || DEATH.contains(&config.as_str()),
             "unknown config {config}"
         );
         *rows_per_config.entry(config.clone()).or_default() += 1;
@@ -328,6 +368,16 @@ fn quick_run_writes_a_well_formed_report() {
                 assert!(v.is_empty(), "{config}: {ps_col}=`{v}` should be empty");
             }
         }
+        // The death figures: filled for the death runs that succeeded,
+        // empty for every other.
+        for d in DEATH_COLUMNS {
+            let v = &f[col(d)];
+            if status == "ok" && DEATH.contains(&config.as_str()) {
+                assert!(v.parse::<f64>().is_ok(), "{config}: {d}=`{v}`: {line}");
+            } else {
+                assert!(v.is_empty(), "{config}: {d}=`{v}` should be empty");
+            }
+        }
         if status == "ok" && config == PS_SITTING {
             ps_sitting_rows += 1;
             let get = |c: &str| f[col(c)].parse::<f64>().unwrap();
@@ -340,7 +390,8 @@ fn quick_run_writes_a_well_formed_report() {
                 || h.ends_with("_us")
                 || h.ends_with("_kb")
                 || h == "wall_s"
-                || PS_COLUMNS.contains(&h.as_str());
+                || PS_COLUMNS.contains(&h.as_str())
+                || DEATH_COLUMNS.contains(&h.as_str());
             if numeric && !v.is_empty() {
                 assert!(v.parse::<f64>().is_ok(), "{h}={v} is not a number");
             }

@@ -38,6 +38,8 @@ pub enum Kind {
     Placement,
     /// One job under Slurm: slurmstepd alone vs fastpmi node servers.
     Nested,
+    /// A fault-tolerant job: SIGKILL of one rank to the others' error.
+    Death,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,6 +69,8 @@ pub enum Config {
     NestSrun,
     /// The same job served by 4 fastpmi node servers under srun.
     NestNodes,
+    /// `fastpmi --fault-tolerant`: death detection ([`crate::deaths`]).
+    DeathDetect,
     /// A row of [`placement::CASES`] (index).
     Placement(u8),
 }
@@ -105,8 +109,11 @@ pub const PS: [Config; 3] = [Config::PsQuiet, Config::PsPolled, Config::PsSittin
 /// The nested-mode family ([`crate::nested`]).
 pub const NEST: [Config; 2] = [Config::NestSrun, Config::NestNodes];
 
+/// The death-detection family ([`crate::deaths`]).
+pub const DEATH: [Config; 1] = [Config::DeathDetect];
+
 /// The families' own lists, in the report's order after [`CORE`].
-const FAMILIES: [&[Config]; 4] = [&LAUNCH, &GROUP, &PS, &NEST];
+const FAMILIES: [&[Config]; 5] = [&LAUNCH, &GROUP, &PS, &DEATH, &NEST];
 
 const fn families_len() -> usize {
     let mut n = 0;
@@ -171,6 +178,7 @@ impl Config {
             Config::PsSitting => "fence-sitting+ps@fastpmi-shm",
             Config::NestSrun => "pmi2-exchange@srun",
             Config::NestNodes => "pmi2-exchange@srun+4-node-servers",
+            Config::DeathDetect => "death-detect@fastpmi-shm",
             Config::Placement(i) => placement::CASES[i as usize].name,
         }
     }
@@ -190,6 +198,7 @@ impl Config {
             Config::PsQuiet | Config::PsPolled | Config::PsSitting => Kind::Ps,
             Config::Placement(_) => Kind::Placement,
             Config::NestSrun | Config::NestNodes => Kind::Nested,
+            Config::DeathDetect => Kind::Death,
             _ => Kind::Exchange,
         }
     }
@@ -262,6 +271,9 @@ impl Config {
             }
             Config::NestNodes => {
                 "srun --mpi=pmi2 -n 4 fastpmi -n N/4: the same program, one job over 4 node servers, each node on its segment"
+            }
+            Config::DeathDetect => {
+                "fastpmi --fault-tolerant, Rust client, shared memory: rank N-1 SIGKILLs itself while the others wait in fence 2; time to their RanksDied error"
             }
         }
     }

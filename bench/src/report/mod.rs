@@ -10,7 +10,7 @@ use crate::cli::Options;
 use crate::configs::{placement, Availability, Config, Kind};
 use crate::record::{summarize, Record, Status, METRICS};
 use crate::suite::Suite;
-use crate::{groups, launch, nested, ps};
+use crate::{deaths, groups, launch, nested, ps};
 
 mod memory;
 mod mpi;
@@ -47,6 +47,7 @@ pub fn csv(records: &[Record]) -> Result<String, String> {
         .iter()
         .chain(METRICS)
         .chain(ps::METRICS)
+        .chain(deaths::METRICS)
         .copied()
         .chain(["launcher_peak_kb", "launcher_peak_detail", "error"])
         .collect();
@@ -64,6 +65,7 @@ pub fn csv(records: &[Record]) -> Result<String, String> {
             METRICS
                 .iter()
                 .chain(ps::METRICS)
+                .chain(deaths::METRICS)
                 .map(|k| r.get(k).map(|v| v.to_string()).unwrap_or_default()),
         );
         row.push(
@@ -328,6 +330,7 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
     launch::section(ctx, w);
     groups::section(ctx, w);
     ps::section(ctx, w);
+    deaths::section(ctx, w);
     nested::section(ctx, w);
 
     placement_section(ctx, w);

@@ -8,7 +8,7 @@ use crate::proc::{End, Outcome};
 use crate::record::{
     parse_exchange_line, parse_floor_line, parse_spawn_line, Record, Status, METRICS,
 };
-use crate::{groups, launch, nested, ps};
+use crate::{deaths, groups, launch, nested, ps};
 
 fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -120,6 +120,11 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
         },
         Kind::Group => {
             if let Err(why) = groups::judge(n, o, &mut r) {
+                fail(&mut r, Status::Failed, why);
+            }
+        }
+        Kind::Death => {
+            if let Err(why) = deaths::judge(n, o, &mut r) {
                 fail(&mut r, Status::Failed, why);
             }
         }

@@ -1,5 +1,5 @@
 //! What goes over every configuration, the core ones and the families'
-//! (start-up, group fence, `fastpmi ps`, placement) alike: the tools they
+//! (start-up, group fence, `fastpmi ps`, death detection, placement) alike: the tools they
 //! need ([`Suite::prepare`], [`Suite::missing`]), the command of one run
 //! ([`Suite::spec`], in `spec.rs`) and how a finished run is judged
 //! ([`judge()`]). The families sit below this module; nothing but `main` and
@@ -11,7 +11,7 @@ use crate::configs::{Config, Kind};
 use crate::launch::{self, LaunchTools};
 use crate::nested::{self, NestTools};
 use crate::tools::Tools;
-use crate::{groups, placement, ps};
+use crate::{deaths, groups, placement, ps};
 
 mod judge;
 mod spec;
@@ -81,6 +81,7 @@ impl Suite {
                 };
             }
             Config::GroupFence => groups::needs(t, c),
+            Config::DeathDetect => deaths::needs(t, c),
             Config::PsQuiet | Config::PsPolled | Config::PsSitting => ps::needs(t, c),
             Config::NestSrun | Config::NestNodes => return nested::missing(t, &self.nest),
             _ => launch::needs(t, &self.launch, c),
