@@ -19,6 +19,12 @@ pub const PMIX_ERR_NOT_SUPPORTED: Status = -47;
 pub const PMIX_OPERATION_SUCCEEDED: Status = -157;
 /// A process of the job ended (`PMIX_EVENT_PROC_TERMINATED`).
 pub const PMIX_EVENT_PROC_TERMINATED: Status = -201;
+/// A process terminated (`PMIX_PROC_TERMINATED`): what a group leader's
+/// invitation listens for, to raise `PMIX_GROUP_INVITE_FAILED`.
+pub const PMIX_PROC_TERMINATED: Status = -111;
+/// A member of a group built with `PMIX_GROUP_NOTIFY_TERMINATION` died
+/// (`PMIX_GROUP_MEMBER_FAILED`).
+pub const PMIX_GROUP_MEMBER_FAILED: Status = -170;
 /// A process ended before its finalize (`PMIX_ERR_PROC_TERM_WO_SYNC`).
 pub const PMIX_ERR_PROC_TERM_WO_SYNC: Status = -200;
 /// A process was killed by a signal (`PMIX_ERR_PROC_ABORTED_BY_SIG`).
@@ -165,7 +171,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/layout.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 52] = [
+pub const LAYOUT: [(&str, i64); 54] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -216,6 +222,8 @@ pub const LAYOUT: [(&str, i64); 52] = [
         PMIX_ERR_PROC_ABORTED_BY_SIG as i64,
     ),
     ("PMIX_ERR_PROC_ABORTED", PMIX_ERR_PROC_ABORTED as i64),
+    ("PMIX_PROC_TERMINATED", PMIX_PROC_TERMINATED as i64),
+    ("PMIX_GROUP_MEMBER_FAILED", PMIX_GROUP_MEMBER_FAILED as i64),
     ("PMIX_DEBUGGER_RELEASE", PMIX_DEBUGGER_RELEASE as i64),
     ("PMIX_RANGE_CUSTOM", PMIX_RANGE_CUSTOM as i64),
     ("PMIX_RANK_WILDCARD", PMIX_RANK_WILDCARD as i64),

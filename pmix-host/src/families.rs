@@ -117,6 +117,9 @@ pub struct GroupUpcall {
     pub name: String,
     pub members: Vec<(String, u32)>,
     pub ctxid: bool,
+    /// Built with `PMIX_GROUP_NOTIFY_TERMINATION`: a member's death is an
+    /// event (`PMIX_GROUP_MEMBER_FAILED`) to the others.
+    pub notify_termination: bool,
     /// The members' endpoint data the library collected
     /// (`PMIX_GROUP_ENDPT_DATA`): every member is local, so it is the whole
     /// of it and goes back as it came.

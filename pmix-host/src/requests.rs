@@ -150,6 +150,14 @@ pub(crate) unsafe extern "C" fn up_group(
             // SAFETY: a bool value, as its type says.
             && unsafe { i.value.data.flag }
     });
+    // PMIX_GROUP_NOTIFY_TERMINATION: the members want an event when one of
+    // them dies (the library keeps no membership: the host sends it).
+    let notify_termination = dirs.iter().any(|i| {
+        key_text(&i.key) == "pmix.grp.notterm"
+            && i.value.type_ == ty::BOOL
+            // SAFETY: a bool value, as its type says.
+            && unsafe { i.value.data.flag }
+    });
     let endpoints = dirs
         .iter()
         .find(|i| key_text(&i.key) == "pmix.grp.endpt" && i.value.type_ == ty::BYTE_OBJECT)
@@ -178,6 +186,7 @@ pub(crate) unsafe extern "C" fn up_group(
         construct,
         name,
         members: members.iter().map(|p| (nspace_of(p), p.rank)).collect(),
+        notify_termination,
         ctxid,
         endpoints,
         done: QueryDone::new(cb, cbdata),

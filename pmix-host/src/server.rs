@@ -441,7 +441,9 @@ impl Server {
     /// PRRTE sends it under `--with-ft ulfm`: from the dead process (the
     /// library skips the source), the dead process as the only PMIX_PROC
     /// value (Open MPI's ULFM handler marks every such value failed). Then
-    /// `PMIX_EVENT_PROC_TERMINATED`, only to handlers registered for it
+    /// `PMIX_EVENT_PROC_TERMINATED` and `PMIX_PROC_TERMINATED` (which a
+    /// group leader's pending invitation turns into
+    /// `PMIX_GROUP_INVITE_FAILED`), only to handlers registered for them
     /// (`PMIX_EVENT_NON_DEFAULT`: Open MPI's default handler would abort).
     pub fn notify_proc_failed(
         &self,
@@ -468,12 +470,31 @@ impl Server {
             infos
         };
         self.notify(status, &dead, PMIX_RANGE_CUSTOM, infos(false))?;
-        self.notify(
-            PMIX_EVENT_PROC_TERMINATED,
-            &dead,
-            PMIX_RANGE_CUSTOM,
-            infos(true),
-        )
+        for code in [PMIX_EVENT_PROC_TERMINATED, PMIX_PROC_TERMINATED] {
+            self.notify(code, &dead, PMIX_RANGE_CUSTOM, infos(true))?;
+        }
+        Ok(())
+    }
+
+    /// `dead` died, a member of group `group` built with
+    /// `PMIX_GROUP_NOTIFY_TERMINATION`: `PMIX_GROUP_MEMBER_FAILED` to the
+    /// group's other members `rest` (RFC0033), from the dead process, with
+    /// it as the affected process and the group's id.
+    pub fn notify_group_member_failed(
+        &self,
+        group: &str,
+        dead: (&str, u32),
+        rest: &[(String, u32)],
+    ) -> Result<(), PmixError> {
+        let source = proc_of(dead.0, dead.1);
+        let mut infos = InfoList::default();
+        infos.proc_("pmix.evproc", source);
+        infos.string("pmix.grp.id", group)?;
+        infos.procs(
+            "pmix.evrange",
+            rest.iter().map(|(ns, r)| proc_of(ns, *r)).collect(),
+        );
+        self.notify(PMIX_GROUP_MEMBER_FAILED, &source, PMIX_RANGE_CUSTOM, infos)
     }
 
     /// `PMIx_Notify_event` of `code` from `source` to `range`, waited for.

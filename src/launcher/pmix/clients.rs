@@ -67,6 +67,7 @@ impl Launcher {
         {
             tracing::debug!("PMIx event for the death of rank {rank} of {id}: {e}");
         }
+        self.pmix_group_member_died(&id, rank);
     }
 
     /// A client's connection, finalize or abort.

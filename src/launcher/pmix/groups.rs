@@ -21,6 +21,7 @@ impl Launcher {
             name,
             members,
             ctxid,
+            notify_termination,
             endpoints,
             done,
         } = u;
@@ -61,10 +62,38 @@ impl Launcher {
         if let Some(host) = self.pmix.as_mut() {
             if construct {
                 host.groups.insert(name.to_string(), members.to_vec());
+                if notify_termination {
+                    host.notify_termination.insert(name.to_string());
+                }
             } else {
                 host.groups.remove(name);
+                host.notify_termination.remove(name);
             }
         }
         done.finish(PMIX_SUCCESS, answer);
+    }
+
+    /// `rank` of `nspace` died (fault-tolerant jobs): it leaves the PMIx
+    /// groups it was in, and the other members of those built with
+    /// `PMIX_GROUP_NOTIFY_TERMINATION` hear of it (RFC0033).
+    pub(super) fn pmix_group_member_died(&mut self, nspace: &str, rank: u32) {
+        let Some(host) = self.pmix.as_mut() else {
+            return;
+        };
+        let dead = (nspace.to_string(), rank);
+        for (name, members) in host.groups.iter_mut() {
+            if !members.contains(&dead) {
+                continue;
+            }
+            members.retain(|m| *m != dead);
+            if host.notify_termination.contains(name) && !members.is_empty() {
+                if let Err(e) =
+                    host.server
+                        .notify_group_member_failed(name, (nspace, rank), members)
+                {
+                    tracing::debug!("PMIx group {name}: member-failed event: {e}");
+                }
+            }
+        }
     }
 }

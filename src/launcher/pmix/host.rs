@@ -35,6 +35,8 @@ pub(in crate::launcher) struct PmixHost {
     pub(super) held: std::cell::RefCell<std::collections::BTreeSet<JobIdx>>,
     /// The PMIx groups constructed and not destructed: their members.
     pub(super) groups: std::collections::BTreeMap<String, Vec<(String, u32)>>,
+    /// Those of `groups` built with `PMIX_GROUP_NOTIFY_TERMINATION`.
+    pub(super) notify_termination: std::collections::BTreeSet<String>,
     /// PMIx ranks that ended and are still registered with the library:
     /// deregistered once their exit is judged (a finalize may be late).
     pub(super) ended_ranks: Vec<(JobIdx, u32)>,
@@ -111,6 +113,7 @@ impl PmixHost {
             offered: Default::default(),
             foreign: Default::default(),
             groups: Default::default(),
+            notify_termination: Default::default(),
             held: Default::default(),
             ended_ranks: Vec::new(),
             ended_jobs: Vec::new(),
