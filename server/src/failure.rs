@@ -332,6 +332,8 @@ fn activity_text(slot: &RankSlot, shm: Option<(u64, bool)>) -> String {
         }
         (_, Phase::Idle) => "before PMI init".to_string(),
         (_, Phase::Finalized) => "after PMI finalize".to_string(),
+        // The PMIx server counts a PMIx rank's fences, not fastpmi's.
+        (_, Phase::Initialized) if slot.pmix => "after PMIx_Init".to_string(),
         (_, Phase::Initialized) if fences == 1 => "after 1 fence".to_string(),
         (_, Phase::Initialized) => format!("after {fences} fences"),
     }

@@ -128,8 +128,17 @@ impl Launcher {
     }
 
     /// PMIx rank `rank` of `job` was reaped.
+    ///
+    /// A rank of a fault-tolerant job that died is deregistered with its
+    /// namespace, when the job ends: OpenPMIx 5.0 lowers the count of a
+    /// namespace's local processes that a whole-job fence waits for only
+    /// when it sees the client's connection close, not when its host
+    /// deregisters the client first, so an early deregistration could
+    /// leave the survivors' finalize fence (Open MPI's `MPI_Finalize`)
+    /// waiting for the dead forever (seen in 6 of 10 runs with three
+    /// deaths at 64 ranks; `mpirun --with-ft ulfm` hangs the same way).
     pub(in crate::launcher) fn pmix_rank_ended(&mut self, job: JobIdx, rank: u32) {
-        if !self.server.is_pmix_rank(job, rank) {
+        if !self.server.is_pmix_rank(job, rank) || self.server.is_dead(job, rank) {
             return;
         }
         if let Some(host) = &mut self.pmix {
