@@ -91,6 +91,11 @@ impl Server {
             .collect()
     }
 
+    /// How `rank` of `job` died, if it did.
+    pub fn death_of(&self, job: JobIdx, rank: u32) -> Option<DeathCause> {
+        self.jobs.get(job)?.deaths.cause(rank)
+    }
+
     /// Whether `rank` of `job` is recorded dead.
     pub fn is_dead(&self, job: JobIdx, rank: u32) -> bool {
         self.jobs[job].deaths.is_dead(rank)

@@ -80,7 +80,8 @@ impl Launcher {
         if let Some(i) = running {
             self.deaths.doomed.push((i, Instant::now() + DEAD_GRACE));
         }
-        self.pmix_rank_died(job, rank, cause);
+        // PMIx clients hear of it once the PMIx server let go of the dead
+        // client (`Launcher::pmix_rank_ended`).
     }
 
     /// SIGKILL to the ranks declared dead whose grace is over.

@@ -290,6 +290,7 @@ impl Launcher {
                     .chain(self.nest_wait())
                     .chain(self.pmix_lookup_tick())
                     .chain(self.pmix_record_tick())
+                    .chain(self.pmix_dead_tick())
                     .chain(self.singletons.wait())
                     .min()
             };
@@ -362,6 +363,9 @@ impl Launcher {
             }
             self.pmix_retry_lookups();
             self.pmix_record_due();
+            if self.pmix_dead_tick() == Some(Duration::ZERO) {
+                self.pmix_end_ranks_and_jobs();
+            }
             self.check_singletons();
         }
         self.nest_finish();

@@ -15,6 +15,10 @@ use pmix_host::ClientUpcall;
 
 use crate::launcher::Launcher;
 
+/// How long after its reaping a dead PMIx rank is deregistered from the
+/// library (see `Launcher::pmix_rank_ended`).
+const DEAD_DEREGISTER_GRACE: Duration = Duration::from_millis(250);
+
 impl Launcher {
     /// Jobs `jobs` are being torn down: tell their PMIx clients which rank
     /// ended (the one that failed the launcher, when it is in them).
@@ -129,22 +133,40 @@ impl Launcher {
 
     /// PMIx rank `rank` of `job` was reaped.
     ///
-    /// A rank of a fault-tolerant job that died is deregistered with its
-    /// namespace, when the job ends: OpenPMIx 5.0 lowers the count of a
-    /// namespace's local processes that a whole-job fence waits for only
-    /// when it sees the client's connection close, not when its host
-    /// deregisters the client first, so an early deregistration could
-    /// leave the survivors' finalize fence (Open MPI's `MPI_Finalize`)
-    /// waiting for the dead forever (seen in 6 of 10 runs with three
-    /// deaths at 64 ranks; `mpirun --with-ft ulfm` hangs the same way).
+    /// A dead rank of a fault-tolerant job is deregistered
+    /// [`DEAD_DEREGISTER_GRACE`] after it was reaped, and only then do the
+    /// job's clients hear of its death ([`Launcher::pmix_rank_died`]).
+    /// OpenPMIx 5.0 lowers the count of local processes a whole-job fence
+    /// waits for only when it sees the client's connection close, not when
+    /// its host deregisters the client first: deregistering at once left
+    /// the survivors' finalize fence (Open MPI's `MPI_Finalize`) waiting
+    /// for the dead forever in 6 of 10 runs with three deaths at 64 ranks
+    /// (`mpirun --with-ft ulfm` hangs the same way). And it leaves out of
+    /// a group operation a member deregistered before the operation began,
+    /// so the survivors' destruct after the death's event completes.
     pub(in crate::launcher) fn pmix_rank_ended(&mut self, job: JobIdx, rank: u32) {
-        if !self.server.is_pmix_rank(job, rank) || self.server.is_dead(job, rank) {
+        if !self.server.is_pmix_rank(job, rank) {
             return;
         }
+        let dead = self.server.is_dead(job, rank);
         if let Some(host) = &mut self.pmix {
-            host.ended_ranks.push((job, rank));
+            if dead {
+                let at = Instant::now() + DEAD_DEREGISTER_GRACE;
+                host.dead_ranks.push((job, rank, at));
+            } else {
+                host.ended_ranks.push((job, rank));
+            }
         }
         self.pmix_end_ranks_and_jobs();
+    }
+
+    /// How long until a dead rank is due to be deregistered.
+    pub(in crate::launcher) fn pmix_dead_tick(&self) -> Option<Duration> {
+        let host = self.pmix.as_ref()?;
+        host.dead_ranks
+            .iter()
+            .map(|(_, _, at)| at.saturating_duration_since(Instant::now()))
+            .min()
     }
 
     /// Every rank of `job` ended (or never started).
@@ -162,6 +184,20 @@ impl Launcher {
     /// jobs none of whose ranks is still registered.
     pub(in crate::launcher) fn pmix_end_ranks_and_jobs(&mut self) {
         let Some(host) = &mut self.pmix else { return };
+        let now = Instant::now();
+        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut host.dead_ranks)
+            .into_iter()
+            .partition(|&(_, _, at)| at <= now);
+        host.dead_ranks = wait;
+        for (job, rank, _) in due {
+            if let Some(host) = &self.pmix {
+                host.server.deregister_client(self.server.job_id(job), rank);
+            }
+            if let Some(cause) = self.server.death_of(job, rank) {
+                self.pmix_rank_died(job, rank, cause);
+            }
+        }
+        let Some(host) = &mut self.pmix else { return };
         let server = &self.server;
         host.ended_ranks.retain(|&(job, rank)| {
             if server.pmix_exit_pending(job, rank) {
@@ -171,10 +207,10 @@ impl Launcher {
             false
         });
         let ranks = &host.ended_ranks;
-        let (done, wait): (Vec<JobIdx>, Vec<JobIdx>) = host
-            .ended_jobs
-            .iter()
-            .partition(|&&j| !ranks.iter().any(|&(rj, _)| rj == j));
+        let dead = &host.dead_ranks;
+        let (done, wait): (Vec<JobIdx>, Vec<JobIdx>) = host.ended_jobs.iter().partition(|&&j| {
+            !ranks.iter().any(|&(rj, _)| rj == j) && !dead.iter().any(|&(dj, _, _)| dj == j)
+        });
         host.ended_jobs = wait;
         for job in done {
             let id = server.job_id(job).to_string();

@@ -40,6 +40,9 @@ pub(in crate::launcher) struct PmixHost {
     /// PMIx ranks that ended and are still registered with the library:
     /// deregistered once their exit is judged (a finalize may be late).
     pub(super) ended_ranks: Vec<(JobIdx, u32)>,
+    /// Dead ranks of fault-tolerant jobs, deregistered from this moment on
+    /// (see `Launcher::pmix_rank_ended`).
+    pub(super) dead_ranks: Vec<(JobIdx, u32, Instant)>,
     /// Jobs whose every rank ended, still registered: deregistered once
     /// none of their ranks is.
     pub(super) ended_jobs: Vec<JobIdx>,
@@ -114,6 +117,7 @@ impl PmixHost {
             foreign: Default::default(),
             groups: Default::default(),
             notify_termination: Default::default(),
+            dead_ranks: Vec::new(),
             held: Default::default(),
             ended_ranks: Vec::new(),
             ended_jobs: Vec::new(),
