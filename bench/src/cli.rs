@@ -100,6 +100,12 @@ pub struct Cli {
     /// to their error (configuration name `death`; `none` to skip).
     #[arg(long, value_name = "LIST", default_value = "64,256,1024", value_parser = list)]
     death_sizes: List,
+    /// Job sizes of the ULFM runs: Open MPI 5's tests/c/ulfm_shrink.c, rank
+    /// 3 SIGKILLed, the others revoke, shrink and allreduce; whole job under
+    /// `fastpmi --with-ft ulfm` vs the wheel's `mpirun --with-ft ulfm`
+    /// (configuration name `ulfm`; at least 4 ranks; `none` to skip).
+    #[arg(long, value_name = "LIST", default_value = "64", value_parser = ulfm_list)]
+    ulfm_sizes: List,
     /// Rank counts of the placement rows: Intel MPI hello
     /// and allreduce under fastpmi in each PMI mode and with -bind-to none
     /// and core vs Intel's mpiexec.hydra; Debian MPICH and the MPICH 5 wheel
@@ -121,7 +127,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "NAME",
-        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes", "death_sizes", "nest_sizes"]
+        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes", "death_sizes", "ulfm_sizes", "nest_sizes"]
     )]
     profile: Option<Profile>,
 }
@@ -173,6 +179,19 @@ fn list(s: &str) -> Result<List, String> {
     Ok(List(v))
 }
 
+/// `--ulfm-sizes`: every job must hold the victim, rank 3.
+fn ulfm_list(s: &str) -> Result<List, String> {
+    let l = list(s)?;
+    let least = configs::ULFM_VICTIM + 1;
+    match l.0.iter().find(|&&n| n < least) {
+        Some(n) => Err(format!(
+            "{n} ranks: at least {least} (rank {} is the victim)",
+            configs::ULFM_VICTIM
+        )),
+        None => Ok(l),
+    }
+}
+
 /// `--sizes`: a list that is not empty.
 fn sizes(s: &str) -> Result<List, String> {
     let l = list(s)?;
@@ -210,6 +229,8 @@ fn config_list(s: &str) -> Result<ConfigList, String> {
             configs::NEST.to_vec()
         } else if name == "death" {
             configs::DEATH.to_vec()
+        } else if name == "ulfm" {
+            configs::ULFM.to_vec()
         } else if name == "placement" {
             Config::ALL
                 .into_iter()
@@ -249,6 +270,7 @@ pub struct Options {
     pub group_sizes: Vec<u32>,
     pub ps_sizes: Vec<u32>,
     pub death_sizes: Vec<u32>,
+    pub ulfm_sizes: Vec<u32>,
     pub nest_sizes: Vec<u32>,
     pub params: RunParams,
     /// `--profile`, and the core count it was sized from.
@@ -291,6 +313,7 @@ impl From<Cli> for Options {
             group_sizes: c.group_sizes.0,
             ps_sizes: c.ps_sizes.0,
             death_sizes: c.death_sizes.0,
+            ulfm_sizes: c.ulfm_sizes.0,
             nest_sizes: c.nest_sizes.0,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(c.timeout)),
@@ -331,6 +354,8 @@ impl Options {
                 self.group_sizes = vec![];
                 self.ps_sizes = vec![];
                 self.death_sizes = vec![];
+                // Like the Open MPI placement rows, not part of the profile.
+                self.ulfm_sizes = vec![];
                 self.nest_sizes = vec![];
             }
         }
@@ -399,6 +424,19 @@ mod tests {
             .unwrap()
             .death_sizes
             .is_empty());
+        let o = parse(&["--configs", "ulfm", "--ulfm-sizes", "256,4"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.configs, [Config::UlfmFastpmi, Config::UlfmMpirun]);
+        assert_eq!(o.ulfm_sizes, [4, 256]);
+        let o = parse(&["--configs", "ompi5-ulfm@mpirun"]).unwrap().unwrap();
+        assert_eq!(o.configs, [Config::UlfmMpirun]);
+        assert!(parse(&["--ulfm-sizes", "3"]).is_err());
+        assert!(parse(&["--ulfm-sizes", "none"])
+            .unwrap()
+            .unwrap()
+            .ulfm_sizes
+            .is_empty());
     }
 
     #[test]
@@ -414,6 +452,7 @@ mod tests {
             (&[256][..], &[1024][..])
         );
         assert_eq!(o.death_sizes, [64, 256, 1024]);
+        assert_eq!(o.ulfm_sizes, [64]);
         assert_eq!(o.out, PathBuf::from("results"));
         let o = parse(&["--quick", "--fence-loop", "0", "--reps", "2", "--reps", "5"])
             .unwrap()
@@ -448,7 +487,7 @@ mod tests {
         assert_eq!(o.placement_sizes, o.sizes);
         assert!(o.startup_sizes.is_empty() && o.spawn_sizes.is_empty());
         assert!(o.group_sizes.is_empty() && o.ps_sizes.is_empty());
-        assert!(o.death_sizes.is_empty());
+        assert!(o.death_sizes.is_empty() && o.ulfm_sizes.is_empty());
         let names: Vec<&str> = o.configs.iter().map(|c| c.name()).collect();
         for want in MANY_CORE_CONFIGS {
             assert!(names.contains(&want), "{want} in {names:?}");

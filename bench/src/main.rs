@@ -24,7 +24,7 @@
 //! * [`tools`] (the launchers and the core configurations' programs),
 //!   [`record`] (one run's result, summaries), [`cells`] (what the report's
 //!   sections share), [`plan`] (the order of the runs);
-//! * the families: [`launch`], [`groups`], [`ps`], [`deaths`], [`placement`], [`nested`] (their
+//! * the families: [`launch`], [`groups`], [`ps`], [`deaths`], [`ulfm`], [`placement`], [`nested`] (their
 //!   programs, commands, checks and report sections);
 //! * [`suite`] (tools, command and judging over every configuration),
 //!   [`plot`], [`report`];
@@ -47,6 +47,7 @@ mod record;
 mod report;
 mod suite;
 mod tools;
+mod ulfm;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -126,6 +127,8 @@ fn run(opts: &Options) -> Result<(), String> {
                 Availability::NotSelected("not run (--ps-sizes none)")
             } else if c.kind() == Kind::Death && opts.death_sizes.is_empty() {
                 Availability::NotSelected("not run (--death-sizes none)")
+            } else if c.kind() == Kind::Ulfm && opts.ulfm_sizes.is_empty() {
+                Availability::NotSelected("not run (--ulfm-sizes none)")
             } else if let Some(why) = suite.missing(c) {
                 Availability::Missing(why)
             } else {
@@ -171,10 +174,21 @@ fn run(opts: &Options) -> Result<(), String> {
         }
         eprint!("{head} ... ");
         let _ = std::io::stderr().flush();
-        let spec = suite.spec(case.config, case.n, &opts.params);
+        let mut spec = suite.spec(case.config, case.n, &opts.params);
+        if case.config.kind() == Kind::Ulfm {
+            // Their limit follows their own runs so far (a hang of
+            // `mpirun --with-ft ulfm` costs little, see `ulfm`).
+            spec.timeout = ulfm::limit(&records, case.config, case.n, spec.timeout);
+        }
         let outcome = proc::run(&spec);
         proc::reap_orphans();
-        let rec = suite::judge(case.config, case.n, case.rep, &outcome, timeout_s);
+        let rec = suite::judge(
+            case.config,
+            case.n,
+            case.rep,
+            &outcome,
+            spec.timeout.as_secs(),
+        );
         let note = match rec.status {
             Status::Ok => String::new(),
             s => format!(" {}", s.as_str()),

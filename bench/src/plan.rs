@@ -9,7 +9,9 @@
 //! `--target-reps` repetitions (default 11), the others `--reps` (the
 //! configurations of a tens-of-seconds socket exchange, Hydra's time-outs).
 //! The extra repetitions come after the common ones, still interleaved
-//! among the configurations that have them.
+//! among the configurations that have them. The ULFM rows' target (fastpmi
+//! at most half of `mpirun`) has a wide margin and each run takes seconds
+//! to tens of seconds: they get `--reps`.
 
 use crate::cli::Options;
 use crate::configs::{Config, Kind};
@@ -93,6 +95,7 @@ pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.group_sizes, &[Kind::Group]);
     add(&opts.ps_sizes, &[Kind::Ps]);
     add(&opts.death_sizes, &[Kind::Death]);
+    add(&opts.ulfm_sizes, &[Kind::Ulfm]);
     add(&opts.placement_sizes, &[Kind::Placement]);
     add(&opts.nest_sizes, &[Kind::Nested]);
     cases
@@ -107,6 +110,10 @@ pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
 /// * A run that reached the time-out has shown the configuration does not
 ///   finish at this N on this machine; repeating it would spend the
 ///   time-out again (Hydra's 1024-rank exchange: 6 minutes of a full run).
+///   The ULFM rows are the exception: `mpirun --with-ft ulfm` hangs now and
+///   then, so they are repeated after one time-out, not after
+///   [`crate::ulfm::MAX_TIMEOUTS`] (their limits are their own, see
+///   [`crate::ulfm::limit`]).
 pub fn skip(records: &[Record], case: &Case, timeout_s: u64) -> Option<(String, String)> {
     let same = |r: &&Record| r.config == case.config && r.n == case.n;
     if case.config == Config::FastpmiShm && case.rep > 0 {
@@ -120,6 +127,22 @@ pub fn skip(records: &[Record], case: &Case, timeout_s: u64) -> Option<(String, 
                 "rep 1 did not use shared memory".into(),
             ));
         }
+    }
+    if case.config.kind() == Kind::Ulfm {
+        let reps: Vec<String> = records
+            .iter()
+            .filter(same)
+            .filter(|r| r.status == Status::TimedOut)
+            .map(|r| (r.rep + 1).to_string())
+            .collect();
+        if reps.len() < crate::ulfm::MAX_TIMEOUTS {
+            return None;
+        }
+        let reps = reps.join(" and ");
+        return Some((
+            format!("not repeated: reps {reps} timed out"),
+            format!("reps {reps} timed out"),
+        ));
     }
     let t = records
         .iter()
@@ -214,6 +237,43 @@ mod tests {
         let at = |n: u32| cases.iter().filter(|k| k.n == n).count();
         assert_eq!((at(64), at(1024), cases.len()), (5, 5, 10));
         assert!(cases.iter().all(|k| k.config == Config::DeathDetect));
+    }
+
+    #[test]
+    fn ulfm_runs_interleave_the_launchers_with_the_common_repetitions() {
+        let o = opts(&["--ulfm-sizes", "64", "--reps", "3", "--target-reps", "5"]);
+        let cases = plan(&o, &[Config::UlfmFastpmi, Config::UlfmMpirun]);
+        let order: Vec<(Config, u32)> = cases.iter().map(|k| (k.config, k.rep)).collect();
+        assert_eq!(
+            order,
+            [
+                (Config::UlfmFastpmi, 0),
+                (Config::UlfmMpirun, 0),
+                (Config::UlfmFastpmi, 1),
+                (Config::UlfmMpirun, 1),
+                (Config::UlfmFastpmi, 2),
+                (Config::UlfmMpirun, 2),
+            ]
+        );
+        assert!(cases.iter().all(|k| k.n == 64 && k.of == 3));
+        // Repeated after one time-out, not after two.
+        let case = |rep| Case {
+            config: Config::UlfmMpirun,
+            n: 64,
+            rep,
+            of: 5,
+        };
+        let with = |rep, status| Record {
+            status,
+            ..Record::skipped(Config::UlfmMpirun, 64, rep, "x")
+        };
+        let mut records = vec![with(0, Status::TimedOut), with(1, Status::Ok)];
+        assert!(skip(&records, &case(2), 120).is_none());
+        records.push(with(2, Status::TimedOut));
+        let (why, short) = skip(&records, &case(3), 120).unwrap();
+        assert_eq!(why, "not repeated: reps 1 and 3 timed out");
+        assert_eq!(short, "reps 1 and 3 timed out");
+        assert!(skip(&records, &Case { n: 256, ..case(3) }, 120).is_none());
     }
 
     #[test]

@@ -34,6 +34,8 @@ fn color(c: Config) -> RGBColor {
         Config::NestSrun => RGBColor(0x2c, 0xa0, 0x2c),
         Config::NestNodes => RGBColor(0x1f, 0x77, 0xb4),
         Config::DeathDetect => RGBColor(0xd6, 0x27, 0x28),
+        Config::UlfmFastpmi => RGBColor(0x1f, 0x77, 0xb4),
+        Config::UlfmMpirun => RGBColor(0xd6, 0x27, 0x28),
     }
 }
 

@@ -42,6 +42,12 @@ const DEATH: &[&str] = &["death-detect@fastpmi-shm"];
 /// raw.csv columns of the death-detection figures.
 const DEATH_COLUMNS: &[&str] = &["death_first_ms", "death_last_ms", "death_margin_ms"];
 
+/// Open MPI 5 ULFM after a SIGKILL, fastpmi vs `mpirun --with-ft ulfm`
+/// (run here in 4-rank jobs when the Open MPI wheel is installed).
+const ULFM: &[&str] = &["ompi5-ulfm@fastpmi", "ompi5-ulfm@mpirun"];
+/// raw.csv column of the ULFM runs: survivors that printed their line.
+const ULFM_COLUMNS: &[&str] = &["ulfm_survivors"];
+
 /// The configurations whose medians a target compares (they get
 /// `--target-reps`, as does the whole start-up table).
 const TARGET_COMPARED: &[&str] = &[
@@ -61,6 +67,7 @@ fn all_names() -> impl Iterator<Item = &'static &'static str> {
         .chain(GROUP)
         .chain(PS)
         .chain(DEATH)
+        .chain(ULFM)
 }
 
 /// The configuration whose runs count only the `ps` answers that show the
@@ -161,6 +168,8 @@ fn quick_run_writes_a_well_formed_report() {
             "4",
             "--death-sizes",
             "4",
+            "--ulfm-sizes",
+            "4",
             // The nested rows start a private Slurm: not in a quick run.
             "--nest-sizes",
             "none",
@@ -237,6 +246,19 @@ fn quick_run_writes_a_well_formed_report() {
             "death cell `{c}`"
         );
     }
+    let ulfm = md
+        .split("## ULFM")
+        .nth(1)
+        .expect("no ULFM section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    for name in ULFM {
+        let cells =
+            row(ulfm, &["4", name]).unwrap_or_else(|| panic!("no ULFM row for {name}:\n{ulfm}"));
+        assert_eq!(cells.len(), 5, "ULFM row {name}: {cells:?}");
+        assert_status_cell(cells[2], name);
+    }
     for name in LAUNCH {
         let cells =
             row(&md, &["2", name]).unwrap_or_else(|| panic!("no start-up row for {name}:\n{md}"));
@@ -265,6 +287,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## Group fence",
         "## fastpmi ps during a job",
         "## Death detection",
+        "## ULFM",
         "## Beyond one node: node servers under Slurm",
         "## Memory",
         "## Failures",
@@ -285,10 +308,10 @@ fn quick_run_writes_a_well_formed_report() {
     let verdicts = targets.lines().filter(|l| l.starts_with("- ")).count();
     // Seven exchange targets, three start-up targets per start-up N, one
     // group-fence target per group N, two `ps` targets per ps N, one
-    // death-detection target.
+    // death-detection target, one ULFM target.
     assert_eq!(
         verdicts,
-        7 + 3 + 1 + 2 + 1,
+        7 + 3 + 1 + 2 + 1 + 1,
         "one line per target:\n{targets}"
     );
     for l in targets.lines().filter(|l| l.starts_with("- ")) {
@@ -314,6 +337,7 @@ fn quick_run_writes_a_well_formed_report() {
     .iter()
     .chain(PS_COLUMNS)
     .chain(DEATH_COLUMNS)
+    .chain(ULFM_COLUMNS)
     .copied()
     {
         assert!(
@@ -336,7 +360,8 @@ fn quick_run_writes_a_well_formed_report() {
                 || LAUNCH.contains(&config.as_str())
                 || GROUP.contains(&config.as_str())
                 || PS.contains(&config.as_str())
-                || DEATH.contains(&config.as_str()),
+                || DEATH.contains(&config.as_str())
+                || ULFM.contains(&config.as_str()),
             "unknown config {config}"
         );
         *rows_per_config.entry(config.clone()).or_default() += 1;
@@ -378,6 +403,16 @@ fn quick_run_writes_a_well_formed_report() {
                 assert!(v.is_empty(), "{config}: {d}=`{v}` should be empty");
             }
         }
+        // The survivors' count: all 3 for an ok ULFM run, a count for the
+        // others that ran, nothing for every other configuration.
+        for u in ULFM_COLUMNS {
+            let v = &f[col(u)];
+            if status == "ok" && ULFM.contains(&config.as_str()) {
+                assert_eq!(v, "3", "{config}: {u}: {line}");
+            } else if !ULFM.contains(&config.as_str()) {
+                assert!(v.is_empty(), "{config}: {u}=`{v}` should be empty");
+            }
+        }
         if status == "ok" && config == PS_SITTING {
             ps_sitting_rows += 1;
             let get = |c: &str| f[col(c)].parse::<f64>().unwrap();
@@ -391,7 +426,8 @@ fn quick_run_writes_a_well_formed_report() {
                 || h.ends_with("_kb")
                 || h == "wall_s"
                 || PS_COLUMNS.contains(&h.as_str())
-                || DEATH_COLUMNS.contains(&h.as_str());
+                || DEATH_COLUMNS.contains(&h.as_str())
+                || ULFM_COLUMNS.contains(&h.as_str());
             if numeric && !v.is_empty() {
                 assert!(v.parse::<f64>().is_ok(), "{h}={v} is not a number");
             }

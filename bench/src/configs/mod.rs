@@ -40,6 +40,9 @@ pub enum Kind {
     Nested,
     /// A fault-tolerant job: SIGKILL of one rank to the others' error.
     Death,
+    /// An Open MPI 5 ULFM job after a rank's death: whole-job wall time,
+    /// fastpmi vs `mpirun --with-ft ulfm`.
+    Ulfm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -71,6 +74,10 @@ pub enum Config {
     NestNodes,
     /// `fastpmi --fault-tolerant`: death detection ([`crate::deaths`]).
     DeathDetect,
+    /// `fastpmi --with-ft ulfm` of `ulfm_shrink 3` ([`crate::ulfm`]).
+    UlfmFastpmi,
+    /// The same under the Open MPI wheel's `mpirun --with-ft ulfm`.
+    UlfmMpirun,
     /// A row of [`placement::CASES`] (index).
     Placement(u8),
 }
@@ -112,8 +119,15 @@ pub const NEST: [Config; 2] = [Config::NestSrun, Config::NestNodes];
 /// The death-detection family ([`crate::deaths`]).
 pub const DEATH: [Config; 1] = [Config::DeathDetect];
 
+/// The ULFM family ([`crate::ulfm`]).
+pub const ULFM: [Config; 2] = [Config::UlfmFastpmi, Config::UlfmMpirun];
+
+/// The rank the ULFM runs' program SIGKILLs (its argument): their jobs
+/// need at least one more rank.
+pub const ULFM_VICTIM: u32 = 3;
+
 /// The families' own lists, in the report's order after [`CORE`].
-const FAMILIES: [&[Config]; 5] = [&LAUNCH, &GROUP, &PS, &DEATH, &NEST];
+const FAMILIES: [&[Config]; 6] = [&LAUNCH, &GROUP, &PS, &DEATH, &ULFM, &NEST];
 
 const fn families_len() -> usize {
     let mut n = 0;
@@ -179,6 +193,8 @@ impl Config {
             Config::NestSrun => "pmi2-exchange@srun",
             Config::NestNodes => "pmi2-exchange@srun+4-node-servers",
             Config::DeathDetect => "death-detect@fastpmi-shm",
+            Config::UlfmFastpmi => "ompi5-ulfm@fastpmi",
+            Config::UlfmMpirun => "ompi5-ulfm@mpirun",
             Config::Placement(i) => placement::CASES[i as usize].name,
         }
     }
@@ -199,6 +215,7 @@ impl Config {
             Config::Placement(_) => Kind::Placement,
             Config::NestSrun | Config::NestNodes => Kind::Nested,
             Config::DeathDetect => Kind::Death,
+            Config::UlfmFastpmi | Config::UlfmMpirun => Kind::Ulfm,
             _ => Kind::Exchange,
         }
     }
@@ -274,6 +291,12 @@ impl Config {
             }
             Config::DeathDetect => {
                 "fastpmi --fault-tolerant, Rust client, shared memory: rank N-1 SIGKILLs itself while the others wait in fence 2; time to their RanksDied error"
+            }
+            Config::UlfmFastpmi => {
+                "tests/c/ulfm_shrink.c 3 (Open MPI 5 wheel) under fastpmi --with-ft ulfm: rank 3 SIGKILLs itself, the others revoke, shrink, allreduce; whole job"
+            }
+            Config::UlfmMpirun => {
+                "the same under the wheel's mpirun --with-ft ulfm (prterun does not take --with-ft)"
             }
         }
     }

@@ -10,7 +10,7 @@ use crate::cli::Options;
 use crate::configs::{placement, Availability, Config, Kind};
 use crate::record::{summarize, Record, Status, METRICS};
 use crate::suite::Suite;
-use crate::{deaths, groups, launch, nested, ps};
+use crate::{deaths, groups, launch, nested, ps, ulfm};
 
 mod memory;
 mod mpi;
@@ -48,6 +48,7 @@ pub fn csv(records: &[Record]) -> Result<String, String> {
         .chain(METRICS)
         .chain(ps::METRICS)
         .chain(deaths::METRICS)
+        .chain(ulfm::METRICS)
         .copied()
         .chain(["launcher_peak_kb", "launcher_peak_detail", "error"])
         .collect();
@@ -66,6 +67,7 @@ pub fn csv(records: &[Record]) -> Result<String, String> {
                 .iter()
                 .chain(ps::METRICS)
                 .chain(deaths::METRICS)
+                .chain(ulfm::METRICS)
                 .map(|k| r.get(k).map(|v| v.to_string()).unwrap_or_default()),
         );
         row.push(
@@ -249,6 +251,8 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
                     *opts.startup_sizes.last().unwrap_or(&show_n)
                 } else if c.kind() == Kind::Placement {
                     *opts.placement_sizes.last().unwrap_or(&show_n)
+                } else if c.kind() == Kind::Ulfm {
+                    *opts.ulfm_sizes.last().unwrap_or(&show_n)
                 } else {
                     show_n
                 };
@@ -331,6 +335,7 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
     groups::section(ctx, w);
     ps::section(ctx, w);
     deaths::section(ctx, w);
+    ulfm::section(ctx, w);
     nested::section(ctx, w);
 
     placement_section(ctx, w);

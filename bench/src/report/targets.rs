@@ -4,7 +4,7 @@ use super::TARGET_N;
 use crate::cells::{median, num, why_absent, Context};
 use crate::configs::{Config, Kind};
 use crate::record::Record;
-use crate::{deaths, groups, launch, nested, ps};
+use crate::{deaths, groups, launch, nested, ps, ulfm};
 
 fn target_n(ctx: &Context) -> (u32, String) {
     let sizes = &ctx.opts.sizes;
@@ -162,6 +162,7 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
     out.extend(groups::target_lines(ctx));
     out.extend(ps::target_lines(ctx));
     out.extend(deaths::target_lines(ctx));
+    out.extend(ulfm::target_lines(ctx));
     out.extend(nested::target_lines(ctx));
     out.extend(stall_lines(ctx));
     out

@@ -8,7 +8,7 @@ use crate::proc::{End, Outcome};
 use crate::record::{
     parse_exchange_line, parse_floor_line, parse_spawn_line, Record, Status, METRICS,
 };
-use crate::{deaths, groups, launch, nested, ps};
+use crate::{deaths, groups, launch, nested, ps, ulfm};
 
 fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -41,19 +41,25 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
     match &o.end {
         End::Exited(0) => {}
         End::TimedOut => {
-            fail(
-                &mut r,
-                Status::TimedOut,
-                format!("timed out after {timeout_s} s (process tree killed)"),
-            );
+            r.status = Status::TimedOut;
+            let why = format!("timed out after {timeout_s} s (process tree killed)");
+            let why = if config.kind() == Kind::Ulfm {
+                format!("{why}; {}", ulfm::note(n, o, &mut r))
+            } else {
+                why
+            };
+            fail(&mut r, Status::TimedOut, why);
             return r;
         }
         other => {
-            fail(
-                &mut r,
-                Status::Failed,
-                other.describe(std::time::Duration::from_secs(timeout_s)),
-            );
+            r.status = Status::Failed;
+            let why = other.describe(std::time::Duration::from_secs(timeout_s));
+            let why = if config.kind() == Kind::Ulfm {
+                format!("{why}; {}", ulfm::note(n, o, &mut r))
+            } else {
+                why
+            };
+            fail(&mut r, Status::Failed, why);
             return r;
         }
     }
@@ -125,6 +131,11 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
         }
         Kind::Death => {
             if let Err(why) = deaths::judge(n, o, &mut r) {
+                fail(&mut r, Status::Failed, why);
+            }
+        }
+        Kind::Ulfm => {
+            if let Err(why) = ulfm::judge(n, o, &mut r) {
                 fail(&mut r, Status::Failed, why);
             }
         }

@@ -1,5 +1,5 @@
 //! What goes over every configuration, the core ones and the families'
-//! (start-up, group fence, `fastpmi ps`, death detection, placement) alike: the tools they
+//! (start-up, group fence, `fastpmi ps`, death detection, ULFM, placement) alike: the tools they
 //! need ([`Suite::prepare`], [`Suite::missing`]), the command of one run
 //! ([`Suite::spec`], in `spec.rs`) and how a finished run is judged
 //! ([`judge()`]). The families sit below this module; nothing but `main` and
@@ -11,6 +11,7 @@ use crate::configs::{Config, Kind};
 use crate::launch::{self, LaunchTools};
 use crate::nested::{self, NestTools};
 use crate::tools::Tools;
+use crate::ulfm::UlfmTools;
 use crate::{deaths, groups, placement, ps};
 
 mod judge;
@@ -29,6 +30,8 @@ pub struct Suite {
     pub placement: placement::Tools,
     /// The private Slurm and libraries of the nested rows.
     pub nest: NestTools,
+    /// The Open MPI wheel and program of the ULFM rows.
+    pub ulfm: UlfmTools,
 }
 
 impl Suite {
@@ -52,11 +55,13 @@ impl Suite {
             &exe_dir,
             want.iter().any(|c| c.kind() == Kind::Nested),
         );
+        let ulfm = UlfmTools::prepare(build_dir, want.iter().any(|c| c.kind() == Kind::Ulfm));
         Ok(Suite {
             tools,
             launch,
             placement,
             nest,
+            ulfm,
         })
     }
 
@@ -84,6 +89,12 @@ impl Suite {
             Config::DeathDetect => deaths::needs(t, c),
             Config::PsQuiet | Config::PsPolled | Config::PsSitting => ps::needs(t, c),
             Config::NestSrun | Config::NestNodes => return nested::missing(t, &self.nest),
+            Config::UlfmFastpmi | Config::UlfmMpirun => {
+                return match (&t.fastpmi, self.ulfm.missing()) {
+                    (Err(e), _) if c == Config::UlfmFastpmi => Some(e.clone()),
+                    (_, why) => why,
+                };
+            }
             _ => launch::needs(t, &self.launch, c),
         };
         let reasons: Vec<&str> = need
