@@ -36,8 +36,6 @@ pub struct SockRank {
     pub connected: bool,
     /// It is a PMIx client (the launcher's PMIx server serves it).
     pub pmix: bool,
-    /// How it died, in a fault-tolerant job ([`crate::deaths`]).
-    pub dead: Option<crate::deaths::DeathCause>,
 }
 
 /// What the launcher's PMIx server saw a PMIx rank do.
@@ -243,7 +241,6 @@ impl Server {
                     fences: slot.fences,
                     connected: slot.conn.is_some(),
                     pmix: slot.pmix,
-                    dead: j.deaths.cause(r as u32),
                 }
             })
             .collect();

@@ -18,6 +18,17 @@ use super::{os, Launcher};
 /// exit by itself, as a `PMI2_Abort(0, ...)` caller does) before SIGKILL.
 const DEAD_GRACE: Duration = Duration::from_millis(1000);
 
+/// How a rank died, as `fastpmi ps` says it: "exited 3", "killed by
+/// SIGKILL", "aborted itself (code 1)", "lost its PMI connection".
+pub(super) fn death_text(cause: DeathCause) -> String {
+    match cause {
+        DeathCause::Exited(c) => format!("exited {c}"),
+        DeathCause::Signaled(s) => format!("killed by {}", os::signal_name(s)),
+        DeathCause::Aborted(c) => format!("aborted itself (code {c})"),
+        DeathCause::ConnectionLost => "lost its PMI connection".into(),
+    }
+}
+
 /// How `status` ended a rank, as a death.
 pub(super) fn cause_of(status: ExitStatus) -> DeathCause {
     use std::os::unix::process::ExitStatusExt;

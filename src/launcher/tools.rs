@@ -372,6 +372,7 @@ impl Launcher {
                 since_ns: created,
                 ended: None,
                 cpus: None,
+                death: None,
             })
             .collect();
         for p in self.starter.not_running(job) {
@@ -393,7 +394,13 @@ impl Launcher {
                         )
                     }),
                     cpus: self.binding.rank_cpus(job, p.rank).map(|(c, _)| ranges(c)),
+                    death: None,
                 };
+            }
+        }
+        for (rank, cause) in self.server.dead_ranks(job) {
+            if let Some(slot) = procs.get_mut(rank as usize) {
+                slot.death = Some(super::deaths::death_text(cause));
             }
         }
         let sock_since_ns = status.ranks.iter().map(|r| instant_ns(r.since)).collect();

@@ -16,7 +16,6 @@ use super::proto::{JobTable, RankRow};
 use super::report::{fence_progress, summary};
 use super::{mono_ns, secs};
 use fastpmi_segment::JobSegment;
-use fastpmi_server::deaths::DeathCause;
 use fastpmi_server::status::{JobStatus, SockState};
 
 /// One rank's process, as the launcher knows it.
@@ -30,6 +29,9 @@ pub struct ProcSnap {
     pub ended: Option<(String, u64)>,
     /// CPU list it is bound to (`0-1,4`), if the launcher bound it.
     pub cpus: Option<String>,
+    /// How it died, in a fault-tolerant job ("exited 3", "killed by
+    /// SIGKILL", ...), as the launcher words it.
+    pub death: Option<String>,
 }
 
 /// One job.
@@ -49,17 +51,6 @@ pub struct Snapshot {
     pub command: String,
     pub age_seconds: f64,
     pub jobs: Vec<JobSnap>,
-}
-
-/// How a rank died, as `fastpmi ps` says it: "exited 3", "killed by
-/// SIGKILL", "aborted itself (code 1)", "lost its PMI connection".
-fn death_text(cause: DeathCause) -> String {
-    match cause {
-        DeathCause::Exited(c) => format!("exited {c}"),
-        DeathCause::Signaled(s) => format!("killed by {}", crate::launcher::os::signal_name(s)),
-        DeathCause::Aborted(c) => format!("aborted itself (code {c})"),
-        DeathCause::ConnectionLost => "lost its PMI connection".into(),
-    }
 }
 
 /// The proc table of one job, read now.
@@ -137,13 +128,13 @@ pub fn job_table(js: &JobSnap) -> JobTable {
         }
         let (kind, state, since): (&str, String, u64) = if proc.pid.is_none() {
             ("launching", "launching".into(), proc.since_ns)
-        } else if let Some(cause) = sock.dead {
+        } else if let Some(death) = &proc.death {
             // A fault-tolerant job's dead rank, reaped or still ending.
             if let Some((how, _)) = &proc.ended {
                 row.exit = Some(how.clone());
             }
             let at = proc.ended.as_ref().map_or(sock_since, |(_, at)| *at);
-            ("dead", death_text(cause), at)
+            ("dead", death.clone(), at)
         } else if let Some((how, at)) = &proc.ended {
             row.exit = Some(how.clone());
             ("exited", how.clone(), *at)
