@@ -26,7 +26,7 @@ fn abort_wakes_fence_waiter() {
             thread::spawn(move || job.view().abort(7, 1, &*futex))
         };
         assert_eq!(aborter.join().unwrap(), Aborted::new(7, 1));
-        assert_eq!(waiter.join().unwrap(), Err(Aborted::new(7, 1)));
+        assert_eq!(waiter.join().unwrap(), Err(Aborted::new(7, 1).into()));
     });
 }
 
@@ -74,7 +74,7 @@ fn first_of_two_aborts_wins_everywhere() {
         let (theirs, mine) = (a.join().unwrap(), b.join().unwrap());
         assert_eq!(mine, theirs, "both aborters report the same winner");
         assert!(mine == Aborted::new(9, 1) || mine == Aborted::new(5, Aborted::LAUNCHER));
-        assert_eq!(waiter.join().unwrap(), Err(mine));
+        assert_eq!(waiter.join().unwrap(), Err(mine.into()));
         assert_eq!(job.view().abort_status(), Some(mine));
         WINNERS.record(mine.to_string());
     });

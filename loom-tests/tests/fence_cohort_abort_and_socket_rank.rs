@@ -50,7 +50,7 @@ fn fence_cohort_abort_wakes_every_member() {
         };
         aborter.join().unwrap();
         for t in waiters {
-            assert_eq!(t.join().unwrap(), Err(Aborted::new(7, 0)));
+            assert_eq!(t.join().unwrap(), Err(Aborted::new(7, 0).into()));
         }
     });
 }

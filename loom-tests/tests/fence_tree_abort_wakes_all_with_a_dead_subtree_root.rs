@@ -44,7 +44,7 @@ fn fence_tree_abort_wakes_all_with_a_dead_subtree_root() {
         let ((last0, res0), (last1, res1)) = (r0.join().unwrap(), r1.join().unwrap());
         assert!(last0 != last1, "exactly one last arriver");
         for res in [res0, res1] {
-            assert!(res.is_ok() || res == Err(abort));
+            assert!(res.is_ok() || res == Err(abort.into()));
         }
         SEEN.record(match (last1, res0) {
             (false, _) => "rank 0 last",
