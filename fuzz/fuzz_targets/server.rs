@@ -230,6 +230,14 @@ impl Harness {
                     Event::NameDone { .. } => {
                         panic!("a name-service answer to the launcher, which asked nothing")
                     }
+                    Event::RankDied {
+                        job, rank, message, ..
+                    } => {
+                        // Only fault-tolerant jobs have deaths.
+                        assert!(job < self.s.job_count() && rank < self.s.job_size(job));
+                        assert!(self.s.is_fault_tolerant(job), "{message}");
+                        assert!(!message.is_empty());
+                    }
                     Event::Refuse { conn, reason } => {
                         assert!(conn < CONNS, "refusal of unknown connection {conn}");
                         assert!(!reason.is_empty());
