@@ -20,7 +20,7 @@ use std::time::Duration;
 use fastpmi_client::{Pmi, PmiError, ServerKind};
 use fastpmi_codec::names;
 use fastpmi_segment::{JobSegment, SharedFutex};
-use fastpmi_server::place::NodePlace;
+use fastpmi_server::place::{NodePlace, OuterGetFailed};
 use fastpmi_server::{NameError, NameOp};
 
 use super::names::NameClient;
@@ -56,7 +56,24 @@ pub(super) struct Nest {
 }
 
 /// The outer job's answer to one get.
-type OuterGot = (u64, Result<Option<Vec<u8>>, String>);
+type OuterGot = (u64, Result<Option<Vec<u8>>, OuterGetFailed>);
+
+/// Why a fence round across the node servers failed.
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    #[error(
+        "the job segment is full and node servers trade only what is in it \
+         (raise --kvs-mb)"
+    )]
+    Overflowed,
+    #[error(transparent)]
+    Trade(#[from] trade::TradeError),
+    #[error("{key}: {source}")]
+    Put {
+        key: String,
+        source: shm_layout::KvsError,
+    },
+}
 
 /// Why the launcher cannot be a node server of the job it was started in.
 #[derive(Debug, thiserror::Error)]
@@ -159,7 +176,9 @@ impl Nest {
             .name("fastpmi-nest-get".into())
             .spawn(move || {
                 for (id, key) in rx {
-                    let r = outer.get(&key, None).map_err(|e| e.to_string());
+                    let r = outer
+                        .get(&key, None)
+                        .map_err(|e| OuterGetFailed(e.to_string()));
                     got.lock().unwrap_or_else(|p| p.into_inner()).push((id, r));
                     let _ = wake.wake();
                 }
@@ -203,10 +222,12 @@ impl Nest {
     }
 
     /// Ask the outer job for `key` (get `id` of the server).
-    pub(super) fn ask_outer(&self, id: u64, key: Vec<u8>) -> Result<(), String> {
+    pub(super) fn ask_outer(&self, id: u64, key: Vec<u8>) -> Result<(), OuterGetFailed> {
         match &self.gets {
-            Some(tx) => tx.send((id, key)).map_err(|e| e.to_string()),
-            None => Err("no thread to ask the outer job".into()),
+            Some(tx) => tx
+                .send((id, key))
+                .map_err(|e| OuterGetFailed(e.to_string())),
+            None => Err(OuterGetFailed("no thread to ask the outer job".into())),
         }
     }
 
@@ -279,10 +300,9 @@ impl super::Launcher {
     pub(super) fn nest_outer_get(&mut self, id: u64, key: Vec<u8>) {
         let asked = match &self.nest {
             Some(n) => n.ask_outer(id, key),
-            None => Err("not a node server".into()),
+            None => Err(OuterGetFailed("not a node server".into())),
         };
         if let Err(why) = asked {
-            let why = fastpmi_server::place::OuterGetFailed(why);
             self.server.outer_get_reply(id, Err(why), &mut self.events);
         }
     }
@@ -291,7 +311,6 @@ impl super::Launcher {
     pub(super) fn nest_outer_replies(&mut self) {
         let Some(n) = &self.nest else { return };
         for (id, r) in n.outer_gets_done() {
-            let r = r.map_err(fastpmi_server::place::OuterGetFailed);
             self.server.outer_get_reply(id, r, &mut self.events);
         }
     }
@@ -353,16 +372,14 @@ impl Exchange {
         }
     }
 
-    fn round(&self, round: u64, known: &mut HashMap<Vec<u8>, Vec<u8>>) -> Result<(), String> {
+    fn round(&self, round: u64, known: &mut HashMap<Vec<u8>, Vec<u8>>) -> Result<(), RoundError> {
         let seg = self.seg.seg();
         let overflowed = seg
             .node_attrs()
             .get(names::attr::OVERFLOW.as_bytes())
             .is_some();
         if overflowed {
-            return Err("the job segment is full and node servers trade only \
-                        what is in it (raise --kvs-mb)"
-                .into());
+            return Err(RoundError::Overflowed);
         }
         let mine: Vec<Pair> = seg
             .kvs()
@@ -378,14 +395,17 @@ impl Exchange {
             node: self.node,
             nodes: self.nodes,
         };
-        let theirs = t.round(round, &mine).map_err(|e| e.to_string())?;
+        let theirs = t.round(round, &mine)?;
         for (k, v) in theirs {
             if known.get(&k) == Some(&v) {
                 continue;
             }
             seg.kvs()
                 .put(&k, &v, &SharedFutex)
-                .map_err(|e| format!("{}: {e}", fastpmi_codec::show(&k)))?;
+                .map_err(|source| RoundError::Put {
+                    key: fastpmi_codec::show(&k),
+                    source,
+                })?;
             known.insert(k, v);
         }
         Ok(())
