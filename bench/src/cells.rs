@@ -115,3 +115,19 @@ pub fn why_absent(ctx: &Context, c: Config, n: u32) -> String {
         format!("{c} at N={n}: {r}")
     }
 }
+
+/// The N a target set at `target` is judged at among the sizes run:
+/// `target` itself, or the largest size below it (then with a caveat for
+/// the verdict line), or the smallest; `None` when nothing ran.
+pub fn judged_at(sizes: &[u32], target: u32) -> Option<(u32, String)> {
+    if sizes.contains(&target) {
+        return Some((target, String::new()));
+    }
+    let n = sizes
+        .iter()
+        .copied()
+        .filter(|&n| n < target)
+        .max()
+        .or_else(|| sizes.first().copied())?;
+    Some((n, format!(" (N={target} not run; evaluated at N={n})")))
+}

@@ -201,24 +201,9 @@ pub fn judge(n: u32, o: &Outcome, r: &mut Record) -> Result<(), String> {
     Ok(())
 }
 
-/// The N the target is judged at: [`TARGET_N`], or the largest size run
-/// below it (then with a caveat), or the smallest.
-fn target_n(sizes: &[u32]) -> Option<(u32, String)> {
-    if sizes.contains(&TARGET_N) {
-        return Some((TARGET_N, String::new()));
-    }
-    let n = sizes
-        .iter()
-        .copied()
-        .filter(|&n| n < TARGET_N)
-        .max()
-        .or_else(|| sizes.first().copied())?;
-    Some((n, format!(" (N={TARGET_N} not run; evaluated at N={n})")))
-}
-
 /// The death-detection target, when the family ran.
 pub fn target_lines(ctx: &Context) -> Vec<String> {
-    let Some((n, caveat)) = target_n(&ctx.opts.death_sizes) else {
+    let Some((n, caveat)) = crate::cells::judged_at(&ctx.opts.death_sizes, TARGET_N) else {
         return Vec::new();
     };
     let c = Config::DeathDetect;
@@ -438,9 +423,12 @@ mod tests {
 
     #[test]
     fn target_size() {
-        assert_eq!(target_n(&[64, 256, 1024]), Some((1024, String::new())));
-        assert_eq!(target_n(&[4, 2048]).unwrap().0, 4);
-        assert_eq!(target_n(&[2048]).unwrap().0, 2048);
-        assert_eq!(target_n(&[]), None);
+        assert_eq!(
+            crate::cells::judged_at(&[64, 256, 1024], TARGET_N),
+            Some((1024, String::new()))
+        );
+        assert_eq!(crate::cells::judged_at(&[4, 2048], TARGET_N).unwrap().0, 4);
+        assert_eq!(crate::cells::judged_at(&[2048], TARGET_N).unwrap().0, 2048);
+        assert_eq!(crate::cells::judged_at(&[], TARGET_N), None);
     }
 }

@@ -7,17 +7,7 @@ use crate::record::Record;
 use crate::{deaths, groups, launch, nested, ps, ulfm};
 
 fn target_n(ctx: &Context) -> (u32, String) {
-    let sizes = &ctx.opts.sizes;
-    if sizes.contains(&TARGET_N) {
-        (TARGET_N, String::new())
-    } else {
-        let n = *sizes
-            .iter()
-            .filter(|&&n| n <= TARGET_N)
-            .max()
-            .unwrap_or(&sizes[0]);
-        (n, format!(" (N={TARGET_N} not run; evaluated at N={n})"))
-    }
+    crate::cells::judged_at(&ctx.opts.sizes, TARGET_N).unwrap_or((TARGET_N, String::new()))
 }
 
 /// The figure that stands for the cost of one fence of `c`: the steady
