@@ -129,8 +129,8 @@ impl Pmi {
         self.live()?;
         self.check_kv(key, None)?;
         if key == attr::DEAD_PROCESSES.as_bytes() {
-            if let Some(v) = self.dead_processes_value() {
-                return Ok(Some(v));
+            if let Some(v) = self.segment_dead_processes() {
+                return Ok(v);
             }
         }
         let size = self.size;
@@ -148,7 +148,6 @@ impl Pmi {
                     Some(attr::single_node_mapping(size).into_bytes())
                 }
                 k if k == attr::UNIVERSE_SIZE.as_bytes() => Some(b"1".to_vec()),
-                k if k == attr::DEAD_PROCESSES.as_bytes() => Some(Vec::new()),
                 _ => None,
             }),
         })

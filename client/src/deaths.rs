@@ -35,14 +35,13 @@ impl Pmi {
         })
     }
 
-    /// `PMI_dead_processes` in Hydra's format (`1-2,7`), from the segment
-    /// when this process has one.
-    pub(crate) fn dead_processes_value(&self) -> Option<Vec<u8>> {
-        let shm = self.shm()?;
-        let seg = shm.seg.seg();
-        let first = seg.first_rank();
-        let dead: Vec<u32> = seg.dead_ranks().map(|(r, _)| first + r).collect();
-        Some(ranges(&dead).into_bytes())
+    /// `PMI_dead_processes` in Hydra's format (`1-2,7`) from the segment:
+    /// `None` without one; within, a miss while nobody died, as the
+    /// launcher answers it (clients mishandle an empty value).
+    pub(crate) fn segment_dead_processes(&self) -> Option<Option<Vec<u8>>> {
+        self.shm()?;
+        let dead = self.dead_ranks().ok()?;
+        Some((!dead.is_empty()).then(|| ranges(&dead).into_bytes()))
     }
 
     /// Deaths known so far.

@@ -361,12 +361,15 @@ impl Pmi {
                 st.count_get();
                 st.set_last_op(RankOp::Get);
             }
-            // Hydra's special key, as MPICH reads it (PMI2_ID_NULL).
-            if key == fastpmi_codec::names::attr::DEAD_PROCESSES.as_bytes() {
-                return Ok(f(self.dead_processes_value().as_deref()));
-            }
             if let Some(v) = shm.seg.seg().kvs().get(key) {
                 return Ok(f(Some(v)));
+            }
+            // Hydra's special key, as MPICH reads it (PMI2_ID_NULL): only
+            // after a miss, so a hit costs nothing more.
+            if key == fastpmi_codec::names::attr::DEAD_PROCESSES.as_bytes() {
+                if let Some(v) = self.segment_dead_processes() {
+                    return Ok(f(v.as_deref()));
+                }
             }
             if !self.overflowed(&shm.seg) && !self.miss_asks(&shm.seg) {
                 return Ok(f(None));

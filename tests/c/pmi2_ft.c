@@ -2,7 +2,8 @@
  *
  * Usage: pmi2_ft MODE     MODE: both | abort
  *
- * Every rank: PMI2_Init, puts "k<rank>", fence 1. Then
+ * Every rank: PMI2_Init, puts "k<rank>", fence 1, finds PMI_dead_processes
+ * missing (status 11 if found: nobody died yet). Then
  *  - both: rank 1 sleeps 500 ms and exits 3; rank 2 sleeps 500 ms and calls
  *    PMI2_Abort(0, "rank 2 leaves"); abort: only rank 2 does.
  *  - every other rank enters fence 2 at once, which must return an error
@@ -102,6 +103,11 @@ int main(int argc, char **argv)
     snprintf(val, sizeof val, "v%d", rank);
     if (PMI2_KVS_Put(key, val) != PMI2_SUCCESS || PMI2_KVS_Fence() != PMI2_SUCCESS)
         return 2;
+    /* Nobody died yet: the attribute is a miss. */
+    found = 1;
+    if (PMI2_Info_GetJobAttr("PMI_dead_processes", attr, sizeof attr, &found) != PMI2_SUCCESS ||
+        found)
+        return 11;
     if (rank == 1 && both) {
         pause_ms(500);
         printf("rank 1 exits 3\n");
