@@ -4,6 +4,11 @@
 //! clients rely on: `cmd=abort ... message=text with spaces`, where the
 //! message runs to the end of the line (so does the message of the
 //! launcher's `cmd=died` notice on the out-of-band channel).
+//!
+//! Only a space separates pairs: a tab is an ordinary byte of a key or
+//! value, as in every real peer (MPICH's `PMIU_parse_keyvals`, MPICH 4.1+'s
+//! `parse_v1`, Hydra's `strtok(buf, " ")`), so a tab-only value travels
+//! whole.
 
 use super::{Message, WireError};
 
@@ -21,7 +26,7 @@ pub fn decode(line: &[u8]) -> Result<Message, WireError> {
     rest = &rest[first_end..];
     let mut msg = Message::new(cmd);
     loop {
-        while let [b' ' | b'\t', tail @ ..] = rest {
+        while let [b' ', tail @ ..] = rest {
             rest = tail;
         }
         if rest.is_empty() {
@@ -129,11 +134,14 @@ pub fn decode_spawn_block(block: &[u8]) -> Result<Vec<Segment>, WireError> {
     Ok(segments)
 }
 
+/// Strip line-end padding: spaces, and the `\r`/`\n` of CRLF senders. Not
+/// tabs: a tab ending a value is part of it ([`value_is_safe`] lets it
+/// through, and real peers keep it).
 fn trim_blanks(mut s: &[u8]) -> &[u8] {
-    while let [b' ' | b'\t' | b'\r' | b'\n', tail @ ..] = s {
+    while let [b' ' | b'\r' | b'\n', tail @ ..] = s {
         s = tail;
     }
-    while let [head @ .., b' ' | b'\t' | b'\r' | b'\n'] = s {
+    while let [head @ .., b' ' | b'\r' | b'\n'] = s {
         s = head;
     }
     s
@@ -157,6 +165,32 @@ mod tests {
         let m = decode(b"cmd=put  kvsname=a   key=k value= ").unwrap();
         assert_eq!(m.get("value"), Some(&b""[..]));
         assert_eq!(m.get_str("key"), Some("k"));
+    }
+
+    #[test]
+    fn tab_only_value_round_trips_whole() {
+        for v in [&b"\t"[..], b"\t\t", b"a\t", b"\tb"] {
+            // Last pair (where line-end padding is trimmed) and before another.
+            let last = Message::new("get_result").with("rc", "0").with("value", v);
+            let mid = Message::new("put").with("value", v).with("key", v);
+            for m in [last, mid] {
+                assert!(value_is_safe(v));
+                let line = encode(&m);
+                assert_eq!(decode(&line[..line.len() - 1]).unwrap(), m);
+            }
+        }
+    }
+
+    #[test]
+    fn space_only_value_is_not_safe() {
+        // `value= ` is an empty value on the wire: spaces cannot be carried.
+        assert_eq!(
+            decode(b"cmd=put key=k value= ").unwrap().get("value"),
+            Some(&b""[..])
+        );
+        for v in [&b" "[..], b" \t", b"\t "] {
+            assert!(!value_is_safe(v));
+        }
     }
 
     #[test]

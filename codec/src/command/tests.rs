@@ -387,3 +387,32 @@ fn init_oob_requests() {
         }
     );
 }
+
+#[test]
+fn put_of_tab_only_key_and_value_round_trips_whole() {
+    let put = Request::Put {
+        key: b"\t".to_vec(),
+        value: b"\t".to_vec(),
+    };
+    let line = encode_request(Protocol::Pmi1, &put);
+    assert_eq!(line, b"cmd=put key=\t value=\t\n");
+    let d = decode_frame(&Frame::Pmi1(line[..line.len() - 1].to_vec())).unwrap();
+    assert_eq!(d.request, Ok(put));
+    // A found tab-only value reaches the client whole.
+    let found = Response::Value {
+        key: b"\t".to_vec(),
+        value: Some(b"\t".to_vec()),
+    };
+    let reply = encode_response(Protocol::Pmi1, "get", None, &found);
+    assert_eq!(reply, b"cmd=get_result rc=0 value=\t\n");
+    let m = pmi1::decode(&reply[..reply.len() - 1]).unwrap();
+    assert_eq!(m.get("value"), Some(&b"\t"[..]));
+    // A space-only one cannot be sent: refused with rc=1, never as `value= `.
+    let spaces = Response::Value {
+        key: b"k".to_vec(),
+        value: Some(b" ".to_vec()),
+    };
+    let reply = encode_response(Protocol::Pmi1, "get", None, &spaces);
+    let m = pmi1::decode(&reply[..reply.len() - 1]).unwrap();
+    assert_eq!((m.get_str("rc"), m.get("value")), (Some("1"), None));
+}
