@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use fastpmi_codec::names::attr;
 use fastpmi_codec::ranks::{parse_ranges, ranges};
+use fastpmi_codec::Request;
 use fastpmi_segment::SharedFutex;
 use shm_layout::FenceError;
 
@@ -23,13 +24,43 @@ impl Pmi {
         self.live()?;
         if let Some(shm) = self.shm() {
             let seg = shm.seg.seg();
+            // The count first: what it counts is written before it.
+            let count = seg.deaths() as usize;
             let first = seg.first_rank();
-            return Ok(seg.dead_ranks().map(|(r, _)| first + r).collect());
+            let mut dead: Vec<u32> = seg.dead_ranks().map(|(r, _)| first + r).collect();
+            if dead.len() < count {
+                // Nested mode: the other node servers' dead, as listed here.
+                if let Some(v) = seg.node_attrs().get(attr::DEAD_ELSEWHERE.as_bytes()) {
+                    let list = String::from_utf8_lossy(v);
+                    dead.extend(parse_ranges(&list, self.size() as usize).unwrap_or_default());
+                    dead.sort_unstable();
+                    dead.dedup();
+                }
+            }
+            if dead.len() >= count {
+                return Ok(dead);
+            }
+            // The list could not be written in the segment: the launcher
+            // knows (asked directly: the job attribute reads this).
+            let m = self.wire(
+                &Request::GetJobAttr {
+                    key: attr::DEAD_PROCESSES.as_bytes().to_vec(),
+                },
+                "info-getjobattr-response",
+            )?;
+            return match crate::found_value(&m) {
+                Some(v) => self.parse_dead(&v),
+                None => Ok(Vec::new()),
+            };
         }
-        let Some(v) = self.job_attr(attr::DEAD_PROCESSES)? else {
-            return Ok(Vec::new());
-        };
-        let list = String::from_utf8_lossy(&v);
+        match self.job_attr(attr::DEAD_PROCESSES)? {
+            Some(v) => self.parse_dead(&v),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn parse_dead(&self, v: &[u8]) -> Result<Vec<u32>, PmiError> {
+        let list = String::from_utf8_lossy(v);
         parse_ranges(&list, self.size() as usize).ok_or_else(|| {
             PmiError::Protocol(format!("malformed {}: {list}", attr::DEAD_PROCESSES))
         })

@@ -533,7 +533,7 @@ impl Drop for Pmi {
     }
 }
 
-fn found_value(m: &Message) -> Option<Vec<u8>> {
+pub(crate) fn found_value(m: &Message) -> Option<Vec<u8>> {
     if m.get_bool("found") == Some(true) {
         m.get("value").map(<[u8]>::to_vec)
     } else {

@@ -22,6 +22,11 @@ pub mod attr {
     /// find, in the outer job, a key that misses in the segment, so a get
     /// that misses must ask it.
     pub const MISS_ASKS: &str = "fastpmi-missAsks";
+    /// Ranks of the job dead on other node servers (nested mode, node
+    /// attribute, Hydra's range format), rewritten before each such death
+    /// is counted in the segment; the segment's rank records hold the
+    /// node's own dead.
+    pub const DEAD_ELSEWHERE: &str = "fastpmi-deadElsewhere";
     /// Keys the node servers of a job put in the outer job's KVS start so;
     /// they are never part of the inner job's KVS.
     pub const NEST_KEY_PREFIX: &str = "fpmi-nest-";

@@ -19,18 +19,29 @@ use crate::{reply, Activity, Event, JobIdx, ReplyTo, Server};
 pub(crate) struct JobDeaths {
     /// Deaths are events, not the end of the job.
     tolerant: bool,
+    /// This node's dead, by their index here.
     dead: BTreeMap<u32, DeathCause>,
+    /// Nested mode: the dead of the other node servers, by job rank.
+    elsewhere: BTreeMap<u32, DeathCause>,
 }
 
 impl JobDeaths {
+    /// Every dead rank by its rank in the job (`first`: the job's rank of
+    /// this node's first), ascending.
+    fn job_ranks(&self, first: u32) -> Vec<u32> {
+        let mut all: Vec<u32> = self.dead.keys().map(|r| first + r).collect();
+        all.extend(self.elsewhere.keys());
+        all.sort_unstable();
+        all
+    }
+
     /// `PMI_dead_processes`: the dead ranks in Hydra's format; a miss while
     /// none died (an empty value is mishandled by clients).
-    pub(crate) fn dead_processes(&self) -> Option<Vec<u8>> {
-        if self.dead.is_empty() {
+    pub(crate) fn dead_processes(&self, first: u32) -> Option<Vec<u8>> {
+        if !self.any() {
             return None;
         }
-        let ranks: Vec<u32> = self.dead.keys().copied().collect();
-        Some(ranges(&ranks).into_bytes())
+        Some(ranges(&self.job_ranks(first)).into_bytes())
     }
 
     pub(crate) fn is_dead(&self, rank: u32) -> bool {
@@ -42,20 +53,19 @@ impl JobDeaths {
         self.dead.get(&rank).copied()
     }
 
-    /// Whether any rank died.
+    /// Whether any rank died (here or, nested, elsewhere).
     pub(crate) fn any(&self) -> bool {
-        !self.dead.is_empty()
+        !self.dead.is_empty() || !self.elsewhere.is_empty()
     }
 
     /// The error of a fence that dead ranks can never join, if any died.
-    pub(crate) fn fence_error(&self, fence: u64) -> Option<String> {
-        if self.dead.is_empty() {
+    pub(crate) fn fence_error(&self, fence: u64, first: u32) -> Option<String> {
+        if !self.any() {
             return None;
         }
-        let ranks: Vec<u32> = self.dead.keys().copied().collect();
         Some(format!(
             "fence {fence} can never complete: rank(s) {} died",
-            ranges(&ranks)
+            ranges(&self.job_ranks(first))
         ))
     }
 }
@@ -65,7 +75,7 @@ pub fn exit_status(cause: DeathCause) -> i32 {
     match cause {
         DeathCause::Exited(c) | DeathCause::Aborted(c) => c,
         DeathCause::Signaled(s) => 128 + s,
-        DeathCause::ConnectionLost => 1,
+        DeathCause::ConnectionLost | DeathCause::NodeLost => 1,
     }
 }
 
@@ -133,31 +143,11 @@ impl Server {
         j.fence_waiters.retain(|(r, _, _)| *r != rank);
         j.attr_waiters.retain(|(r, _, _)| *r != rank);
         j.ranks[rank as usize].set_activity(Activity::Running);
-        // Every other rank in the job's fence: it can never complete.
-        let fence = j.store.fences_completed() + 1;
-        let msg = j.deaths.fence_error(fence).unwrap_or_default();
-        let waiters: Vec<(u32, ReplyTo)> = j
-            .fence_waiters
-            .drain(..)
-            .map(|(r, _, to)| (r, to))
-            .collect();
-        for (r, to) in waiters {
-            self.jobs[job].ranks[r as usize].set_activity(Activity::Running);
-            reply(out, &to, &Response::error(msg.clone()), None);
-        }
+        self.fail_fence_waiters(job, out);
         let label = self.jobs[job].rank_label(job, rank);
         self.group_member_died(job, rank, &format!("{label} {how}"), out);
-        // Ranks of this job and of the jobs connected to it (its parent,
-        // the jobs it spawned) that opened the out-of-band channel.
-        let notice = fastpmi_codec::oob::Notice::Died {
-            jobid: self.jobs[job].id.clone(),
-            rank: self.jobs[job].global_rank(rank),
-            exitcode: exit_status(cause),
-            message: format!("{label} {how}"),
-        };
-        for j in self.connected_group(job) {
-            self.notify(j, &notice, out);
-        }
+        let global = self.jobs[job].global_rank(rank);
+        self.notify_death(job, global, cause, format!("{label} {how}"), out);
         out.push(Event::RankDied {
             job,
             rank,
@@ -186,7 +176,90 @@ impl Server {
     pub(crate) fn fence_after_deaths(&self, job: JobIdx) -> Option<Response> {
         let j = &self.jobs[job];
         j.deaths
-            .fence_error(j.store.fences_completed() + 1)
+            .fence_error(j.store.fences_completed() + 1, j.global_rank(0))
             .map(Response::error)
+    }
+
+    /// Every rank waiting in `job`'s fence over the socket gets the error
+    /// naming the dead: it can never complete.
+    fn fail_fence_waiters(&mut self, job: JobIdx, out: &mut Vec<Event>) {
+        let Some(msg) = self.fence_after_deaths(job) else {
+            return;
+        };
+        let j = &mut self.jobs[job];
+        let waiters: Vec<(u32, ReplyTo)> = j
+            .fence_waiters
+            .drain(..)
+            .map(|(r, _, to)| (r, to))
+            .collect();
+        for (r, to) in waiters {
+            j.ranks[r as usize].set_activity(Activity::Running);
+            reply(out, &to, &msg, None);
+        }
+    }
+
+    /// Nested mode: `rank` of `job` (its rank in the job), which ran on
+    /// another node server, died of `cause` (`how`: words for messages).
+    /// Like [`Server::rank_died`] for this node's ranks: recorded (in the
+    /// segment too, which breaks its fence), the fence's socket waiters
+    /// answered, the out-of-band notice sent. A death heard again replaces
+    /// a lost connection by its real cause. Returns false (nothing done)
+    /// when the job is not fault tolerant, failed already, or `rank` is
+    /// not another node's.
+    pub fn rank_died_elsewhere(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        cause: DeathCause,
+        how: &str,
+        out: &mut Vec<Event>,
+    ) -> bool {
+        let Some(j) = self.jobs.get_mut(job) else {
+            return false;
+        };
+        let here = j.local_rank(rank.into()).is_some();
+        if !j.deaths.tolerant || j.failed.is_some() || here || rank >= j.world_size() {
+            return false;
+        }
+        if let Some(c) = j.deaths.elsewhere.get_mut(&rank) {
+            if *c == DeathCause::ConnectionLost {
+                *c = cause;
+            }
+            return true;
+        }
+        j.deaths.elsewhere.insert(rank, cause);
+        let list: Vec<u32> = j.deaths.elsewhere.keys().copied().collect();
+        j.store.record_death_elsewhere(ranges(&list).as_bytes());
+        tracing::debug!(job = %j.id, rank, "rank died on another node server: {how}");
+        self.fail_fence_waiters(job, out);
+        let label = if job == 0 {
+            format!("rank {rank}")
+        } else {
+            format!("rank {rank} of job {}", self.jobs[job].id)
+        };
+        self.notify_death(job, rank, cause, format!("{label} {how}"), out);
+        true
+    }
+
+    /// The out-of-band death notice of `rank` (its rank in `job`) to the
+    /// ranks of `job` and of the jobs connected to it (its parent, the
+    /// jobs it spawned) that opened the channel.
+    fn notify_death(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        cause: DeathCause,
+        message: String,
+        out: &mut Vec<Event>,
+    ) {
+        let notice = fastpmi_codec::oob::Notice::Died {
+            jobid: self.jobs[job].id.clone(),
+            rank,
+            exitcode: exit_status(cause),
+            message,
+        };
+        for j in self.connected_group(job) {
+            self.notify(j, &notice, out);
+        }
     }
 }

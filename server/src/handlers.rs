@@ -287,7 +287,7 @@ fn get(
         {
             job_attr(s.hwloc_xmlfile.as_deref(), j, &key)
         }
-        _ if key == attr::DEAD_PROCESSES.as_bytes() => j.deaths.dead_processes(),
+        _ if key == attr::DEAD_PROCESSES.as_bytes() => j.deaths.dead_processes(j.global_rank(0)),
         _ => None,
     }
     .or_else(|| j.store.get(&key));
@@ -317,7 +317,7 @@ fn job_attr(hwloc_xmlfile: Option<&str>, j: &super::Job, key: &[u8]) -> Option<V
         // discover it in every rank).
         attr::HWLOC_XMLFILE => hwloc_xmlfile.map(|p| p.as_bytes().to_vec()),
         // Fault-tolerant jobs; a miss while none died.
-        attr::DEAD_PROCESSES => j.deaths.dead_processes(),
+        attr::DEAD_PROCESSES => j.deaths.dead_processes(j.global_rank(0)),
         _ => None,
     }
 }

@@ -100,6 +100,10 @@ pub trait Store: Send {
     fn record_death(&mut self, _rank: u32, _cause: shm_layout::DeathCause) {}
     /// `rank`, recorded dead of a lost connection, ended of `cause`.
     fn refine_death(&mut self, _rank: u32, _cause: shm_layout::DeathCause) {}
+    /// Nested mode: the job's dead on other node servers are now `dead`
+    /// (Hydra's range format); one more death is counted (the segment's
+    /// fence breaks, its waiters wake).
+    fn record_death_elsewhere(&mut self, _dead: &[u8]) {}
     /// Slots in the job segment's group barrier pool (0: no pool). The
     /// server does the bookkeeping of which are in use.
     fn group_slots(&self) -> u32 {

@@ -34,6 +34,9 @@ pub enum DeathCause {
     Aborted(i32),
     /// Its PMI connection closed before finalize.
     ConnectionLost,
+    /// Its node server (nested mode) ended before it finished: the rank
+    /// died with it, or can no longer be reached.
+    NodeLost,
 }
 
 impl DeathCause {
@@ -43,6 +46,7 @@ impl DeathCause {
             Self::Signaled(s) => (2, s),
             Self::Aborted(c) => (3, c),
             Self::ConnectionLost => (4, 0),
+            Self::NodeLost => (5, 0),
         };
         DEATH_FLAG | (kind << KIND_SHIFT) | (code as u32 as u64)
     }
@@ -56,6 +60,7 @@ impl DeathCause {
             1 => Self::Exited(code),
             2 => Self::Signaled(code),
             3 => Self::Aborted(code),
+            5 => Self::NodeLost,
             // 4, and anything no build writes: the least claiming cause.
             _ => Self::ConnectionLost,
         })
@@ -69,6 +74,7 @@ impl fmt::Display for DeathCause {
             Self::Signaled(s) => write!(f, "killed by signal {s}"),
             Self::Aborted(c) => write!(f, "aborted itself with code {c}"),
             Self::ConnectionLost => f.write_str("lost its PMI connection"),
+            Self::NodeLost => f.write_str("lost with its node server"),
         }
     }
 }
@@ -164,6 +170,7 @@ mod tests {
             DeathCause::Signaled(9),
             DeathCause::Aborted(-1),
             DeathCause::ConnectionLost,
+            DeathCause::NodeLost,
         ] {
             assert_ne!(c.pack(), 0);
             assert_eq!(DeathCause::unpack(c.pack()), Some(c));

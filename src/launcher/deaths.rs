@@ -26,6 +26,7 @@ pub(super) fn death_text(cause: DeathCause) -> String {
         DeathCause::Signaled(s) => format!("killed by {}", os::signal_name(s)),
         DeathCause::Aborted(c) => format!("aborted itself (code {c})"),
         DeathCause::ConnectionLost => "lost its PMI connection".into(),
+        DeathCause::NodeLost => "lost with its node server".into(),
     }
 }
 
@@ -91,6 +92,7 @@ impl Launcher {
         if let Some(i) = running {
             self.deaths.doomed.push((i, Instant::now() + DEAD_GRACE));
         }
+        self.nest_tell_death(job, rank, cause);
         // PMIx clients hear of it once the PMIx server let go of the dead
         // client (`Launcher::pmix_rank_ended`).
     }
@@ -125,8 +127,8 @@ impl Launcher {
         let how = format!("{} {activity}", os::describe_status(status));
         let how = how.trim_end();
         if self.server.is_dead(job, rank) {
-            if !by_us {
-                self.server.refine_death(job, rank, cause_of(status));
+            if !by_us && self.server.refine_death(job, rank, cause_of(status)) {
+                self.nest_tell_death(job, rank, cause_of(status));
             }
             if let Some(i) = self
                 .deaths

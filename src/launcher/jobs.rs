@@ -407,7 +407,7 @@ impl Launcher {
         if let Some(p) = place {
             self.server.set_place(job, p);
             if let (Some(n), Some(seg)) = (&mut self.nest, &segment) {
-                n.start(seg.clone(), self.waker.clone());
+                n.start(job, seg.clone(), self.waker.clone());
             }
         }
         self.tools_job_created(job);

@@ -240,6 +240,20 @@ impl Store for ShmStore {
         self.seg.seg().record_death(rank, cause, &SharedFutex);
     }
 
+    fn record_death_elsewhere(&mut self, dead: &[u8]) {
+        let seg = self.seg.seg();
+        // The list first: a rank that sees the count grow finds it.
+        if let Err(e) = seg.node_attrs().put(
+            fastpmi_codec::names::attr::DEAD_ELSEWHERE.as_bytes(),
+            dead,
+            &SharedFutex,
+        ) {
+            // Its clients then ask the launcher (the count says more died).
+            tracing::warn!("cannot list the dead of other node servers in the segment: {e}");
+        }
+        seg.job().count_death(&SharedFutex);
+    }
+
     fn refine_death(&mut self, rank: u32, cause: shm_layout::DeathCause) {
         if let Some(st) = self.seg.seg().rank(rank) {
             st.refine_death(cause);

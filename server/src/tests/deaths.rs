@@ -248,3 +248,58 @@ fn a_death_is_a_notice_to_the_job_and_its_parent() {
     )));
     assert!(!s.job_failed(parent) && !s.job_failed(child));
 }
+
+/// Nested mode: this server holds ranks 2 and 3 of a job of 4 over two
+/// node servers; the other node's dead come from its node server.
+#[test]
+fn deaths_elsewhere_break_the_fence_and_join_the_dead_set() {
+    let (mut s, job) = server(2);
+    s.set_place(
+        job,
+        crate::place::NodePlace {
+            first: 2,
+            total: 4,
+            mapping: "(vector,(0,2,2))".into(),
+        },
+    );
+    s.set_fault_tolerant(job, true);
+    init_all(&mut s, 2);
+    assert!(send2(&mut s, 0, "cmd=kvs-fence;").is_empty());
+    let mut out = Vec::new();
+    // This node's own ranks and ranks past the job are not the other's.
+    for r in [2, 3, 4] {
+        assert!(!s.rank_died_elsewhere(job, r, DeathCause::Exited(3), "exited", &mut out));
+    }
+    assert!(out.is_empty());
+    assert!(s.rank_died_elsewhere(job, 1, DeathCause::ConnectionLost, "lost", &mut out));
+    let m = errmsg(&sent(&out, 0)[0]);
+    assert!(m.contains("rank(s) 1 died"), "{m}");
+    assert!(!out.iter().any(|e| matches!(e, Event::JobFailed { .. })));
+    // Heard again with how it really ended: the record says so, nothing
+    // is sent twice.
+    let mut again = Vec::new();
+    assert!(s.rank_died_elsewhere(job, 1, DeathCause::Signaled(9), "killed", &mut again));
+    assert!(again.is_empty());
+    // A death here joins them, by its rank in the job.
+    s.rank_died(job, 1, DeathCause::Exited(3), "exited", &mut out);
+    let a = pmi2_body(
+        &sent(
+            &send2(&mut s, 0, "cmd=info-getjobattr;key=PMI_dead_processes;"),
+            0,
+        )[0],
+    );
+    assert_eq!(a.get_str("value"), Some("1,3"));
+    let f = send2(&mut s, 0, "cmd=kvs-fence;");
+    assert!(errmsg(&sent(&f, 0)[0]).contains("rank(s) 1,3 died"));
+    // Not tolerant: a death elsewhere is not taken.
+    let (mut s2, job2) = server(2);
+    s2.set_place(
+        job2,
+        crate::place::NodePlace {
+            first: 2,
+            total: 4,
+            mapping: "(vector,(0,2,2))".into(),
+        },
+    );
+    assert!(!s2.rank_died_elsewhere(job2, 0, DeathCause::Exited(1), "exited", &mut Vec::new()));
+}

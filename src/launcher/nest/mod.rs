@@ -8,32 +8,42 @@
 //! has arrived, trades the node's new pairs with the other node servers
 //! through the outer job's KVS ([`trade`]), writes theirs into the
 //! segment and then arrives, releasing the ranks. A failure on any node
-//! becomes an abort of the outer job, which ends every node server.
+//! becomes an abort of the outer job, which ends every node server; in a
+//! fault-tolerant job a death is told to the other node servers instead
+//! ([`mesh`]).
 
+mod door;
+mod exchange;
+mod mesh;
 mod trade;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use fastpmi_client::{Pmi, PmiError, ServerKind};
 use fastpmi_codec::names;
-use fastpmi_segment::{JobSegment, SharedFutex};
+use fastpmi_segment::JobSegment;
+use fastpmi_server::deaths::DeathCause;
 use fastpmi_server::place::{NodePlace, OuterGetFailed};
-use fastpmi_server::{NameError, NameOp};
+use fastpmi_server::{JobIdx, NameError, NameOp};
 
 use super::names::NameClient;
 
 use crate::config::LaunchConfig;
-use trade::{Pair, Trader};
-
-/// How long the exchange thread sleeps before it looks at `stop` again.
-const STOP_CHECK: Duration = Duration::from_millis(200);
+use door::{Card, Door};
+use exchange::Exchange;
+use mesh::{Heard, Mesh};
+use trade::Trader;
 
 /// How long a failure that a rank's exit status may explain better (a lost
 /// connection is often a kill) waits for it before it is reported.
 const SETTLE: Duration = Duration::from_millis(200);
+
+/// How long a node server that is done waits for the last trade rounds
+/// after a death (they end sooner: when every node server took its part,
+/// or one is gone).
+const LAST_ROUNDS: Duration = Duration::from_secs(30);
 
 /// This launcher's place as a node server of an outer job.
 pub(super) struct Nest {
@@ -53,6 +63,20 @@ pub(super) struct Nest {
     /// own asks; [`Nest::outer_gets_done`] hands the answers over).
     gets: Option<mpsc::Sender<(u64, Vec<u8>)>>,
     got: Arc<Mutex<Vec<OuterGot>>>,
+    /// Fault-tolerant jobs: the door to the other node servers until the
+    /// job starts, their cards, then the mesh ([`mesh`]).
+    door: Option<Door>,
+    cards: Vec<Card>,
+    mesh: Option<Mesh>,
+    /// Each node server's rank count (a lost node's ranks are dead).
+    counts: Vec<u32>,
+    /// The job over the node servers, once created.
+    job: Option<JobIdx>,
+    /// The exchange thread waits in an outer fence.
+    in_round: Arc<AtomicBool>,
+    /// Node servers that ended without their ranks finishing.
+    lost: std::collections::BTreeSet<u32>,
+    exchange: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The outer job's answer to one get.
@@ -94,6 +118,25 @@ pub(super) enum NestError {
     NoSegment,
     #[error("job {jobid} has {total} ranks over its node servers: more than {max}")]
     TooLarge { jobid: String, total: u64, max: u32 },
+    #[error(transparent)]
+    Door(#[from] door::DoorError),
+    #[error("{0}")]
+    Card(std::io::Error),
+    #[error(
+        "node server {node} of job {jobid} {}: every node server needs the same mode",
+        if *tolerant { "is fault tolerant and this one is not" } else { "is not fault tolerant" }
+    )]
+    ModesDiffer {
+        jobid: String,
+        node: u32,
+        tolerant: bool,
+    },
+    #[error("node server {node} of job {jobid} put a card that cannot be read: {card:?}")]
+    BadCard {
+        jobid: String,
+        node: u32,
+        card: String,
+    },
 }
 
 impl Nest {
@@ -129,10 +172,40 @@ impl Nest {
             node: outer.rank(),
             nodes: outer.size(),
         };
-        let counts = t.counts(cfg.world_size()).map_err(|why| NestError::Trade {
-            jobid: jobid.clone(),
-            why,
-        })?;
+        let door = match cfg.fault_tolerant {
+            true => Some(Door::open(cfg.pmi_port_bind)?),
+            false => None,
+        };
+        let card = door
+            .as_ref()
+            .map(Door::card)
+            .transpose()
+            .map_err(NestError::Card)?;
+        let (counts, cards) =
+            t.counts(cfg.world_size(), card.as_deref())
+                .map_err(|why| NestError::Trade {
+                    jobid: jobid.clone(),
+                    why,
+                })?;
+        let mut parsed = Vec::new();
+        for (n, c) in cards.into_iter().enumerate() {
+            let node = n as u32;
+            match (c, cfg.fault_tolerant) {
+                (Some(c), true) => parsed.push(Card::parse(&c).ok_or(NestError::BadCard {
+                    jobid: jobid.clone(),
+                    node,
+                    card: c,
+                })?),
+                (None, false) => {}
+                (c, _) => {
+                    return Err(NestError::ModesDiffer {
+                        jobid,
+                        node,
+                        tolerant: c.is_some(),
+                    })
+                }
+            }
+        }
         let total: u64 = counts.iter().map(|&c| u64::from(c)).sum();
         let max = crate::cli::MAX_RANKS;
         if total > u64::from(max) {
@@ -163,13 +236,35 @@ impl Nest {
             reported: false,
             gets: None,
             got: Default::default(),
+            door,
+            cards: parsed,
+            mesh: None,
+            counts,
+            job: None,
+            in_round: Default::default(),
+            lost: Default::default(),
+            exchange: None,
         }))
     }
 
     /// Start the exchange thread of the job on `seg` (its barrier already
     /// has the server party), and the thread that asks the outer job for
     /// keys that miss here.
-    pub(super) fn start(&mut self, seg: Arc<JobSegment>, waker: Arc<mio::Waker>) {
+    pub(super) fn start(&mut self, job: JobIdx, seg: Arc<JobSegment>, waker: Arc<mio::Waker>) {
+        self.job = Some(job);
+        if let Some(door) = self.door.take() {
+            let cards = std::mem::take(&mut self.cards);
+            match Mesh::start(door, self.node, cards, waker.clone()) {
+                Ok(m) => self.mesh = Some(m),
+                Err(e) => self
+                    .failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(format!(
+                        "cannot start the thread that hears other node servers: {e}"
+                    )),
+            }
+        }
         let (tx, rx) = mpsc::channel::<(u64, Vec<u8>)>();
         let (outer, got, wake) = (self.outer.clone(), self.got.clone(), waker.clone());
         let asker = std::thread::Builder::new()
@@ -195,15 +290,22 @@ impl Nest {
             failures: self.failures.clone(),
             stop: self.stop.clone(),
             waker,
+            ends: self
+                .mesh
+                .as_ref()
+                .map(|m| (m.teller.clone(), m.agreement.clone())),
+            in_round: self.in_round.clone(),
         };
         let spawned = std::thread::Builder::new()
             .name("fastpmi-nest".into())
             .spawn(move || ex.run());
-        if let Err(e) = spawned {
-            self.failures
+        match spawned {
+            Ok(h) => self.exchange = Some(h),
+            Err(e) => self
+                .failures
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push(format!("cannot start the node exchange thread: {e}"));
+                .push(format!("cannot start the node exchange thread: {e}")),
         }
     }
 
@@ -263,7 +365,25 @@ impl Nest {
     /// failed or the launcher was interrupted, when it is being ended).
     fn finish(&mut self, interrupted: bool) {
         self.stop.store(true, Ordering::Relaxed);
-        if !self.reported && !interrupted {
+        if let Some(h) = self.exchange.take() {
+            // After a death the node servers trade up to an agreed last
+            // round (`Exchange::end`): this one takes its part before it
+            // says bye, which ends the others' trading.
+            let by = std::time::Instant::now() + LAST_ROUNDS;
+            while !h.is_finished() && std::time::Instant::now() < by {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        if let Some(m) = &self.mesh {
+            m.teller.bye();
+        }
+        // A trade that waits for a dead node server never ends: the outer
+        // server would wait for its reply before answering a finalize.
+        let stuck = self.in_round.load(Ordering::Acquire);
+        if stuck {
+            tracing::debug!("leaving the outer job without finalize: a trade waits for the dead");
+        }
+        if !self.reported && !interrupted && !stuck {
             if let Err(e) = self.outer.finalize() {
                 tracing::debug!("finalize with the outer PMI server: {e}");
             }
@@ -275,6 +395,7 @@ impl super::Launcher {
     /// What the exchange thread could not do fails the job; a failed job
     /// is reported to the outer server, which ends it on every node.
     pub(super) fn nest_tick(&mut self) {
+        self.nest_heard();
         let Some(n) = &self.nest else { return };
         for why in n.failures() {
             if !self.procs.has_failure() {
@@ -293,6 +414,64 @@ impl super::Launcher {
             // The outer launcher may end this one at once.
             self.procs.announce_failure();
             n.report_failure(code, &msg);
+        }
+    }
+
+    /// Rank `rank` of `job` died here (a fault-tolerant job): the other
+    /// node servers hear of it.
+    pub(super) fn nest_tell_death(&self, job: JobIdx, rank: u32, cause: DeathCause) {
+        let Some(n) = self.nest.as_ref().filter(|n| n.job == Some(job)) else {
+            return;
+        };
+        if let Some(m) = &n.mesh {
+            m.teller.died(n.place.first + rank, cause);
+        }
+    }
+
+    /// What the other node servers said: their dead are this job's dead.
+    fn nest_heard(&mut self) {
+        let Some(n) = &mut self.nest else { return };
+        let (Some(m), Some(job)) = (&n.mesh, n.job) else {
+            return;
+        };
+        for h in m.heard() {
+            match h {
+                Heard::Died { rank, cause } => {
+                    let how = format!("{} on another node server", super::deaths::death_text(cause));
+                    self.server
+                        .rank_died_elsewhere(job, rank, cause, &how, &mut self.events);
+                }
+                Heard::Lost { node } => {
+                    let first: u32 = n.counts[..node as usize].iter().sum();
+                    let last = first + n.counts[node as usize];
+                    n.lost.insert(node);
+                    // Said once, by the first node server still there.
+                    let sayer = (0..n.nodes).find(|k| !n.lost.contains(k));
+                    if sayer == Some(n.node) && last > first {
+                        crate::errln!(
+                            "fastpmi: node server {node} (ranks {first}-{}) ended before its ranks finished; the job goes on without them (fault tolerant)",
+                            last - 1
+                        );
+                    }
+                    let how = format!("was lost with node server {node}");
+                    for r in first..last {
+                        self.server.rank_died_elsewhere(
+                            job,
+                            r,
+                            DeathCause::NodeLost,
+                            &how,
+                            &mut self.events,
+                        );
+                    }
+                }
+                Heard::Unreachable { node, why } => n
+                    .failures
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(format!(
+                        "fault-tolerant node servers hear of each other's deaths, but node server {node} cannot be reached: {why}"
+                    )),
+            }
         }
     }
 
@@ -328,86 +507,5 @@ impl super::Launcher {
         if let Some(n) = &mut self.nest {
             n.finish(interrupted);
         }
-    }
-}
-
-/// The exchange thread's state.
-struct Exchange {
-    outer: Arc<Pmi>,
-    node: u32,
-    nodes: u32,
-    seg: Arc<JobSegment>,
-    failures: Arc<Mutex<Vec<String>>>,
-    stop: Arc<AtomicBool>,
-    waker: Arc<mio::Waker>,
-}
-
-impl Exchange {
-    fn run(self) {
-        // Every pair the segment and the other nodes agree on: what a round
-        // need not send, or write, again.
-        let mut known: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
-        let fence = self.seg.seg().fence();
-        let mut round = 0u64;
-        loop {
-            match fence.wait_ranks(&SharedFutex, STOP_CHECK) {
-                Ok(true) => {}
-                Ok(false) if self.stop.load(Ordering::Relaxed) => return,
-                Ok(false) => continue,
-                // The launcher aborted the job: nothing more to trade.
-                Err(_) => return,
-            }
-            round += 1;
-            if let Err(why) = self.round(round, &mut known) {
-                // The ranks stay held: the launcher fails the job, which
-                // releases them with an error.
-                self.failures
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(format!("fence {round} across node servers failed: {why}"));
-                let _ = self.waker.wake();
-                return;
-            }
-            fence.arrive(&SharedFutex);
-        }
-    }
-
-    fn round(&self, round: u64, known: &mut HashMap<Vec<u8>, Vec<u8>>) -> Result<(), RoundError> {
-        let seg = self.seg.seg();
-        let overflowed = seg
-            .node_attrs()
-            .get(names::attr::OVERFLOW.as_bytes())
-            .is_some();
-        if overflowed {
-            return Err(RoundError::Overflowed);
-        }
-        let mine: Vec<Pair> = seg
-            .kvs()
-            .entries()
-            .filter(|(k, v)| known.get(*k).map(Vec::as_slice) != Some(*v))
-            .map(|(k, v)| (k.to_vec(), v.to_vec()))
-            .collect();
-        for (k, v) in &mine {
-            known.insert(k.clone(), v.clone());
-        }
-        let t = Trader {
-            outer: &self.outer,
-            node: self.node,
-            nodes: self.nodes,
-        };
-        let theirs = t.round(round, &mine)?;
-        for (k, v) in theirs {
-            if known.get(&k) == Some(&v) {
-                continue;
-            }
-            seg.kvs()
-                .put(&k, &v, &SharedFutex)
-                .map_err(|source| RoundError::Put {
-                    key: fastpmi_codec::show(&k),
-                    source,
-                })?;
-            known.insert(k, v);
-        }
-        Ok(())
     }
 }

@@ -20,6 +20,9 @@ pub(super) type Pair = (Vec<u8>, Vec<u8>);
 /// never copied into a node's segment.
 pub(super) const RESERVED: &str = fastpmi_codec::names::attr::NEST_KEY_PREFIX;
 
+/// The card of a node server that is not fault tolerant.
+const NOT_TOLERANT: &str = "off";
+
 /// Base64 characters per outer value: under every server's 1024 bytes
 /// (`PMI2_MAX_VALLEN`), whatever it counts in.
 const CHUNK_CHARS: usize = 1000;
@@ -52,48 +55,84 @@ pub(super) struct Trader<'a> {
 }
 
 impl Trader<'_> {
-    /// Every node server's rank count, in outer rank order (the first
-    /// trade, before any rank starts).
-    pub(super) fn counts(&self, local: u32) -> Result<Vec<u32>, TradeError> {
+    /// Every node server's rank count, in outer rank order, and its mesh
+    /// card (fault-tolerant jobs, [`super::mesh`]; `None`: not tolerant):
+    /// the first trade, before any rank starts.
+    pub(super) fn counts(
+        &self,
+        local: u32,
+        card: Option<&str>,
+    ) -> Result<(Vec<u32>, Vec<Option<String>>), TradeError> {
         let key = |n: u32| format!("{RESERVED}size-{n}");
+        let card_key = |n: u32| format!("{RESERVED}ft-{n}");
         self.outer.put(key(self.node), local.to_string())?;
+        self.outer
+            .put(card_key(self.node), card.unwrap_or(NOT_TOLERANT))?;
         self.outer.fence()?;
-        (0..self.nodes)
-            .map(|n| {
-                let what = format!("its rank count ({})", key(n));
-                let v = self
-                    .outer
-                    .get(key(n), Some(n))?
-                    .ok_or(TradeError::Missing {
-                        node: n,
-                        what: what.clone(),
-                    })?;
-                std::str::from_utf8(&v)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| TradeError::Garbled {
-                        node: n,
-                        what,
-                        why: format!("{:?}", String::from_utf8_lossy(&v)),
-                    })
-            })
-            .collect()
+        let mut counts = Vec::with_capacity(self.nodes as usize);
+        let mut cards = Vec::with_capacity(self.nodes as usize);
+        for n in 0..self.nodes {
+            let what = format!("its rank count ({})", key(n));
+            let v = self
+                .outer
+                .get(key(n), Some(n))?
+                .ok_or(TradeError::Missing {
+                    node: n,
+                    what: what.clone(),
+                })?;
+            let count = std::str::from_utf8(&v)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| TradeError::Garbled {
+                    node: n,
+                    what,
+                    why: format!("{:?}", String::from_utf8_lossy(&v)),
+                })?;
+            counts.push(count);
+            let c = self.outer.get(card_key(n), Some(n))?;
+            cards.push(
+                c.filter(|c| c != NOT_TOLERANT.as_bytes())
+                    .map(|c| String::from_utf8_lossy(&c).into_owned()),
+            );
+        }
+        Ok((counts, cards))
     }
 
     /// Trade round `round`: put `mine` (this node's new pairs), fence the
     /// outer job, and return the pairs the others put (with fastpmi
-    /// outside: every pair of the outer KVS but the reserved ones).
-    pub(super) fn round(&self, round: u64, mine: &[Pair]) -> Result<Vec<Pair>, TradeError> {
+    /// outside: every pair of the outer KVS but the reserved ones), and
+    /// whether the round was a fence of every node's ranks. `broken`: this
+    /// node's ranks did not all arrive (a rank died); a node server then
+    /// trades only so that none is left waiting in the outer fence, and
+    /// the others must not release their ranks.
+    pub(super) fn round(
+        &self,
+        round: u64,
+        mine: &[Pair],
+        broken: bool,
+    ) -> Result<(Vec<Pair>, bool), TradeError> {
+        let marker = format!("{RESERVED}broken-r{round}").into_bytes();
         if self.outer.server_is_fastpmi() {
-            self.putall(mine)?;
+            let mut mine = mine.to_vec();
+            if broken {
+                mine.push((marker.clone(), b"1".to_vec()));
+            }
+            self.putall(&mine)?;
             self.outer.fence()?;
             let all = self.outer.kvs_getall(None)?;
-            return Ok(all
-                .into_iter()
-                .filter(|(k, _)| !k.starts_with(RESERVED.as_bytes()))
-                .collect());
+            let whole = !all.iter().any(|(k, _)| *k == marker);
+            return Ok((
+                all.into_iter()
+                    .filter(|(k, _)| !k.starts_with(RESERVED.as_bytes()))
+                    .collect(),
+                whole,
+            ));
         }
-        let text = URL_SAFE_NO_PAD.encode(pack(mine));
+        let mut mine = mine.to_vec();
+        if broken {
+            mine.push((marker.clone(), b"1".to_vec()));
+        }
+        let text = URL_SAFE_NO_PAD.encode(pack(&mine));
         let parts: Vec<&str> = text
             .as_bytes()
             .chunks(CHUNK_CHARS)
@@ -141,7 +180,9 @@ impl Trader<'_> {
                 .map_err(|e| garbled(&what, e.to_string()))?;
             theirs.extend(unpack(&bytes).map_err(|e| garbled(&what, e))?);
         }
-        Ok(theirs)
+        let whole = !broken && !theirs.iter().any(|(k, _)| *k == marker);
+        theirs.retain(|(k, _)| !k.starts_with(RESERVED.as_bytes()));
+        Ok((theirs, whole))
     }
 
     fn putall(&self, mine: &[Pair]) -> Result<(), TradeError> {

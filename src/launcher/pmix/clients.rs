@@ -53,7 +53,9 @@ impl Launcher {
             DeathCause::Signaled(s) => (pmix_host::PMIX_ERR_PROC_ABORTED_BY_SIG, 128 + s),
             DeathCause::Aborted(c) => (pmix_host::PMIX_ERR_PROC_ABORTED, c),
             DeathCause::Exited(c) => (pmix_host::PMIX_ERR_PROC_TERM_WO_SYNC, c),
-            DeathCause::ConnectionLost => (pmix_host::PMIX_ERR_PROC_TERM_WO_SYNC, 1),
+            DeathCause::ConnectionLost | DeathCause::NodeLost => {
+                (pmix_host::PMIX_ERR_PROC_TERM_WO_SYNC, 1)
+            }
         };
         let id = self.server.job_id(job).to_string();
         // Its parent and spawned jobs hear of it too.
