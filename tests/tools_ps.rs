@@ -1,7 +1,8 @@
 //! `fastpmi ps` with real processes: a job whose rank 17 is late to PMI
 //! while the others fence (shared memory, also with the tree release;
 //! socket through Slurm's libpmi2; and mixed), and a shared-memory rank
-//! waiting for a node attribute.
+//! waiting for a node attribute. The threads that answer run at nice -20,
+//! the rest of the launcher and every rank at 0.
 //!
 //! Every launcher here runs with its own `XDG_RUNTIME_DIR`, so `fastpmi ps`
 //! sees only the launchers of the test.
@@ -75,6 +76,10 @@ fn late_rank_ps_env(
     assert!(
         human.contains(&want),
         "human output lacks {want:?}:\n{human}"
+    );
+    assert_tools_ahead_of_ranks(
+        pid,
+        &t.ranks.iter().filter_map(|r| r.pid).collect::<Vec<_>>(),
     );
     // The listing names the launcher and its job.
     let list = text(&fastpmi(late.xdg.path(), &["ps"]).stdout);
@@ -222,4 +227,47 @@ fn ps_shows_the_node_attribute_a_shared_memory_rank_waits_for() {
         "{}",
         out.report()
     );
+}
+
+/// The nice value of thread `tid` of process `pid` (field 19 of its stat).
+fn nice(pid: u32, tid: &str) -> i32 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    after
+        .split_whitespace()
+        .nth(16)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no nice value in /proc/{pid}/task/{tid}/stat: {stat:?}"))
+}
+
+/// The threads that answered `ps` run at nice -20 (the tests run as root,
+/// who may); the event loop, the forker threads and every rank keep 0.
+fn assert_tools_ahead_of_ranks(launcher: u32, ranks: &[u32]) {
+    let mut rendezvous = 0;
+    for t in fs::read_dir(format!("/proc/{launcher}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let tid = t.file_name().to_string_lossy().into_owned();
+        let comm = fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let want = if comm.starts_with("fastpmi-rendezv") {
+            rendezvous += 1;
+            -20
+        } else {
+            0
+        };
+        assert_eq!(
+            nice(launcher, &tid),
+            want,
+            "launcher thread {tid} ({})",
+            comm.trim()
+        );
+    }
+    assert!(
+        rendezvous > 0,
+        "no rendezvous thread in launcher {launcher}"
+    );
+    for &r in ranks {
+        assert_eq!(nice(r, &r.to_string()), 0, "rank process {r}");
+    }
 }

@@ -24,6 +24,22 @@ pub mod view;
 
 use std::time::Instant;
 
+/// The nice value of the threads that answer tools, and of `fastpmi ps`,
+/// where the system allows it.
+const TOOLS_NICE: i32 = -20;
+
+/// Run the calling thread ahead of the ranks, where the system allows it
+/// (root, `CAP_SYS_NICE`, or an `RLIMIT_NICE` that reaches it): on a node
+/// its ranks oversubscribe, a tool's answer otherwise waits its turn among
+/// hundreds of runnable ranks (docs/tools.md, "On a loaded node"). Only
+/// for threads that never start ranks: a child inherits the nice value.
+pub fn ahead_of_ranks() {
+    let me = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(me), TOOLS_NICE) {
+        tracing::debug!("tools stay at their nice value ({e})");
+    }
+}
+
 /// CLOCK_MONOTONIC in nanoseconds: the clock shared-memory ranks stamp their
 /// phase changes with, comparable across the processes of this node.
 pub fn mono_ns() -> u64 {

@@ -176,6 +176,7 @@ fn resolve_all(dir: &Path, target: &str) -> Result<Vec<(PathBuf, Option<String>)
 
 /// `fastpmi ps [PID|JOBID] [--json]`; returns the exit status.
 pub fn ps(target: Option<&str>, json: bool, socket: Option<&Path>) -> i32 {
+    super::ahead_of_ranks();
     let dir = rendezvous::dir();
     let r = match (target, socket) {
         (_, Some(path)) => table(

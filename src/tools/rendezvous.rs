@@ -23,6 +23,9 @@ use super::proto::{self, Reply, Request};
 pub const MAX_CLIENTS: usize = 8;
 /// How long a refused client's unread bytes are drained before closing.
 const LINGER: Duration = Duration::from_millis(200);
+/// How long the accept thread waits for a same-user request line before
+/// it hands the connection to a thread of its own.
+const FAST_WAIT: Duration = Duration::from_millis(20);
 /// How long a client may take to send its request or read the reply.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
 
@@ -112,6 +115,8 @@ pub fn serve(listener: UnixListener, handler: Handler) -> io::Result<()> {
 }
 
 fn accept_loop(listener: UnixListener, handler: Handler, active: Arc<AtomicUsize>) {
+    // This thread and the client threads it starts (they inherit it).
+    super::ahead_of_ranks();
     for stream in listener.incoming() {
         let Ok(mut stream) = stream else { continue };
         if active.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
@@ -171,6 +176,20 @@ enum Fast {
 fn try_fast(stream: &UnixStream, handler: &Handler) -> Fast {
     let me = rustix::process::geteuid().as_raw();
     if !rustix::net::sockopt::socket_peercred(stream).is_ok_and(|c| c.uid.as_raw() == me) {
+        return Fast::Slow;
+    }
+    // `fastpmi ps` writes its request right after connecting, but on a
+    // loaded node the accept can come first: wait for it a little here
+    // rather than start a thread (the slow path on a busy node).
+    let mut fds = [rustix::event::PollFd::new(
+        stream,
+        rustix::event::PollFlags::IN,
+    )];
+    let wait = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: FAST_WAIT.as_nanos() as _,
+    };
+    if !matches!(rustix::event::poll(&mut fds, Some(&wait)), Ok(1..)) {
         return Fast::Slow;
     }
     let mut buf = [0u8; 256];
