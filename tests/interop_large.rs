@@ -4,7 +4,8 @@
 //! Under Hydra 4.0.2 (validation mode) the MPICH N=256 job passes (about 36 s
 //! on the 2-core machine); the Slurm libpmi2 jobs at N=256 and N=1024 hang
 //! (Hydra's single proxy stalls on a full socket and then fails with
-//! "write error (Interrupted system call)"), as recorded in design.md.
+//! "write error (Interrupted system call)"), as docs/architecture.md records
+//! ("The event loop").
 
 mod common;
 

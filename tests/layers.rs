@@ -1,7 +1,7 @@
-//! The workspace's layers (docs/design.md, "Layers, one direction"): the C
-//! libraries link the client and nothing of the launcher, nothing below the
-//! server imports it, and no crate's top-level modules import each other in
-//! a circle.
+//! The workspace's layers (docs/architecture.md, "Layers, one direction"):
+//! the C libraries link the client and nothing of the launcher, nothing
+//! below the server imports it, and no crate's top-level modules import each
+//! other in a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
