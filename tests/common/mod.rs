@@ -25,9 +25,8 @@
 //! names them: `programs` (the C programs, scratch directories), `capi`
 //! (fastpmi's C libraries), `job` (running the launcher: [`Cmd`], [`Job`],
 //! [`Outcome`]), `procs` (/proc: process trees, signals, leftover ranks);
-//! and, named by their path, `nameserver`, `placement`, `port`, `shm_children`,
-//! `spawn`,
-//! `stacks`, `tools`.
+//! and, named by their path, `nameserver`, `placement`, `plain`, `port`,
+//! `shm_children`, `spawn`, `stacks`, `tools`.
 //!
 //! The launcher is `fastpmi` (`env!("CARGO_BIN_EXE_fastpmi")`). For
 //! validating these tests themselves against an independent server, set
@@ -43,6 +42,7 @@ pub mod halves;
 mod job;
 pub mod nameserver;
 pub mod placement;
+pub mod plain;
 pub mod pmix;
 pub mod port;
 mod procs;

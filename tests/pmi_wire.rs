@@ -1,77 +1,32 @@
-//! Hardening of the launcher, with real processes: SIGTERM during a
-//! shared-memory fence loop, jobs of many ranks without a segment, fence
-//! counts in failure messages, connections the launcher drops, clamped
-//! abort codes, commands before `init`, the name-service job attribute, and
-//! bounded buffers (an endless `mcmd=spawn` block, a flood of idle
-//! port-mode connections) measured on the launcher's own memory.
+//! The launcher's PMI server against ranks and clients that write PMI by
+//! hand, with real processes: what it answers and what it refuses (commands
+//! before `init`, the `hasNameServ` job attribute, a PMI-2 header that is
+//! not a length, an abort code too large for an exit status), and the
+//! bounds that keep one bad client from costing the others: a rank that
+//! stops reading its replies, endless `mcmd=spawn` blocks and a flood of
+//! idle port-mode connections, measured on the launcher's own memory.
 //!
 //! Rust ranks are this test binary (see `rank_role`); raw ranks speak PMI
-//! bytes on their inherited socket (`rank_role::raw`).
+//! bytes on their inherited socket (`rank_role::raw`) or, in `sh`, on
+//! descriptor 3.
 
 mod common;
 mod rank_role;
 
-use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::heavy;
+use common::plain::{text, BIN};
 use common::port::{self, Gate, Wire, GATE};
-use common::{heavy, prog, Prog};
-use fastpmi_client::TransportKind;
 use fastpmi_codec::Deframer;
 use rank_role::raw::{pmi_socket, Raw};
 use rank_role::{ensure, env, finish, init};
 
 const LIMIT: Duration = Duration::from_secs(60);
-/// Directory where ranks leave files for the test.
-const DIR: &str = "FASTPMI_TEST_DIR";
-
-/// Write `text` to `<$FASTPMI_TEST_DIR>/<name>` (to a temporary name, then
-/// renamed, so a reader sees all of it or nothing).
-fn report(name: &str, text: &str) -> Result<(), String> {
-    let dir = env(DIR)?;
-    let tmp = Path::new(&dir).join(format!(".{name}.tmp"));
-    fs::write(&tmp, text).map_err(|e| format!("write {}: {e}", tmp.display()))?;
-    fs::rename(&tmp, Path::new(&dir).join(name)).map_err(|e| format!("rename: {e}"))
-}
-
-/// Wait until the launcher `job` is gone or every file in `names` exists in
-/// `dir`; returns their contents.
-fn wait_files(job: &mut common::Job, dir: &Path, names: &[String]) -> Vec<String> {
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        let got: Vec<Option<String>> = names
-            .iter()
-            .map(|n| fs::read_to_string(dir.join(n)).ok())
-            .collect();
-        if got.iter().all(Option::is_some) {
-            return got.into_iter().map(Option::unwrap).collect();
-        }
-        if let Some(st) = job.try_wait() {
-            panic!(
-                "launcher exited ({}) before the ranks wrote {names:?}",
-                common::describe_status(st)
-            );
-        }
-        assert!(Instant::now() < deadline, "ranks never wrote {names:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
-fn status_kib(pid: u32, field: &str) -> u64 {
-    let s = fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
-    s.lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix(field)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
 
 /// A raw rank on its inherited socket after `init` and `fullinit`.
 fn raw_rank() -> Result<Raw, String> {
@@ -90,225 +45,7 @@ fn raw_rank() -> Result<Raw, String> {
 }
 
 // ---------------------------------------------------------------------------
-// 3. Repros
-
-/// Fences in shared memory until one fails (or the rank is killed); after
-/// 50 it reports `looping <transport>`.
-fn role_fence_loop() -> Result<(), String> {
-    let pmi = init()?;
-    let me = pmi.rank();
-    for i in 1u64.. {
-        pmi.fence().map_err(|e| format!("fence {i}: {e}"))?;
-        if i == 50 {
-            report(&format!("loop.{me}"), &format!("{:?}", pmi.transport()))?;
-        }
-    }
-    Ok(())
-}
-
-/// SIGTERM to the launcher while 4 ranks loop on shared-memory fences:
-/// exit status 143 and "interrupted by SIGTERM", every time (6 runs).
-#[test]
-fn sigterm_during_a_shared_memory_fence_loop_exits_143() {
-    const T: &str = "sigterm_during_a_shared_memory_fence_loop_exits_143";
-    if rank_role::role().is_some() {
-        finish(role_fence_loop());
-    }
-    let _g = heavy();
-    for run in 0..6 {
-        let dir = common::scratch_dir("sigterm");
-        let mut job = rank_role::launch(T, "fence-loop", 4, &[])
-            .env(DIR, dir.path())
-            .spawn();
-        let names: Vec<String> = (0..4).map(|r| format!("loop.{r}")).collect();
-        let got = wait_files(&mut job, dir.path(), &names);
-        for (r, t) in got.iter().enumerate() {
-            assert_eq!(
-                t, "Shm",
-                "run {run}: rank {r} fences over {t}, not shared memory"
-            );
-        }
-        common::signal(job.pid(), libc::SIGTERM);
-        let out = job.wait_or_kill(Duration::from_secs(20));
-        assert_eq!(
-            out.code(),
-            Some(143),
-            "run {run}: exit status after SIGTERM\n{}",
-            out.report()
-        );
-        assert!(
-            out.stderr.contains("interrupted by SIGTERM"),
-            "run {run}\n{}",
-            out.report()
-        );
-    }
-}
-
-fn many_ranks_without_segment(n: u32) {
-    let _g = heavy();
-    let p = prog(Prog::Pmi2Trivial);
-    let n = n.to_string();
-    let out = common::launch([
-        OsString::from("--mem-pool"),
-        "none".into(),
-        "-n".into(),
-        n.as_str().into(),
-        p.into(),
-        n.as_str().into(),
-    ])
-    .timeout(Duration::from_secs(120))
-    .run();
-    out.assert_success();
-    assert!(
-        out.stdout.contains(&format!("pmi2 trivial ok size={n}")),
-        "{}",
-        out.report()
-    );
-}
-
-/// `--mem-pool none -n 300`: node attributes the launcher sets (local
-/// ranks) exceed 1024 bytes; the job still starts and completes.
-#[test]
-fn mem_pool_none_with_300_ranks_starts_and_exits_0() {
-    many_ranks_without_segment(300);
-}
-
-/// The same with 1024 ranks.
-#[test]
-fn mem_pool_none_with_1024_ranks_starts_and_exits_0() {
-    many_ranks_without_segment(1024);
-}
-
-/// 10 000 shared-memory fences, then rank 1 reports its pid and waits to
-/// be killed while rank 0 enters fence 10 001.
-fn role_fence_10000() -> Result<(), String> {
-    let pmi = init()?;
-    ensure(pmi.transport() == TransportKind::Shm, || {
-        format!("transport {:?}, expected shared memory", pmi.transport())
-    })?;
-    for i in 1..=10_000u32 {
-        pmi.fence().map_err(|e| format!("fence {i}: {e}"))?;
-    }
-    if pmi.rank() == 1 {
-        report("victim", &std::process::id().to_string())?;
-        std::thread::sleep(Duration::from_secs(60));
-        return Err("not killed".into());
-    }
-    pmi.fence().map_err(|e| format!("fence 10001: {e}"))
-}
-
-/// A rank killed after 10 000 shared-memory fences: the failure message
-/// counts them from the segment ("after 10000 fences" or "during fence
-/// 10001"), not the socket's count of zero.
-#[test]
-fn kill_after_10000_shared_memory_fences_reports_the_fence_count() {
-    const T: &str = "kill_after_10000_shared_memory_fences_reports_the_fence_count";
-    if rank_role::role().is_some() {
-        finish(role_fence_10000());
-    }
-    let _g = heavy();
-    let dir = common::scratch_dir("fence-count");
-    let mut job = rank_role::launch(T, "fence-10000", 2, &[])
-        .env(DIR, dir.path())
-        .spawn();
-    let pid: u32 = wait_files(&mut job, dir.path(), &["victim".into()])[0]
-        .parse()
-        .unwrap();
-    common::signal(pid, libc::SIGKILL);
-    let out = job.wait_or_kill(Duration::from_secs(20));
-    out.assert_code(137);
-    let line = out
-        .stderr
-        .lines()
-        .find(|l| l.contains("rank 1 was killed by signal 9"))
-        .unwrap_or_else(|| panic!("no line naming the killed rank\n{}", out.report()));
-    assert!(
-        line.contains("after 10000 fences") || line.contains("during fence 10001"),
-        "the message does not count the shared-memory fences: {line:?}\n{}",
-        out.report()
-    );
-}
-
-/// Rank 0 fences (and waits there); rank 1 sends a bad PMI-2 length header
-/// (`xx` and garbage) and reads until the launcher closes its socket.
-fn role_bad_header() -> Result<(), String> {
-    if env("PMI_RANK")? == "0" {
-        let pmi = init()?;
-        return match pmi.fence() {
-            Ok(()) => Err("fence completed without rank 1".into()),
-            Err(e) => {
-                println!("rank 0 fence failed: {e}");
-                std::process::exit(3)
-            }
-        };
-    }
-    let mut r = raw_rank()?;
-    r.send(b"xx\x01garbage;=\xff\n")?;
-    loop {
-        match r.recv() {
-            Ok(m) => println!("rank 1 got {m:?}"),
-            Err(e) => {
-                println!("rank 1: {e}");
-                std::process::exit(3)
-            }
-        }
-    }
-}
-
-/// The launcher drops a connection whose PMI-2 header is not a length: the
-/// job fails with "the launcher closed the PMI connection of rank 1", not
-/// "rank 1 closed its ...".
-#[test]
-fn a_connection_dropped_for_a_bad_header_is_reported_as_closed_by_the_launcher() {
-    const T: &str = "a_connection_dropped_for_a_bad_header_is_reported_as_closed_by_the_launcher";
-    if rank_role::role().is_some() {
-        finish(role_bad_header());
-    }
-    let _g = heavy();
-    let out = rank_role::launch(T, "bad-header", 2, &[]).run();
-    out.assert_code(1);
-    assert!(
-        out.stderr
-            .contains("fastpmi: the launcher closed the PMI connection of rank 1"),
-        "{}",
-        out.report()
-    );
-    assert!(
-        !out.stderr.contains("closed its PMI connection"),
-        "{}",
-        out.report()
-    );
-}
-
-fn role_abort_huge() -> Result<(), String> {
-    let mut r = raw_rank()?;
-    r.send_pmi2("cmd=abort;isworld=TRUE;exitcode=99999999999;message=huge code;")?;
-    // No reply to abort: wait to be stopped.
-    std::thread::sleep(Duration::from_secs(30));
-    Err("still running 30 s after abort".into())
-}
-
-/// `abort` with exitcode 99999999999: the launcher exits 255 and its
-/// message carries the code as sent.
-#[test]
-fn abort_with_exitcode_99999999999_exits_255_and_names_the_code() {
-    const T: &str = "abort_with_exitcode_99999999999_exits_255_and_names_the_code";
-    if rank_role::role().is_some() {
-        finish(role_abort_huge());
-    }
-    let out = rank_role::launch(T, "abort-huge", 1, &[]).run();
-    out.assert_code(255);
-    let line = out
-        .stderr
-        .lines()
-        .find(|l| l.contains("called abort"))
-        .unwrap_or_else(|| panic!("no abort message\n{}", out.report()));
-    assert!(
-        line.contains("99999999999") && line.contains("rank 0") && line.contains("huge code"),
-        "{line:?}\n{}",
-        out.report()
-    );
-}
+// What the launcher answers and refuses
 
 /// `get_maxes` before `init` on PMI_FD: rc != 0; then init, fullinit and
 /// get_maxes work.
@@ -396,11 +133,140 @@ fn job_attribute_has_name_serv_is_true() {
     assert!(out.stdout.contains("hasNameServ=TRUE"), "{}", out.report());
 }
 
+/// Rank 0 fences (and waits there); rank 1 sends a bad PMI-2 length header
+/// (`xx` and garbage) and reads until the launcher closes its socket.
+fn role_bad_header() -> Result<(), String> {
+    if env("PMI_RANK")? == "0" {
+        let pmi = init()?;
+        return match pmi.fence() {
+            Ok(()) => Err("fence completed without rank 1".into()),
+            Err(e) => {
+                println!("rank 0 fence failed: {e}");
+                std::process::exit(3)
+            }
+        };
+    }
+    let mut r = raw_rank()?;
+    r.send(b"xx\x01garbage;=\xff\n")?;
+    loop {
+        match r.recv() {
+            Ok(m) => println!("rank 1 got {m:?}"),
+            Err(e) => {
+                println!("rank 1: {e}");
+                std::process::exit(3)
+            }
+        }
+    }
+}
+
+/// The launcher drops a connection whose PMI-2 header is not a length: the
+/// job fails with "the launcher closed the PMI connection of rank 1", not
+/// "rank 1 closed its ...".
+#[test]
+fn a_connection_dropped_for_a_bad_header_is_reported_as_closed_by_the_launcher() {
+    const T: &str = "a_connection_dropped_for_a_bad_header_is_reported_as_closed_by_the_launcher";
+    if rank_role::role().is_some() {
+        finish(role_bad_header());
+    }
+    let _g = heavy();
+    let out = rank_role::launch(T, "bad-header", 2, &[]).run();
+    out.assert_code(1);
+    assert!(
+        out.stderr
+            .contains("fastpmi: the launcher closed the PMI connection of rank 1"),
+        "{}",
+        out.report()
+    );
+    assert!(
+        !out.stderr.contains("closed its PMI connection"),
+        "{}",
+        out.report()
+    );
+}
+
+fn role_abort_huge() -> Result<(), String> {
+    let mut r = raw_rank()?;
+    r.send_pmi2("cmd=abort;isworld=TRUE;exitcode=99999999999;message=huge code;")?;
+    // No reply to abort: wait to be stopped.
+    std::thread::sleep(Duration::from_secs(30));
+    Err("still running 30 s after abort".into())
+}
+
+/// `abort` with exitcode 99999999999: the launcher exits 255 and its
+/// message carries the code as sent.
+#[test]
+fn abort_with_exitcode_99999999999_exits_255_and_names_the_code() {
+    const T: &str = "abort_with_exitcode_99999999999_exits_255_and_names_the_code";
+    if rank_role::role().is_some() {
+        finish(role_abort_huge());
+    }
+    let out = rank_role::launch(T, "abort-huge", 1, &[]).run();
+    out.assert_code(255);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("called abort"))
+        .unwrap_or_else(|| panic!("no abort message\n{}", out.report()));
+    assert!(
+        line.contains("99999999999") && line.contains("rank 0") && line.contains("huge code"),
+        "{line:?}\n{}",
+        out.report()
+    );
+}
+
 // ---------------------------------------------------------------------------
-// 4. Bounded buffers
+// Bounded buffers
+
+#[test]
+fn a_client_that_stops_reading_blocks_nobody() {
+    // Rank 4 puts its card, fences, then floods the server with requests and
+    // never reads a reply; the other ranks must still finish their exchange.
+    let card = fastpmi::demo::card(4);
+    let script = format!(
+        "printf 'cmd=init pmi_version=1 pmi_subversion=1\\n' >&3; read -r l <&3
+printf 'cmd=put kvsname=x key=bc-4 value={card}\\n' >&3; read -r l <&3
+printf 'cmd=barrier_in\\n' >&3; read -r l <&3
+yes cmd=get_maxes | head -n 200000 >&3
+printf 'cmd=barrier_in\\ncmd=finalize\\n' >&3
+sleep 0.3"
+    );
+    let out = Command::new(BIN)
+        .args([
+            "-n",
+            "4",
+            BIN,
+            "__demo-rank",
+            ":",
+            "-n",
+            "1",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("5 ranks exchanged business cards"),
+        "{}",
+        text(&out.stdout)
+    );
+}
 
 /// Most memory the launcher may use in these tests (peak RSS).
 const RSS_MAX_KIB: u64 = 64 * 1024;
+
+/// A field of `/proc/<pid>/status` in KiB (`VmRSS`, `VmHWM`).
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let s = fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    s.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
 
 /// A gated 2-rank Rust job in port mode.
 fn gated_port_job(test: &str, gate: &Gate) -> common::Job {
