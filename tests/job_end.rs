@@ -18,7 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::heavy;
-use common::plain::{run, text, BIN};
+use common::plain::{run, BIN};
+use common::tools::text;
 use fastpmi_client::TransportKind;
 use rank_role::{ensure, env, finish, init};
 

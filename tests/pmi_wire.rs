@@ -20,8 +20,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::heavy;
-use common::plain::{text, BIN};
+use common::plain::BIN;
 use common::port::{self, Gate, Wire, GATE};
+use common::tools::text;
 use fastpmi_codec::Deframer;
 use rank_role::raw::{pmi_socket, Raw};
 use rank_role::{ensure, env, finish, init};

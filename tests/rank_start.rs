@@ -16,7 +16,8 @@ mod common;
 
 use std::process::Command;
 
-use common::plain::{text, BIN};
+use common::plain::BIN;
+use common::tools::text;
 
 /// Each rank's descriptors as `fd:target` pairs (stdio, PMI socket, segment,
 /// out-of-band socket).

@@ -11,7 +11,8 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use common::plain::{run, text, BIN};
+use common::plain::{run, BIN};
+use common::tools::text;
 use common::{heavy, prog, Prog};
 
 #[test]

@@ -4,8 +4,6 @@
 
 use std::process::Command;
 
-pub use super::tools::text;
-
 pub const BIN: &str = env!("CARGO_BIN_EXE_fastpmi");
 
 pub fn run(args: &[&str]) -> std::process::Output {
