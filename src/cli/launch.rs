@@ -4,10 +4,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::command::{CliError, Command, MAX_RANKS};
 use super::options::{global_option, kv, parse_count, parse_secs};
 use super::subcommands::{parse_demo, parse_nameserver, parse_tool};
-use super::{App, CliError, Command, LaunchConfig, MAX_RANKS};
-use crate::config::{psets, Knobs};
+use crate::config::{psets, App, Knobs, LaunchConfig};
 
 /// Parse the arguments after the program name.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, CliError> {

@@ -3,8 +3,8 @@
 
 use std::ffi::OsString;
 
-use super::{CliError, LaunchConfig, MAX_RANKS};
-use crate::config::placement;
+use super::command::{CliError, MAX_RANKS};
+use crate::config::{placement, LaunchConfig};
 use fastpmi_segment::MemPool;
 
 pub(super) fn parse_count(flag: &str, v: Option<OsString>) -> Result<u32, CliError> {

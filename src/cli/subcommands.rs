@@ -3,9 +3,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use super::command::{CliError, Command};
 use super::options::{global_option, parse_count};
-use super::{CliError, Command, LaunchConfig};
-use crate::config::Knobs;
+use crate::config::{Knobs, LaunchConfig};
 
 /// `ps [PID|JOBID] [--json] [--socket PATH]`, `release PID|JOBID [--socket
 /// PATH]`, `checkpoint PID|JOBID [--socket PATH]`.

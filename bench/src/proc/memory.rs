@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use super::process_table;
+use super::table::process_table;
 use crate::rank::status_field_kb;
 
 /// Memory sampling: VmHWM is a high-water mark, so sampling only loses growth

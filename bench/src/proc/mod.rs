@@ -16,9 +16,9 @@
 //! around to noticing it.
 //!
 //! Memory sampling is in [`memory`], the polling of a command against the
-//! running launcher (`fastpmi ps`) in [`poll`].
+//! running launcher (`fastpmi ps`) in [`poll`], the process table both the
+//! sampler and [`kill_tree`] read in [`table`].
 
-use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -32,10 +32,12 @@ use std::time::{Duration, Instant};
 
 mod memory;
 mod poll;
+mod table;
 mod watch;
 
 pub use memory::{Mem, MemProbe};
 pub use poll::{Classify, Poll, Polled};
+use table::descendants;
 use watch::{drain_until_closed, watch, Pipe};
 
 /// Keep at most this much of a job's stderr (the tail is what explains a failure).
@@ -401,54 +403,6 @@ pub fn kill_tree(root: i32) {
     for p in desc.into_iter().filter_map(pid_of) {
         let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
     }
-}
-
-/// `(pid, ppid, comm)` of every process, from `/proc/*/stat`.
-pub(super) fn process_table() -> Vec<(i32, i32, String)> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid ..."; comm may contain spaces and parens.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let comm = stat[open + 1..close].to_string();
-        let ppid = stat[close + 1..]
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(0);
-        out.push((pid, ppid, comm));
-    }
-    out
-}
-
-fn descendants(root: i32) -> Vec<i32> {
-    let table = process_table();
-    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
-    for (pid, ppid, _) in &table {
-        children.entry(*ppid).or_default().push(*pid);
-    }
-    let mut out = Vec::new();
-    let mut stack = vec![root];
-    let mut seen = HashSet::new();
-    while let Some(p) = stack.pop() {
-        for &c in children.get(&p).map(Vec::as_slice).unwrap_or(&[]) {
-            if seen.insert(c) {
-                out.push(c);
-                stack.push(c);
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
 //! The targets list: one verdict line per target, met or missed.
 
-use super::TARGET_N;
 use crate::cells::{median, num, why_absent, Context};
 use crate::configs::{Config, Kind};
 use crate::record::Record;
 use crate::{deaths, groups, launch, nested, ps, ulfm};
+
+/// The N the targets are defined at.
+const TARGET_N: u32 = 256;
 
 fn target_n(ctx: &Context) -> (u32, String) {
     crate::cells::judged_at(&ctx.opts.sizes, TARGET_N).unwrap_or((TARGET_N, String::new()))

@@ -3,7 +3,7 @@
 //! and leave. A round completes when every member still in the group has
 //! called; leaving or finalizing can complete it for the others.
 
-use super::{err, Group, Member};
+use super::types::{err, Group, Member};
 use crate::{reply, Event, ReplyTo, Server};
 use fastpmi_codec::group::MemberSpec;
 use fastpmi_codec::Response;

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{err, send_err, Answer, EarlyJoin, Group, Invite, Member};
+use super::types::{err, send_err, Answer, EarlyJoin, Group, Invite, Member};
 use crate::{reply, Event, ReplyTo, Server};
 use fastpmi_codec::group::{GroupReply, InviteOutcome, MemberSpec};
 use fastpmi_codec::Response;

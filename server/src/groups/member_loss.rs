@@ -5,7 +5,7 @@
 //! finalized member leaves its groups.
 
 use super::collective::{check_destruct, check_fence, remove_group};
-use super::{send_err, Answer, EarlyJoin, Member};
+use super::types::{send_err, Answer, EarlyJoin, Member};
 use crate::{Event, JobIdx, ReplyTo, Server};
 
 impl Server {

@@ -8,123 +8,27 @@
 //! through the server ("the server's barrier"). Construct, destruct,
 //! invite, join and leave always come through the server.
 //!
-//! This file holds the group table and what every group command shares
-//! (resolving members, context ids, barrier slots, the built reply). The
-//! commands live in `collective` (construct, destruct, fence, leave) and
-//! `invite` (invite, join, their deadlines); `member_loss` is what a dead,
-//! failed or finalized member does to its groups.
+//! This file holds what every group command shares (resolving members,
+//! context ids, barrier slots, the built reply) and the dispatch; the group
+//! table and its records are in `types`. The commands live in `collective`
+//! (construct, destruct, fence, leave) and `invite` (invite, join, their
+//! deadlines); `member_loss` is what a dead, failed or finalized member
+//! does to its groups.
 
 mod collective;
 mod invite;
 mod member_loss;
+mod types;
 
-use std::collections::{HashMap, HashSet};
-use std::time::Instant;
+use std::collections::HashSet;
 
 use self::collective::{construct, destruct, fence, leave};
 use self::invite::{invite, join};
-use super::{reply, Event, JobIdx, ReplyTo, Server};
+pub(crate) use self::types::Groups;
+use self::types::{Group, Member};
+use super::{Event, JobIdx, ReplyTo, Server};
 use fastpmi_codec::group::{GroupReply, GroupRequest, InviteOutcome, MemberSpec};
 use fastpmi_codec::Response;
-
-/// A member: (job, rank).
-pub(crate) type Member = (JobIdx, u32);
-
-/// The launcher-wide group table.
-#[derive(Default)]
-pub(crate) struct Groups {
-    /// Last context id handed out (ids start at 1, never reused).
-    last_ctxid: u64,
-    groups: HashMap<String, Group>,
-    invites: HashMap<String, Invite>,
-    /// Joins that came before their invitation.
-    early_joins: Vec<EarlyJoin>,
-    /// Slots in use, per job.
-    slots_used: HashMap<JobIdx, HashSet<u32>>,
-    /// `--tolerate-group-failures`.
-    pub(crate) tolerate: bool,
-    /// Members whose death was tolerated.
-    lost: HashSet<Member>,
-    pub(crate) psets: super::psets::Psets,
-}
-
-struct Group {
-    members: Vec<Member>,
-    live: bool,
-    ctxid: u64,
-    /// (job, slot) of the segment barrier, if any.
-    slot: Option<(JobIdx, u32)>,
-    left: Vec<bool>,
-    failed: Option<String>,
-    /// Construction: the members that called, and their shm flag.
-    constructing: Vec<Option<(ReplyTo, bool)>>,
-    /// The current server-barrier fence round.
-    fencing: Vec<Option<ReplyTo>>,
-    /// When each member arrived at its last server-barrier fence (for
-    /// `fastpmi ps`; meaningful while `fencing` holds it).
-    fence_at: Vec<Option<Instant>>,
-    /// The current destruct round (or, failed group: who destructed).
-    destructing: Vec<Option<ReplyTo>>,
-    destructed: Vec<bool>,
-}
-
-impl Group {
-    fn new(members: Vec<Member>) -> Group {
-        let n = members.len();
-        Group {
-            members,
-            live: false,
-            ctxid: 0,
-            slot: None,
-            left: vec![false; n],
-            failed: None,
-            constructing: vec![None; n],
-            fencing: vec![None; n],
-            fence_at: vec![None; n],
-            destructing: vec![None; n],
-            destructed: vec![false; n],
-        }
-    }
-
-    fn pos(&self, m: Member) -> Option<usize> {
-        self.members.iter().position(|&x| x == m)
-    }
-
-    /// Members still expected in collective rounds.
-    fn active(&self, i: usize) -> bool {
-        !self.left[i]
-    }
-
-    fn size(&self) -> u32 {
-        self.left.iter().filter(|l| !**l).count() as u32
-    }
-}
-
-enum Answer {
-    Pending,
-    Accepted(ReplyTo, bool),
-    Declined,
-}
-
-struct Invite {
-    leader: Member,
-    leader_to: ReplyTo,
-    leader_shm: bool,
-    invitees: Vec<Member>,
-    answers: Vec<Answer>,
-    deadline: Instant,
-}
-
-struct EarlyJoin {
-    id: String,
-    member: Member,
-    leader: Member,
-    accept: bool,
-    shm: bool,
-    to: ReplyTo,
-    deadline: Instant,
-    timeout_ms: u64,
-}
 
 /// Why a member of a request's list is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -138,14 +42,6 @@ pub(crate) enum BadMember {
     RankTooHigh { spec: MemberSpec, size: u32 },
     #[error("member {0} is listed twice")]
     Twice(MemberSpec),
-}
-
-fn err(msg: impl Into<String>) -> Option<Response> {
-    Some(Response::error(msg))
-}
-
-fn send_err(out: &mut Vec<Event>, to: &ReplyTo, msg: &str) {
-    reply(out, to, &Response::error(msg), None);
 }
 
 impl Server {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use shm_layout::{Arrival, KvsError};
 
-use super::{FenceTicket, Store, StoreError};
+use super::api::{large_fits, FenceTicket, Store, StoreError};
 use fastpmi_segment::{JobSegment, SharedFutex};
 
 pub struct ShmStore {
@@ -106,7 +106,7 @@ impl Store for ShmStore {
     }
 
     fn put_large(&mut self, _rank: u32, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
-        super::large_fits(value)?;
+        large_fits(value)?;
         let seg = self.seg.seg();
         let kvs = seg.kvs();
         if let Some(a) = seg.abort_status() {

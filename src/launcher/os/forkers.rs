@@ -57,6 +57,16 @@ pub fn forkers_for(ranks: u32, eager: usize, max: usize) -> usize {
     }
 }
 
+/// `/dev/null`, read-only and close-on-exec: the forkers' placeholder and
+/// ranks' stdin, and the descriptor `reserve_descriptors` duplicates.
+pub fn devnull() -> io::Result<OwnedFd> {
+    Ok(rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?)
+}
+
 /// What a forker needs to start one rank, owned: the image is shared, the
 /// descriptors are the rank's own copies, closed once it has exec'd.
 pub struct ForkJob {
@@ -134,7 +144,7 @@ impl Forkers {
         let threads = threads.max(1);
         let (jobs, job_rx) = mpsc::channel::<ForkJob>();
         let (done_tx, done) = mpsc::channel();
-        let devnull = Arc::new(super::devnull()?);
+        let devnull = Arc::new(devnull()?);
         let mut unstarted = (0..threads)
             .map(|_| Spawner::new(devnull.clone()))
             .collect::<io::Result<Vec<_>>>()?;

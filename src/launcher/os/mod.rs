@@ -5,7 +5,7 @@ mod forkers;
 pub mod hwloc;
 mod spawn;
 
-pub use forkers::{forkers_for, ForkDone, ForkJob, Forkers};
+pub use forkers::{devnull, forkers_for, ForkDone, ForkJob, Forkers};
 pub use spawn::{CpuSet, ExecImage, RankCommand, Spawned, Spawner, SLOTS_PER_SPAWNER};
 
 use std::ffi::OsString;
@@ -33,16 +33,6 @@ pub fn socketpair() -> io::Result<(OwnedFd, OwnedFd)> {
 /// How many CPUs this process may run on (1 if the kernel does not say).
 pub fn usable_cpus() -> usize {
     rustix::thread::sched_getaffinity(None).map_or(1, |s| s.count() as usize)
-}
-
-/// `/dev/null`, read-only and close-on-exec: the forkers' placeholder and
-/// ranks' stdin, and the descriptor `reserve_descriptors` duplicates.
-pub fn devnull() -> io::Result<OwnedFd> {
-    Ok(rustix::fs::open(
-        "/dev/null",
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?)
 }
 
 /// Raise the soft open-file limit to the hard limit: each rank costs the

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::key::{identity, Key, MemoryKey};
-use super::Objects;
+use super::objects::Objects;
 use crate::config::placement::ObjKind;
 
 /// Cache files kept; the least recently written beyond these are removed.
@@ -34,8 +34,19 @@ const MAX_FILE: u64 = 64 << 20;
 /// A temporary file older than this is a dead launcher's: removed.
 const STALE_TMP: Duration = Duration::from_secs(60);
 const MAGIC: &[u8] = b"fastpmi topology cache 2\n";
-pub(super) const PREFIX: &str = "topology-";
-pub(super) const SUFFIX: &str = ".cache";
+const PREFIX: &str = "topology-";
+const SUFFIX: &str = ".cache";
+
+/// The file name `key`'s topology is kept under.
+fn file_name(key: &Key) -> String {
+    // Only an index: the file holds the whole key, compared byte for
+    // byte, so another hash (another Rust release) is only a miss. Not
+    // sha2, whose CPU-feature probe (CPUID, trapped on a VM: about 4 µs
+    // each) cost more than the rest of the name.
+    let mut h = std::hash::DefaultHasher::new();
+    std::hash::Hasher::write(&mut h, key.0.as_bytes());
+    format!("{PREFIX}{:016x}{SUFFIX}", std::hash::Hasher::finish(&h))
+}
 
 /// What a cache file gives back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +97,7 @@ impl Cache {
     }
 
     fn path(&self) -> PathBuf {
-        self.dir.join(self.key.file_name())
+        self.dir.join(file_name(&self.key))
     }
 
     /// The topology kept for this key, if any and if it is whole, was
@@ -140,7 +151,7 @@ impl Cache {
         crate::private_dir::ensure_dir(&self.dir).map_err(io(&self.dir))?;
         let library = library.map(|p| (p.to_string_lossy().into_owned(), identity(p)));
         let bytes = encode(&self.key.0, &memory.0, library.as_ref(), entry);
-        let name = self.key.file_name();
+        let name = file_name(&self.key);
         let tmp = self.dir.join(format!(".{name}.{}.tmp", std::process::id()));
         let write = || -> io::Result<()> {
             let mut f = fs::OpenOptions::new()

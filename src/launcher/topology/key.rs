@@ -11,8 +11,6 @@ use std::io::{self, Read};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use super::cache::{PREFIX, SUFFIX};
-
 /// The inputs of hwloc's CPU sets that can change without a reboot, as
 /// read now, in an unambiguous text (every value length-prefixed): what
 /// the launcher binds ranks with, read before the first rank starts.
@@ -46,17 +44,6 @@ impl Key {
         // Where the loader would find hwloc (ldconfig rewrites it).
         k.value("ld.so.cache", &identity(Path::new("/etc/ld.so.cache")));
         k
-    }
-
-    /// The file name this key's topology is kept under.
-    pub(super) fn file_name(&self) -> String {
-        // Only an index: the file holds the whole key, compared byte for
-        // byte, so another hash (another Rust release) is only a miss. Not
-        // sha2, whose CPU-feature probe (CPUID, trapped on a VM: about 4 µs
-        // each) cost more than the rest of the name.
-        let mut h = std::hash::DefaultHasher::new();
-        std::hash::Hasher::write(&mut h, self.0.as_bytes());
-        format!("{PREFIX}{:016x}{SUFFIX}", std::hash::Hasher::finish(&h))
     }
 
     fn value(&mut self, name: &str, v: &str) {

@@ -16,13 +16,13 @@
 
 pub mod cache;
 mod key;
+mod objects;
 
 pub use key::{Key, MemoryKey};
+pub use objects::Objects;
 
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
-
-use crate::config::placement::ObjKind;
 
 /// The topology as XML in a memfd; dropping it closes the memfd.
 pub struct TopologyXml {
@@ -104,33 +104,6 @@ impl Unexported {
     }
 }
 
-/// For every kind, its objects in hwloc's logical order, each as the
-/// sorted OS numbers of its processing units.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Objects {
-    pub sets: Vec<(ObjKind, Vec<Vec<u32>>)>,
-    /// Size in bytes of each cache level's first object (L1 = data cache).
-    pub cache_sizes: Vec<(ObjKind, u64)>,
-}
-
-impl Objects {
-    /// The objects of `kind` (empty when the node has none).
-    pub fn of(&self, kind: ObjKind) -> &[Vec<u32>] {
-        self.sets
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map_or(&[], |(_, v)| v.as_slice())
-    }
-
-    /// The size of a cache level, when hwloc knows it.
-    pub fn cache_size(&self, kind: ObjKind) -> Option<u64> {
-        self.cache_sizes
-            .iter()
-            .find(|(k, _)| *k == kind)
-            .map(|(_, s)| *s)
-    }
-}
-
 fn export(xml: &[u8]) -> Result<TopologyXml, TopologyError> {
     let fd = rustix::fs::memfd_create("fastpmi-topology", rustix::fs::MemfdFlags::CLOEXEC)
         .map_err(TopologyError::Memfd)?;
@@ -194,7 +167,7 @@ mod tests {
 
     #[test]
     fn every_pu_is_in_one_core_and_one_socket() {
-        use super::ObjKind;
+        use crate::config::placement::ObjKind;
         let (o, _) = super::load(None).expect("hwloc topology");
         let pus: Vec<u32> = o.of(ObjKind::HwThread).iter().flatten().copied().collect();
         assert!(!pus.is_empty());
