@@ -119,6 +119,10 @@ const CASES: &[Case] = &[
         name: "nested_2x16_killed_rank_ends_the_step",
         run: nested::killed_rank,
     },
+    Case {
+        name: "nested_2x16_fault_tolerant_death_reaches_both_nodes",
+        run: nested::fault_tolerant_death,
+    },
 ];
 
 /// Name of the last case: the cluster's daemons are stopped, none is left.
@@ -159,6 +163,7 @@ fn main() {
             Prog::MpiNodeSplit,
             Prog::Pmi2SlurmOwnHeader,
             Prog::Pmi2FenceLoopSlurm,
+            Prog::Pmi2FtSlurm,
         ] {
             prog(p);
         }

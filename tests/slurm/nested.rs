@@ -17,15 +17,19 @@ const PER_NODE: u32 = 16;
 const TOTAL: u32 = 2 * PER_NODE;
 
 fn srun_nested(c: &Cluster, program: &Path, args: &[String]) -> common::Cmd {
+    srun_nested_with(c, &[], program, args)
+}
+
+/// `srun --mpi=pmi2 -n 2 fastpmi FLAGS -n 16 PROGRAM ARGS`.
+fn srun_nested_with(c: &Cluster, flags: &[&str], program: &Path, args: &[String]) -> common::Cmd {
     let mut argv: Vec<OsString> = vec![
         "--mpi=pmi2".into(),
         "-n".into(),
         "2".into(),
         fastpmi().into(),
-        "-n".into(),
-        PER_NODE.to_string().into(),
-        program.into(),
     ];
+    argv.extend(flags.iter().map(OsString::from));
+    argv.extend(["-n".into(), PER_NODE.to_string().into(), program.into()]);
     argv.extend(args.iter().map(OsString::from));
     c.srun(argv)
 }
@@ -100,5 +104,30 @@ pub fn killed_rank(c: &Cluster) {
         "the failure does not name rank {victim} of the job\n{}",
         out.report()
     );
+    no_task_left(&exe);
+}
+
+/// Fault-tolerant node servers (docs/nested.md, "Deaths across node
+/// servers"): rank 1 exits 3 and rank 2 calls `PMI2_Abort(0, ...)` on the
+/// first node; the 30 survivors on both nodes see their fence fail and
+/// read `PMI_dead_processes` = `1-2` both ways, and the step ends with
+/// status 0.
+pub fn fault_tolerant_death(c: &Cluster) {
+    let (_d, exe) = copy_of(Prog::Pmi2FtSlurm, "nested-ft");
+    let out = srun_nested_with(c, &["--fault-tolerant"], &exe, &["both".to_string()]).run();
+    out.assert_success();
+    let mut ok: Vec<String> = out
+        .stdout_lines()
+        .into_iter()
+        .filter(|l| l.starts_with("ft ok"))
+        .map(String::from)
+        .collect();
+    ok.sort();
+    let mut want: Vec<String> = (0..TOTAL)
+        .filter(|r| ![1, 2].contains(r))
+        .map(|r| format!("ft ok rank {r} dead=1-2"))
+        .collect();
+    want.sort();
+    assert_eq!(ok, want, "{}", out.report());
     no_task_left(&exe);
 }
