@@ -1,5 +1,5 @@
 //! Hands the MPIR symbols of the `fastpmi` binary (defined, with all their
-//! raw-pointer code, in the `fastpmi-mpir` crate, `capi/mpir`) to
+//! raw-pointer code, in the `fastpmi-mpir` crate, `mpir/`) to
 //! `fastpmi::launcher::mpir`. Only the binary links that crate, so only the
 //! launcher exports the symbols, not the C client libraries.
 

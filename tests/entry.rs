@@ -1,4 +1,4 @@
-//! What the launcher's own entry point (`capi/entry`: the C `main`, in
+//! What the launcher's own entry point (`entry/`: the C `main`, in
 //! place of std's) prepares before the program runs: standard descriptors
 //! that are never some other file's, and an ignored `SIGPIPE`.
 

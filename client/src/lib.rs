@@ -27,6 +27,7 @@ mod env;
 mod groups;
 mod init;
 mod kvscopy;
+pub mod logging;
 pub use kvscopy::Pair;
 mod names;
 mod oob;

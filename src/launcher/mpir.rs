@@ -6,7 +6,7 @@
 //!
 //! This module decides when and what; the C symbols themselves (and all
 //! the raw-pointer code that touches them) are in the `fastpmi-mpir` crate
-//! (`capi/mpir`), which only the `fastpmi` binary links: a symbol of this
+//! (`mpir/`), which only the `fastpmi` binary links: a symbol of this
 //! library would also be exported by the C client libraries. The binary
 //! hands this module a safe [`Symbols`] implementation with [`install`].
 

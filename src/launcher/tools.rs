@@ -42,7 +42,19 @@ pub(super) enum Query {
     Info(Sender<LauncherInfo>),
     Snapshot(Sender<Arc<Snapshot>>),
     Release(Option<String>, Sender<Result<usize, ReleaseError>>),
-    Checkpoint(Option<String>, Sender<Result<Vec<CheckpointSent>, String>>),
+    Checkpoint(
+        Option<String>,
+        Sender<Result<Vec<CheckpointSent>, CheckpointRefused>>,
+    ),
+}
+
+/// Why `fastpmi checkpoint` sent nothing.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum CheckpointRefused {
+    #[error("no running job in this launcher")]
+    NoRunningJob,
+    #[error(transparent)]
+    Job(#[from] fastpmi_server::oob::CheckpointError),
 }
 
 /// Why `fastpmi release` released nothing.
@@ -414,7 +426,7 @@ impl Launcher {
 
     /// `fastpmi checkpoint`: ask the ranks of `job` (an id), or of every
     /// job still running, for a checkpoint on their out-of-band channels.
-    fn checkpoint(&mut self, job: Option<&str>) -> Result<Vec<CheckpointSent>, String> {
+    fn checkpoint(&mut self, job: Option<&str>) -> Result<Vec<CheckpointSent>, CheckpointRefused> {
         let ids: Vec<String> = match job {
             Some(id) => vec![id.to_string()],
             None => (0..self.jobs.len())
@@ -423,14 +435,11 @@ impl Launcher {
                 .collect(),
         };
         if ids.is_empty() {
-            return Err("no running job in this launcher".into());
+            return Err(CheckpointRefused::NoRunningJob);
         }
         let mut sent = Vec::new();
         for id in ids {
-            let r = self
-                .server
-                .checkpoint(&id, &mut self.events)
-                .map_err(|e| e.to_string())?;
+            let r = self.server.checkpoint(&id, &mut self.events)?;
             tracing::debug!(job = %id, "checkpoint {} sent to {} of {} ranks", r.seq, r.ranks, r.size);
             sent.push(CheckpointSent {
                 job: id,

@@ -21,7 +21,6 @@
 
 pub mod cbuf;
 pub mod codes;
-pub mod logging;
 pub mod mapping;
 pub mod session;
 pub mod spawn;

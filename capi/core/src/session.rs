@@ -39,7 +39,7 @@ static SESSION: RwLock<Option<Arc<Session>>> = RwLock::new(None);
 /// Initialise (or return the session already initialised). `api` names the
 /// caller in the error log line (`PMI2_Init`, `PMI_Init`).
 pub fn init(api: &str) -> Result<Arc<Session>, Rc> {
-    crate::logging::init();
+    fastpmi_client::logging::init(fastpmi_client::logging::Unset::Warnings);
     let mut slot = SESSION.write().unwrap_or_else(|p| p.into_inner());
     if let Some(s) = &*slot {
         return Ok(s.clone());

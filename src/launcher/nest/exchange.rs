@@ -18,7 +18,23 @@ use shm_layout::FenceError;
 
 use super::mesh::Teller;
 use super::trade::{Pair, Trader};
-use super::RoundError;
+
+/// Why a fence round across the node servers failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RoundError {
+    #[error(
+        "the job segment is full and node servers trade only what is in it \
+         (raise --kvs-mb)"
+    )]
+    Overflowed,
+    #[error(transparent)]
+    Trade(#[from] super::trade::TradeError),
+    #[error("{key}: {source}")]
+    Put {
+        key: String,
+        source: shm_layout::KvsError,
+    },
+}
 
 /// How long the exchange thread sleeps before it looks at `stop` again.
 const STOP_CHECK: Duration = Duration::from_millis(200);

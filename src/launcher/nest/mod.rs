@@ -82,23 +82,6 @@ pub(super) struct Nest {
 /// The outer job's answer to one get.
 type OuterGot = (u64, Result<Option<Vec<u8>>, OuterGetFailed>);
 
-/// Why a fence round across the node servers failed.
-#[derive(Debug, thiserror::Error)]
-enum RoundError {
-    #[error(
-        "the job segment is full and node servers trade only what is in it \
-         (raise --kvs-mb)"
-    )]
-    Overflowed,
-    #[error(transparent)]
-    Trade(#[from] trade::TradeError),
-    #[error("{key}: {source}")]
-    Put {
-        key: String,
-        source: shm_layout::KvsError,
-    },
-}
-
 /// Why the launcher cannot be a node server of the job it was started in.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum NestError {

@@ -178,7 +178,7 @@ impl Trader<'_> {
             let bytes = URL_SAFE_NO_PAD
                 .decode(&text)
                 .map_err(|e| garbled(&what, e.to_string()))?;
-            theirs.extend(unpack(&bytes).map_err(|e| garbled(&what, e))?);
+            theirs.extend(unpack(&bytes).map_err(|e| garbled(&what, e.to_string()))?);
         }
         let whole = !broken && !theirs.iter().any(|(k, _)| *k == marker);
         theirs.retain(|(k, _)| !k.starts_with(RESERVED.as_bytes()));
@@ -218,21 +218,35 @@ pub(super) fn pack(pairs: &[Pair]) -> Vec<u8> {
     out
 }
 
+/// Why a byte string is not [`pack`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Unpacked {
+    #[error("{0} bytes left, not a pair")]
+    Short(usize),
+    #[error("a pair of {key}+{value} bytes with {left} left")]
+    Cut {
+        key: usize,
+        value: usize,
+        left: usize,
+    },
+}
+
 /// The pairs of [`pack`]'s byte string, or why it is not one.
-pub(super) fn unpack(mut b: &[u8]) -> Result<Vec<Pair>, String> {
+pub(super) fn unpack(mut b: &[u8]) -> Result<Vec<Pair>, Unpacked> {
     let mut pairs = Vec::new();
     while !b.is_empty() {
         if b.len() < 6 {
-            return Err(format!("{} bytes left, not a pair", b.len()));
+            return Err(Unpacked::Short(b.len()));
         }
         let kl = u16::from_le_bytes([b[0], b[1]]) as usize;
         let vl = u32::from_le_bytes([b[2], b[3], b[4], b[5]]) as usize;
         let rest = &b[6..];
         if rest.len() < kl.saturating_add(vl) {
-            return Err(format!(
-                "a pair of {kl}+{vl} bytes with {} left",
-                rest.len()
-            ));
+            return Err(Unpacked::Cut {
+                key: kl,
+                value: vl,
+                left: rest.len(),
+            });
         }
         pairs.push((rest[..kl].to_vec(), rest[kl..kl + vl].to_vec()));
         b = &rest[kl + vl..];

@@ -173,24 +173,39 @@ fn libpmix_in_list(list: &str) -> Option<PathBuf> {
     })
 }
 
+/// Two PMIx sections link different server libraries.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "cannot serve PMIx clients: {first} links {} and {second} links {}, and one \
+     server library serves them all: name it with --pmix-lib PATH",
+    first_lib.display(),
+    second_lib.display()
+)]
+pub struct TwoLibraries {
+    first: String,
+    first_lib: PathBuf,
+    second: String,
+    second_lib: PathBuf,
+}
+
 /// The one library that serves a job whose PMIx sections (named by their
 /// program, for the message) link `libs`: their common one, `None` when
 /// none links one (Debian's default then), refused when two differ (one
 /// server serves every job; the user names the library).
 pub fn one_library<'a>(
     libs: impl IntoIterator<Item = (String, &'a Path)>,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<PathBuf>, TwoLibraries> {
     let mut first: Option<(String, &Path)> = None;
     for (prog, lib) in libs {
         match &first {
             None => first = Some((prog, lib)),
             Some((p, l)) if *l != lib => {
-                return Err(format!(
-                    "cannot serve PMIx clients: {p} links {} and {prog} links {}, and one \
-                     server library serves them all: name it with --pmix-lib PATH",
-                    l.display(),
-                    lib.display()
-                ))
+                return Err(TwoLibraries {
+                    first: p.clone(),
+                    first_lib: l.to_path_buf(),
+                    second: prog,
+                    second_lib: lib.to_path_buf(),
+                })
             }
             Some(_) => {}
         }
@@ -220,7 +235,9 @@ mod tests {
             one_library([("./a".into(), a), ("./a2".into(), a)]),
             Ok(Some(a.to_path_buf()))
         );
-        let e = one_library([("./a".into(), a), ("./b".into(), b)]).unwrap_err();
+        let e = one_library([("./a".into(), a), ("./b".into(), b)])
+            .unwrap_err()
+            .to_string();
         assert!(!e.contains('\n'), "one line: {e}");
         for part in [
             "./a",

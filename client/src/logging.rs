@@ -1,32 +1,45 @@
-//! Logging of the C libraries: `FASTPMI_LOG` (a level such as `debug`, or
-//! `target=level` directives, tracing-subscriber's `Targets` syntax: the
-//! launcher's `EnvFilter` without span and field filters, whose regular
-//! expression engine would be a fifth of the library) selects what goes to
-//! stderr, as for the launcher; without it
-//! only warnings and errors are shown (a failed init, an unimplemented
-//! call). The subscriber is this library's own: a cdylib carries its own
-//! copy of `tracing`, so it never meets the host program's.
+//! The one logging set-up of the launcher and the C libraries:
+//! `FASTPMI_LOG` (a level such as `debug`, or `target=level` directives,
+//! tracing-subscriber's `Targets` syntax; not `EnvFilter`, whose regular
+//! expression engine would be a fifth of a C library and made the
+//! launcher's start-up relocate 5 pages more, docs/launch.md) selects what
+//! goes to stderr; a spec that does not parse shows warnings and errors.
+//! `FASTPMI_LOG=debug` shows every PMI command and reply. Without it, the
+//! caller chooses ([`Unset`]): the C libraries show warnings and errors (a
+//! failed init, an unimplemented call), the launcher nothing (it says what
+//! matters on stderr itself). A cdylib's subscriber is its own: it carries
+//! its own copy of `tracing`, so it never meets the host program's.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::Once;
 
-use fastpmi_client::codec::names;
+use fastpmi_codec::names;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::filter::LevelFilter;
 
+/// What is logged without `FASTPMI_LOG`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unset {
+    /// Nothing.
+    Silent,
+    /// Warnings and errors, one line each ([`WarnToStderr`]).
+    Warnings,
+}
+
 /// Install the stderr subscriber (once; later calls do nothing). With
 /// `FASTPMI_LOG`, tracing-subscriber's formatter and filter. Without it,
-/// [`WarnToStderr`]: setting up tracing-subscriber's registry (its span
-/// slab) and formatter was measured at about 90 us of every rank's
-/// `PMI2_Init`, a third of it, for a log that is empty unless something
-/// fails.
-pub fn init() {
+/// as `unset` says; the warnings are [`WarnToStderr`]: setting up
+/// tracing-subscriber's registry (its span slab) and formatter was
+/// measured at about 90 us of every rank's `PMI2_Init`, a third of it, for
+/// a log that is empty unless something fails.
+pub fn init(unset: Unset) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| match std::env::var(names::env::LOG) {
+        Err(_) if unset == Unset::Silent => {}
         Err(_) => {
             let _ = tracing::subscriber::set_global_default(WarnToStderr);
         }
