@@ -28,16 +28,13 @@ impl Pmi {
             }
         }
         self.with(|t| match t {
-            Peer::Wire(c) => c
-                .call(
-                    Protocol::Pmi2,
-                    &Request::PutNodeAttr {
-                        key: key.to_vec(),
-                        value: value.to_vec(),
-                    },
-                    "info-putnodeattr-response",
-                )
-                .map(|_| ()),
+            Peer::Wire(c) => {
+                let req = Request::PutNodeAttr {
+                    key: key.to_vec(),
+                    value: value.to_vec(),
+                };
+                c.call(Protocol::Pmi2, &req, req.response()).map(|_| ())
+            }
             Peer::Local(l) => {
                 l.node.insert(key.to_vec(), value.to_vec());
                 Ok(())
@@ -87,14 +84,11 @@ impl Pmi {
         }
         self.with(|t| match t {
             Peer::Wire(c) => {
-                let m = c.call(
-                    Protocol::Pmi2,
-                    &Request::GetNodeAttr {
-                        key: key.to_vec(),
-                        wait,
-                    },
-                    "info-getnodeattr-response",
-                )?;
+                let req = Request::GetNodeAttr {
+                    key: key.to_vec(),
+                    wait,
+                };
+                let m = c.call(Protocol::Pmi2, &req, req.response())?;
                 Ok(found_value(&m))
             }
             Peer::Local(l) => Ok(l.node.get(key).cloned()),
@@ -136,11 +130,8 @@ impl Pmi {
         let size = self.size;
         self.with(|t| match t {
             Peer::Wire(c) => {
-                let m = c.call(
-                    Protocol::Pmi2,
-                    &Request::GetJobAttr { key: key.to_vec() },
-                    "info-getjobattr-response",
-                )?;
+                let req = Request::GetJobAttr { key: key.to_vec() };
+                let m = c.call(Protocol::Pmi2, &req, req.response())?;
                 Ok(found_value(&m))
             }
             Peer::Local(_) => Ok(match key {

@@ -9,7 +9,8 @@ use std::sync::Mutex;
 
 use super::env::{Endpoint, PmiEnv};
 use super::PmiError;
-use fastpmi_codec::command::{encode_request, encode_request_thrid};
+use fastpmi_codec::command::replies::AUTH_CHALLENGE;
+use fastpmi_codec::command::{encode_request, encode_request_thrid, PMI2_REPLY_SUFFIX};
 use fastpmi_codec::{Deframer, Message, Protocol, Request};
 
 /// A rank of fastpmi's launcher whose socket is not opened yet: init
@@ -39,17 +40,13 @@ impl Deferred {
 
 /// `init` (PMI 2.0) and `fullinit` on a fresh connection.
 pub(super) fn handshake(conn: &mut WireConn, env: &PmiEnv) -> Result<Message, PmiError> {
-    conn.send(
-        Protocol::Pmi1,
-        &Request::Init {
-            version: 2,
-            subversion: 0,
-        },
-    )?;
+    let init = Request::Init {
+        version: 2,
+        subversion: 0,
+    };
+    conn.send(Protocol::Pmi1, &init)?;
     let m = conn.recv()?;
-    if m.cmd != "response_to_init"
-        || m.get_int("rc") != Some(0)
-        || m.get_int("pmi_version") != Some(2)
+    if m.cmd != init.response() || m.get_int("rc") != Some(0) || m.get_int("pmi_version") != Some(2)
     {
         return Err(PmiError::Protocol(format!(
             "the server refused PMI 2.0: it replied to init with `{}`",
@@ -164,7 +161,7 @@ fn decode_reply(frame: &fastpmi_codec::Frame) -> Result<Message, PmiError> {
 /// `rc != 0` (the server's `errmsg=` / `msg=` goes into the error, so the
 /// caller sees why: Slurm's `kvs-fence` failure, Hydra's refusals, ...).
 pub(super) fn check_reply(m: Message, expect: &str) -> Result<Message, PmiError> {
-    let request = expect.strip_suffix("-response").unwrap_or(expect);
+    let request = expect.strip_suffix(PMI2_REPLY_SUFFIX).unwrap_or(expect);
     if m.cmd != expect {
         return Err(PmiError::Protocol(format!(
             "expected {expect} to {request}, got {}",
@@ -461,10 +458,10 @@ impl WireConn {
     ) -> Result<Message, PmiError> {
         self.send(Protocol::Pmi2, req)?;
         let m = self.recv()?;
-        let Some(secret) = secret.filter(|_| m.cmd == "auth-response") else {
-            return check_reply(m, "fullinit-response");
+        let Some(secret) = secret.filter(|_| m.cmd == AUTH_CHALLENGE) else {
+            return check_reply(m, req.response());
         };
-        let m = check_reply(m, "auth-response")?;
+        let m = check_reply(m, AUTH_CHALLENGE)?;
         let nonce = m
             .get_str("authinfo")
             .ok_or_else(|| PmiError::Protocol("auth-response without authinfo".into()))?;
@@ -476,7 +473,7 @@ impl WireConn {
             },
         )?;
         let m = self.recv()?;
-        check_reply(m, "fullinit-response")
+        check_reply(m, req.response())
     }
 }
 

@@ -42,12 +42,10 @@ impl Pmi {
             }
             // The list could not be written in the segment: the launcher
             // knows (asked directly: the job attribute reads this).
-            let m = self.wire(
-                &Request::GetJobAttr {
-                    key: attr::DEAD_PROCESSES.as_bytes().to_vec(),
-                },
-                "info-getjobattr-response",
-            )?;
+            let req = Request::GetJobAttr {
+                key: attr::DEAD_PROCESSES.as_bytes().to_vec(),
+            };
+            let m = self.wire(&req, req.response())?;
             return match crate::found_value(&m) {
                 Some(v) => self.parse_dead(&v),
                 None => Ok(Vec::new()),

@@ -119,11 +119,11 @@ impl Pmi {
     fn group_call(&self, req: GroupRequest) -> Result<Option<GroupReply>, PmiError> {
         let name = req.name();
         self.groups_supported(name)?;
-        let expect = format!("{name}-response");
         let req = Request::Group(req);
+        let expect = req.response();
         let m: Message = self
             .with(|t| match t {
-                Peer::Wire(c) => c.call(Protocol::Pmi2, &req, &expect),
+                Peer::Wire(c) => c.call(Protocol::Pmi2, &req, expect),
                 other => Err(other.unusable()),
             })
             .map_err(|e| match e {

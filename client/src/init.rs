@@ -75,7 +75,11 @@ impl Pmi {
         let jobid = match told.and_then(|m| m.get_str(fastpmi_codec::names::fullinit::JOBID)) {
             Some(j) => j.to_string(),
             None => {
-                let jm = conn.call(Protocol::Pmi2, &Request::GetJobId, "job-getid-response")?;
+                let jm = conn.call(
+                    Protocol::Pmi2,
+                    &Request::GetJobId,
+                    Request::GetJobId.response(),
+                )?;
                 jm.get_str("jobid").unwrap_or_default().to_string()
             }
         };
@@ -247,14 +251,11 @@ fn register(seg: &JobSegment, rank: u32) {
 
 /// A node attribute from the server, `None` if it has none.
 fn node_attr(conn: &mut WireConn, k: &str) -> Result<Option<String>, NoSegment> {
-    let m = conn.call(
-        Protocol::Pmi2,
-        &Request::GetNodeAttr {
-            key: k.as_bytes().to_vec(),
-            wait: false,
-        },
-        "info-getnodeattr-response",
-    )?;
+    let req = Request::GetNodeAttr {
+        key: k.as_bytes().to_vec(),
+        wait: false,
+    };
+    let m = conn.call(Protocol::Pmi2, &req, req.response())?;
     Ok(found_value(&m).map(|v| String::from_utf8_lossy(&v).into_owned()))
 }
 

@@ -6,6 +6,7 @@
 use super::conn::check_reply;
 use super::transport::Peer;
 use super::{Pmi, PmiError};
+use fastpmi_codec::command::replies::{GETALL_COUNT, GETALL_END, GETALL_PAIR, PUTALL_END};
 use fastpmi_codec::{Message, Request};
 
 /// A key and its value.
@@ -41,8 +42,8 @@ impl Pmi {
                 };
                 let replies = c.exchange(
                     std::slice::from_ref(&req),
-                    "kvs-getall-response",
-                    &["kvs-getall-paircount-response", "kvs-getall-pair-response"],
+                    req.response(),
+                    req.responses_before(),
                 )?;
                 getall_pairs(replies)
             }
@@ -71,11 +72,11 @@ impl Pmi {
                     key: k.to_vec(),
                     value: v.to_vec(),
                 }));
-                let mut replies = c.exchange(&reqs, "kvs-putall-response", &[])?;
+                let mut replies = c.exchange(&reqs, PUTALL_END, &[])?;
                 let m = replies.pop().ok_or_else(|| {
                     PmiError::Protocol("no kvs-putall-response from the PMI server".into())
                 })?;
-                check_reply(m, "kvs-putall-response").map(drop)
+                check_reply(m, PUTALL_END).map(drop)
             }
             Peer::Local(l) => {
                 for (k, v) in pairs {
@@ -93,16 +94,16 @@ fn getall_pairs(mut replies: Vec<Message>) -> Result<Vec<Pair>, PmiError> {
     let last = replies
         .pop()
         .ok_or_else(|| PmiError::Protocol("no kvs-getall-response from the PMI server".into()))?;
-    check_reply(last, "kvs-getall-response")?;
+    check_reply(last, GETALL_END)?;
     let mut it = replies.into_iter();
     let count = it
         .next()
-        .filter(|m| m.cmd == "kvs-getall-paircount-response")
+        .filter(|m| m.cmd == GETALL_COUNT)
         .and_then(|m| m.get_str("paircount")?.parse::<usize>().ok())
         .ok_or_else(|| PmiError::Protocol("kvs-getall without its pair count".into()))?;
     let pairs: Vec<Pair> = it
         .map(|m| {
-            let m = check_reply(m, "kvs-getall-pair-response")?;
+            let m = check_reply(m, GETALL_PAIR)?;
             match (m.get("key"), m.get("value")) {
                 (Some(k), Some(v)) => Ok((k.to_vec(), v.to_vec())),
                 _ => Err(PmiError::Protocol(

@@ -289,14 +289,11 @@ impl Pmi {
         }
         self.with(|t| match t {
             Peer::Wire(c) => {
-                c.call(
-                    Protocol::Pmi2,
-                    &Request::Put {
-                        key: key.to_vec(),
-                        value: value.to_vec(),
-                    },
-                    "kvs-put-response",
-                )?;
+                let req = Request::Put {
+                    key: key.to_vec(),
+                    value: value.to_vec(),
+                };
+                c.call(Protocol::Pmi2, &req, req.response())?;
                 Ok(())
             }
             Peer::Local(l) => {
@@ -383,7 +380,7 @@ impl Pmi {
                     src: src.map(i64::from),
                     key: key.to_vec(),
                 };
-                let m = c.call(Protocol::Pmi2, &req, "kvs-get-response")?;
+                let m = c.call(Protocol::Pmi2, &req, req.response())?;
                 Ok(found_value(&m))
             }
             Peer::Local(_) if !own => Err(PmiError::Protocol(format!(
@@ -419,7 +416,11 @@ impl Pmi {
         }
         self.with(|t| match t {
             Peer::Wire(c) => c
-                .call(Protocol::Pmi2, &Request::Barrier, "kvs-fence-response")
+                .call(
+                    Protocol::Pmi2,
+                    &Request::Barrier,
+                    Request::Barrier.response(),
+                )
                 .map(|_| ()),
             Peer::Local(_) => Ok(()),
         })
@@ -521,7 +522,11 @@ impl Pmi {
                 None => Ok(()),
             },
             Transport::Socket { mux, .. } => mux
-                .call(Protocol::Pmi2, &Request::Finalize, "finalize-response")
+                .call(
+                    Protocol::Pmi2,
+                    &Request::Finalize,
+                    Request::Finalize.response(),
+                )
                 .map(|_| ()),
             Transport::Singleton(_) => Ok(()),
         }

@@ -9,18 +9,15 @@ impl Pmi {
             service: service.into(),
             port: port.into(),
         };
-        self.wire(&req, "name-publish-response").map(|_| ())
+        self.wire(&req, req.response()).map(|_| ())
     }
 
     /// Remove a published service.
     pub fn unpublish(&self, service: &str) -> Result<(), PmiError> {
-        self.wire(
-            &Request::Unpublish {
-                service: service.into(),
-            },
-            "name-unpublish-response",
-        )
-        .map(|_| ())
+        let req = Request::Unpublish {
+            service: service.into(),
+        };
+        self.wire(&req, req.response()).map(|_| ())
     }
 
     /// Look a service up; `None` if nobody published it. A name service
@@ -29,7 +26,7 @@ impl Pmi {
         let req = Request::Lookup {
             service: service.into(),
         };
-        match self.wire(&req, "name-lookup-response") {
+        match self.wire(&req, req.response()) {
             Ok(m) if m.get_bool("found") == Some(false) => Ok(None),
             Ok(m) => Ok(m.get_str("port").or(m.get_str("value")).map(str::to_string)),
             Err(e) => Err(e),
@@ -41,23 +38,17 @@ impl Pmi {
     pub fn job_connect(&self, jobid: &str) -> Result<(), PmiError> {
         // slurmstepd logs "job connect not implemented" and never replies.
         self.not_on_slurm("job-connect")?;
-        self.wire(
-            &Request::JobConnect {
-                jobid: jobid.into(),
-            },
-            "job-connect-response",
-        )
-        .map(|_| ())
+        let req = Request::JobConnect {
+            jobid: jobid.into(),
+        };
+        self.wire(&req, req.response()).map(|_| ())
     }
 
     pub fn job_disconnect(&self, jobid: &str) -> Result<(), PmiError> {
         self.not_on_slurm("job-disconnect")?;
-        self.wire(
-            &Request::JobDisconnect {
-                jobid: jobid.into(),
-            },
-            "job-disconnect-response",
-        )
-        .map(|_| ())
+        let req = Request::JobDisconnect {
+            jobid: jobid.into(),
+        };
+        self.wire(&req, req.response()).map(|_| ())
     }
 }

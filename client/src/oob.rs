@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use super::conn::Stream;
 use super::{os, Endpoint, Pmi, PmiEnv, PmiError, ServerKind};
-use fastpmi_codec::oob::{parse_signal, INIT_OOB_RESPONSE};
+use fastpmi_codec::command::replies::AUTH_CHALLENGE;
+use fastpmi_codec::oob::parse_signal;
 pub use fastpmi_codec::oob::{Notice, SIGNALS};
 use fastpmi_codec::{Deframer, Frame, Message, Protocol, Request};
 
@@ -83,16 +84,17 @@ impl Pmi {
         let secret = port
             .then(|| std::env::var(fastpmi_codec::names::env::AUTH_SECRET).ok())
             .flatten();
-        ch.send(&Request::InitOob {
+        let init = Request::InitOob {
             version: 2,
             signal,
             pmiid: port.then_some(self.rank.into()),
             auth: secret
                 .as_ref()
                 .map(|_| fastpmi_codec::auth::AUTHTYPE.to_string()),
-        })?;
+        };
+        ch.send(&init)?;
         let mut m = ch.recv_message(None)?.ok_or_else(closed)?;
-        if let (Some(secret), "auth-response") = (&secret, m.cmd.as_str()) {
+        if let (Some(secret), AUTH_CHALLENGE) = (&secret, m.cmd.as_str()) {
             let nonce = m
                 .get_str("authinfo")
                 .ok_or_else(|| PmiError::Protocol("auth-response without authinfo".into()))?;
@@ -102,7 +104,7 @@ impl Pmi {
             })?;
             m = ch.recv_message(None)?.ok_or_else(closed)?;
         }
-        if m.cmd != INIT_OOB_RESPONSE {
+        if m.cmd != init.response() {
             return Err(PmiError::Protocol(format!(
                 "init_oob answered with `{}`",
                 m.cmd

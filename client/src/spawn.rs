@@ -21,7 +21,8 @@ impl Pmi {
     pub fn spawn(&self, req: &SpawnRequest) -> Result<Spawned, PmiError> {
         req.validate()
             .map_err(|e| PmiError::InvalidArg(e.to_string()))?;
-        let m = self.wire(&Request::Spawn(req.clone()), "spawn-response")?;
+        let spawn = Request::Spawn(req.clone());
+        let m = self.wire(&spawn, spawn.response())?;
         let total = req.total_procs() as usize;
         let errcodes = match m.get_str("errcodes") {
             None => vec![0; total],

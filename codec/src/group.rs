@@ -6,6 +6,7 @@
 //! job attribute [`SUPPORT_ATTR`].
 
 use super::{Message, WireError};
+use crate::form::{Form, WireCodec};
 
 /// Job attribute a fastpmi server answers with [`SUPPORT_VALUE`]; any other
 /// server reports it missing.
@@ -99,16 +100,46 @@ pub struct InviteOutcome {
     pub timed_out: Vec<MemberSpec>,
 }
 
+/// The extension's commands, in PMI-2 only: the group row of the command
+/// table (`command/table.rs`) is this list.
+const CONSTRUCT: Form = pmi2_form!("group-construct");
+const DESTRUCT: Form = pmi2_form!("group-destruct");
+const FENCE: Form = pmi2_form!("group-fence");
+const INVITE: Form = pmi2_form!("group-invite");
+const JOIN: Form = pmi2_form!("group-join");
+const LEAVE: Form = pmi2_form!("group-leave");
+
+impl WireCodec for GroupRequest {
+    const PMI2: &'static [Form] = &[CONSTRUCT, DESTRUCT, FENCE, INVITE, JOIN, LEAVE];
+
+    fn form(&self) -> &'static Form {
+        match self {
+            GroupRequest::Construct { .. } => &CONSTRUCT,
+            GroupRequest::Destruct { .. } => &DESTRUCT,
+            GroupRequest::Fence { .. } => &FENCE,
+            GroupRequest::Invite { .. } => &INVITE,
+            GroupRequest::Join { .. } => &JOIN,
+            GroupRequest::Leave { .. } => &LEAVE,
+        }
+    }
+
+    fn decode(msg: &Message) -> Result<Self, WireError> {
+        decode_request(msg).unwrap_or_else(|| Err(WireError::UnknownCommand(msg.cmd.clone())))
+    }
+
+    fn encode(&self, m: &mut Message) {
+        encode_pairs(self, m);
+    }
+}
+
 impl GroupRequest {
     pub fn name(&self) -> &'static str {
-        match self {
-            GroupRequest::Construct { .. } => "group-construct",
-            GroupRequest::Destruct { .. } => "group-destruct",
-            GroupRequest::Fence { .. } => "group-fence",
-            GroupRequest::Invite { .. } => "group-invite",
-            GroupRequest::Join { .. } => "group-join",
-            GroupRequest::Leave { .. } => "group-leave",
-        }
+        self.form().name
+    }
+
+    /// The name of its reply.
+    pub fn response(&self) -> &'static str {
+        self.form().reply
     }
 
     pub fn id(&self) -> &str {
@@ -298,17 +329,17 @@ fn timeout_of(msg: &Message) -> Result<u64, WireError> {
 pub fn decode_request(msg: &Message) -> Option<Result<GroupRequest, WireError>> {
     let shm = || msg.get_bool("shm").unwrap_or(false);
     let r = match msg.cmd.as_str() {
-        "group-construct" => (|| {
+        c if c == CONSTRUCT.name => (|| {
             Ok(GroupRequest::Construct {
                 id: id_of(msg)?,
                 members: members_of(msg, "members")?,
                 shm: shm(),
             })
         })(),
-        "group-destruct" => id_of(msg).map(|id| GroupRequest::Destruct { id }),
-        "group-fence" => id_of(msg).map(|id| GroupRequest::Fence { id }),
-        "group-leave" => id_of(msg).map(|id| GroupRequest::Leave { id }),
-        "group-invite" => (|| {
+        c if c == DESTRUCT.name => id_of(msg).map(|id| GroupRequest::Destruct { id }),
+        c if c == FENCE.name => id_of(msg).map(|id| GroupRequest::Fence { id }),
+        c if c == LEAVE.name => id_of(msg).map(|id| GroupRequest::Leave { id }),
+        c if c == INVITE.name => (|| {
             Ok(GroupRequest::Invite {
                 id: id_of(msg)?,
                 members: members_of(msg, "members")?,
@@ -316,7 +347,7 @@ pub fn decode_request(msg: &Message) -> Option<Result<GroupRequest, WireError>> 
                 shm: shm(),
             })
         })(),
-        "group-join" => (|| {
+        c if c == JOIN.name => (|| {
             let leader = members_of(msg, "leader")?;
             let [leader] = <[MemberSpec; 1]>::try_from(leader)
                 .map_err(|_| bad(&msg.cmd, "leader", "expected exactly one member"))?;
@@ -348,33 +379,42 @@ fn tf(b: bool) -> &'static str {
 
 /// Client side: the request's message (without `thrid`).
 pub fn encode_request(r: &GroupRequest) -> Message {
-    let m = Message::new(r.name()).with("id", r.id());
+    let mut m = Message::new(r.name());
+    encode_pairs(r, &mut m);
+    m
+}
+
+/// The request's pairs, after its name.
+fn encode_pairs(r: &GroupRequest, m: &mut Message) {
+    m.push("id", r.id());
     match r {
-        GroupRequest::Construct { members, shm, .. } => m
-            .with("members", format_members(members))
-            .with("shm", tf(*shm)),
+        GroupRequest::Construct { members, shm, .. } => {
+            m.push("members", format_members(members));
+            m.push("shm", tf(*shm));
+        }
         GroupRequest::Invite {
             members,
             timeout_ms,
             shm,
             ..
-        } => m
-            .with("members", format_members(members))
-            .with("timeout", timeout_ms.to_string())
-            .with("shm", tf(*shm)),
+        } => {
+            m.push("members", format_members(members));
+            m.push("timeout", timeout_ms.to_string());
+            m.push("shm", tf(*shm));
+        }
         GroupRequest::Join {
             leader,
             accept,
             timeout_ms,
             shm,
             ..
-        } => m
-            .with("leader", leader.to_string())
-            .with("accept", tf(*accept))
-            .with("timeout", timeout_ms.to_string())
-            .with("shm", tf(*shm)),
+        } => {
+            m.push("leader", leader.to_string());
+            m.push("accept", tf(*accept));
+            m.push("timeout", timeout_ms.to_string());
+            m.push("shm", tf(*shm));
+        }
         GroupRequest::Destruct { .. } | GroupRequest::Fence { .. } | GroupRequest::Leave { .. } => {
-            m
         }
     }
 }

@@ -9,6 +9,10 @@
 
 pub mod auth;
 pub mod codes;
+// The command table's machinery: its macros serve `command`, `group` and
+// `spawn`, so it comes first.
+#[macro_use]
+pub mod form;
 pub mod command;
 pub mod continued;
 pub mod frame;

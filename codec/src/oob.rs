@@ -40,10 +40,6 @@ pub fn parse_signal(value: &str) -> Result<Option<&'static str>, BadSignal> {
         .ok_or_else(|| BadSignal(value.to_string()))
 }
 
-/// The command that opens the channel.
-pub const INIT_OOB: &str = "init_oob";
-/// Its reply.
-pub const INIT_OOB_RESPONSE: &str = "response_to_init_oob";
 /// The longest abort message sent (a PMI-1 line stays short).
 pub const MESSAGE_MAX: usize = 900;
 

@@ -254,9 +254,46 @@ fn slot(map: &BTreeMap<usize, String>, key: &str, idx: usize, max: usize) -> Res
     Ok(())
 }
 
+/// PMI-2 `spawn`, a row of the command table (`command/table.rs`): its
+/// pairs are numbered per command, no fixed list of fields.
+impl crate::form::WireCodec for SpawnRequest {
+    const PMI2: &'static [crate::form::Form] = &[pmi2_form!("spawn")];
+
+    fn form(&self) -> &'static crate::form::Form {
+        &Self::PMI2[0]
+    }
+
+    fn decode(msg: &Message) -> Result<Self, WireError> {
+        pmi2_spawn(msg)
+    }
+
+    /// Each command's keys after its `subcmd`, in Slurm's parser's order.
+    fn encode(&self, m: &mut Message) {
+        m.push("ncmds", self.cmds.len().to_string());
+        m.push("preputcount", self.preput.len().to_string());
+        for (i, (k, v)) in self.preput.iter().enumerate() {
+            m.push(&format!("ppkey{i}"), k);
+            m.push(&format!("ppval{i}"), v);
+        }
+        for c in &self.cmds {
+            m.push("subcmd", &c.exe);
+            m.push("maxprocs", c.maxprocs.to_string());
+            m.push("argc", c.args.len().to_string());
+            for (i, a) in c.args.iter().enumerate() {
+                m.push(&format!("argv{i}"), a);
+            }
+            m.push("infokeycount", c.info.len().to_string());
+            for (i, (k, v)) in c.info.iter().enumerate() {
+                m.push(&format!("infokey{i}"), k);
+                m.push(&format!("infoval{i}"), v);
+            }
+        }
+    }
+}
+
 /// PMI-2 `spawn`: each `subcmd` opens a new command. Arguments are counted
 /// from 0 by Slurm and from 1 by MPICH 5: only their order matters.
-pub(crate) fn pmi2_spawn(msg: &Message) -> Result<SpawnRequest, WireError> {
+fn pmi2_spawn(msg: &Message) -> Result<SpawnRequest, WireError> {
     let mut req = SpawnRequest::default();
     let mut pp_keys = BTreeMap::new();
     let mut pp_vals = BTreeMap::new();
