@@ -27,8 +27,9 @@
 //! count of local procs keeps it, so a fence over the whole namespace
 //! waits for it. So an `mpirun` run still going past its limit is killed
 //! and passes if every survivor had printed its line (the test says so on
-//! stderr); fastpmi must exit 0: it deregisters a dead rank only with its
-//! namespace, at the job's end, and so never loses that race.
+//! stderr); fastpmi must exit 0: it deregisters a dead rank only after the
+//! library reported the lost connection (docs/fault-tolerance.md), and so
+//! never loses that race.
 
 mod common;
 

@@ -40,6 +40,12 @@ pub const PMIX_RANGE_CUSTOM: u8 = 6;
 pub const PMIX_DEBUGGER_RELEASE: Status = -3;
 /// Every rank of a namespace.
 pub const PMIX_RANK_WILDCARD: u32 = u32::MAX - 1;
+/// The library lost a client's connection (`PMIX_ERR_LOST_CONNECTION`): an
+/// event it raises in the server itself once it has accounted for the loss.
+pub const PMIX_ERR_LOST_CONNECTION: Status = -61;
+/// An event handler's answer: the event is handled, the chain ends here
+/// (`PMIX_EVENT_ACTION_COMPLETE`).
+pub const PMIX_EVENT_ACTION_COMPLETE: Status = -334;
 
 /// `pmix_data_type_t` codes used here.
 pub mod ty {
@@ -171,7 +177,7 @@ pub struct Query {
 
 /// Sizes, offsets and codes of the ABI above, for the ABI test
 /// (`tests/layout.rs`, against `pmix_server.h`).
-pub const LAYOUT: [(&str, i64); 54] = [
+pub const LAYOUT: [(&str, i64); 56] = [
     ("sizeof(pmix_info_t)", std::mem::size_of::<Info>() as i64),
     ("sizeof(pmix_value_t)", std::mem::size_of::<Value>() as i64),
     ("sizeof(pmix_proc_t)", std::mem::size_of::<Proc>() as i64),
@@ -303,6 +309,11 @@ pub const LAYOUT: [(&str, i64); 54] = [
     (
         "offsetof(pmix_server_module_t, job_control)",
         (SLOT_JOB_CONTROL * 8) as i64,
+    ),
+    ("PMIX_ERR_LOST_CONNECTION", PMIX_ERR_LOST_CONNECTION as i64),
+    (
+        "PMIX_EVENT_ACTION_COMPLETE",
+        PMIX_EVENT_ACTION_COMPLETE as i64,
     ),
 ];
 
@@ -543,6 +554,30 @@ pub type SpawnCb = Option<unsafe extern "C" fn(Status, *mut c_char, *mut c_void)
 pub type DmodexCb = Option<unsafe extern "C" fn(Status, *mut c_char, usize, *mut c_void)>;
 
 pub type OpCb = Option<unsafe extern "C" fn(Status, *mut c_void)>;
+
+/// `pmix_event_notification_cbfunc_fn_t`: an event handler's answer to the
+/// library, which then runs the next handler of the chain or ends it.
+pub type EventDoneCb =
+    Option<unsafe extern "C" fn(Status, *mut Info, usize, OpCb, *mut c_void, *mut c_void)>;
+
+/// `pmix_notification_fn_t`: an event handler.
+pub type EventHandler = Option<
+    unsafe extern "C" fn(
+        usize,
+        Status,
+        *const Proc,
+        *mut Info,
+        usize,
+        *mut Info,
+        usize,
+        EventDoneCb,
+        *mut c_void,
+    ),
+>;
+
+/// `pmix_hdlr_reg_cbfunc_t`: the handler's registration, done (its
+/// reference).
+pub type RegisteredCb = Option<unsafe extern "C" fn(Status, usize, *mut c_void)>;
 pub type ReleaseCb = Option<unsafe extern "C" fn(*mut c_void)>;
 pub type ModexCb =
     Option<unsafe extern "C" fn(Status, *const c_char, usize, *mut c_void, ReleaseCb, *mut c_void)>;

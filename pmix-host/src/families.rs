@@ -15,7 +15,7 @@ pub enum Upcall {
     Group(GroupUpcall),
 }
 
-/// A client's life: its connection, finalize and abort.
+/// A client's life: its connection, finalize, abort and lost connection.
 #[derive(Debug)]
 pub enum ClientUpcall {
     /// `PMIx_Init` of `rank` of `nspace` (its connection).
@@ -32,6 +32,11 @@ pub enum ClientUpcall {
         /// job goes on without it.
         only_self: bool,
     },
+    /// The library saw the connection of `rank` of `nspace` close before
+    /// its `PMIx_Finalize` (`PMIX_ERR_LOST_CONNECTION`), and has accounted
+    /// for it: the namespace's count of local processes, which a whole-job
+    /// fence waits for, is lowered, so the client may now be deregistered.
+    LostConnection { nspace: String, rank: u32 },
 }
 
 /// The name service.

@@ -46,6 +46,15 @@ struct Fns {
     dmodex_request: unsafe extern "C" fn(*const Proc, DmodexCb, *mut c_void) -> Status,
     deregister_client: unsafe extern "C" fn(*const Proc, OpCb, *mut c_void),
     deregister_nspace: unsafe extern "C" fn(*const c_char, OpCb, *mut c_void),
+    register_event_handler: unsafe extern "C" fn(
+        *mut Status,
+        usize,
+        *mut Info,
+        usize,
+        EventHandler,
+        RegisteredCb,
+        *mut c_void,
+    ) -> Status,
 }
 
 /// The library's answer to `Server::request_modex`, on its thread.
@@ -70,6 +79,27 @@ unsafe extern "C" fn modex_data(
         rank,
         data,
     }));
+}
+
+/// Have the library raise the events it reports itself (a client's lost
+/// connection) at once: by default it holds each for a window of
+/// `pmix_event_caching_window` seconds (1), restarted by every event of
+/// the same code, to send them as one; a host that waits for a dead
+/// client's lost connection would wait that long. The variable is the
+/// default of the library's MCA parameter of that name, so
+/// `PMIX_MCA_pmix_event_caching_window` still wins. A library without the
+/// (exported, though internal) variable keeps its window.
+fn no_event_window(lib: &libloading::Library) {
+    // SAFETY: the library's `int pmix_event_caching_window` (pmix_rte.h,
+    // PMIX_EXPORT in 4.x and 5.x), looked up as a data symbol.
+    match unsafe { lib.get::<*mut c_int>(b"pmix_event_caching_window\0") } {
+        // SAFETY: the variable's address, written before
+        // `PMIx_server_init` (which reads it) while no thread of the
+        // library runs.
+        Ok(window) if !window.is_null() => unsafe { **window = 0 },
+        Ok(_) => {}
+        Err(e) => tracing::debug!("the library's event window stays: {e}"),
+    }
 }
 
 /// The copy of a string the library allocated with malloc (NULL: empty),
@@ -155,6 +185,13 @@ const OP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The longest a namespace's deregistration may take.
 const DEREGISTER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// [`op_done`] for an event handler's registration (its reference is not
+/// kept: the handler stays for the life of the server).
+unsafe extern "C" fn registered(status: Status, _refid: usize, cbdata: *mut c_void) {
+    // SAFETY: `cbdata` is the completion `wait_op` leaked for this call.
+    unsafe { op_done(status, cbdata) }
+}
+
 /// A completion nobody waits for.
 unsafe extern "C" fn op_ignored(_status: Status, _cbdata: *mut c_void) {}
 
@@ -212,8 +249,10 @@ impl Server {
                 dmodex_request: *lib.get(b"PMIx_server_dmodex_request\0").map_err(sym)?,
                 deregister_client: *lib.get(b"PMIx_server_deregister_client\0").map_err(sym)?,
                 deregister_nspace: *lib.get(b"PMIx_server_deregister_nspace\0").map_err(sym)?,
+                register_event_handler: *lib.get(b"PMIx_Register_event_handler\0").map_err(sym)?,
             }
         };
+        no_event_window(&lib);
         // SAFETY: `PMIx_Query_info_nb` and `PMIx_Get_version` with their
         // pmix.h prototypes; `dlsym` on the library's handle finds its own
         // definitions (not the binary's guard of the same name).
@@ -278,7 +317,35 @@ impl Server {
         };
         server.check("PMIx_server_init", rc)?;
         server.register_attributes();
+        if let Err(e) = server.register_lost_connection() {
+            tracing::debug!("{e}: lost connections are not reported");
+        }
         Ok(server)
+    }
+
+    /// Have the library's `PMIX_ERR_LOST_CONNECTION` events come to the
+    /// sink ([`ClientUpcall::LostConnection`]): a host that deregisters a
+    /// dead client before the library saw its connection close leaves the
+    /// client counted among the namespace's local processes (see
+    /// [`Server::deregister_client`]).
+    fn register_lost_connection(&self) -> Result<(), PmixError> {
+        let mut codes = [PMIX_ERR_LOST_CONNECTION];
+        let rc = wait_op(|_, data| {
+            // SAFETY: the library copies `codes` before it returns; no
+            // info; `registered` completes `wait_op`'s `data` once.
+            unsafe {
+                (self.fns.register_event_handler)(
+                    codes.as_mut_ptr(),
+                    codes.len(),
+                    std::ptr::null_mut(),
+                    0,
+                    Some(ev_lost_connection),
+                    Some(registered),
+                    data,
+                )
+            }
+        });
+        self.check("PMIx_Register_event_handler", rc)
     }
 
     /// Tell the library what this host serves, function by function, for
@@ -524,7 +591,11 @@ impl Server {
 
     /// Forget `rank` of `nspace`, whose process ended: the library runs
     /// the epilog the client registered (Open MPI 5's shared-memory
-    /// files) and closes its connection. Not waited for.
+    /// files) and closes its connection. Not waited for. A client that
+    /// died before `PMIx_Finalize` stays counted among its namespace's
+    /// local processes (which a whole-job fence waits for) unless the
+    /// library saw its connection close first: after its
+    /// [`ClientUpcall::LostConnection`].
     pub fn deregister_client(&self, nspace: &str, rank: u32) {
         let p = proc_of(nspace, rank);
         // SAFETY: the library copies `p` before it returns (it threadshifts

@@ -304,3 +304,87 @@ pub(crate) unsafe fn opt_string(p: *const c_char) -> Option<String> {
     // SAFETY: per the contract.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
+
+// --- event handlers (the library's progress thread) ---
+
+/// `PMIX_ERR_LOST_CONNECTION`, which the library's `lost_connection()`
+/// (src/mca/ptl/base/ptl_base_sendrecv.c) raises in the server for a
+/// client that closed its connection before `PMIx_Finalize`, once it has
+/// lowered the namespace's count of local processes. Its source is the
+/// client; losses within the library's event window come as one event,
+/// each after the first as a `PMIX_PROCID` value. The chain is always
+/// completed: the library holds the event until its handlers answer.
+pub(crate) unsafe extern "C" fn ev_lost_connection(
+    _id: usize,
+    status: Status,
+    source: *const Proc,
+    info: *mut Info,
+    ninfo: usize,
+    _results: *mut Info,
+    _nresults: usize,
+    cbfunc: EventDoneCb,
+    cbdata: *mut c_void,
+) {
+    // Nothing may unwind into the library (a panicking sink, say): the
+    // chain is completed all the same.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if status != PMIX_ERR_LOST_CONNECTION {
+            return;
+        }
+        // SAFETY: the library passes the event's source and `ninfo` infos,
+        // valid for the call.
+        for (nspace, rank) in unsafe { lost_procs(source, info, ninfo) } {
+            send(Upcall::Client(ClientUpcall::LostConnection {
+                nspace,
+                rank,
+            }));
+        }
+    }));
+    if let Some(cb) = cbfunc {
+        // SAFETY: the library's continuation of this chain, called once
+        // with its own `cbdata`, and no results.
+        unsafe {
+            cb(
+                PMIX_EVENT_ACTION_COMPLETE,
+                std::ptr::null_mut(),
+                0,
+                None,
+                std::ptr::null_mut(),
+                cbdata,
+            )
+        };
+    }
+}
+
+/// The clients an event of lost connections names: its source, then the
+/// `PMIX_PROCID` values of the losses the library aggregated with it.
+///
+/// # Safety
+/// `source` is NULL or a valid proc; `info` is NULL or `ninfo` infos, both
+/// valid for the call.
+unsafe fn lost_procs(source: *const Proc, info: *const Info, ninfo: usize) -> Vec<(String, u32)> {
+    let mut out = Vec::new();
+    // SAFETY: per the contract.
+    if let Some(p) = unsafe { source.as_ref() } {
+        out.push((nspace_of(p), p.rank));
+    }
+    let infos = if info.is_null() || ninfo == 0 {
+        &[][..]
+    } else {
+        // SAFETY: per the contract.
+        unsafe { std::slice::from_raw_parts(info, ninfo) }
+    };
+    for i in infos {
+        if i.value.type_ != ty::PROC || key_text(&i.key) != "pmix.procid" {
+            continue;
+        }
+        // SAFETY: a PMIX_PROC value, as its type says: a proc, or NULL.
+        if let Some(p) = unsafe { i.value.data.proc_.as_ref() } {
+            let who = (nspace_of(p), p.rank);
+            if !out.contains(&who) {
+                out.push(who);
+            }
+        }
+    }
+    out
+}

@@ -20,6 +20,7 @@ fn kind(u: &Upcall) -> &'static str {
         Upcall::Client(ClientUpcall::Connected { .. }) => "connected",
         Upcall::Client(ClientUpcall::Finalized { .. }) => "finalized",
         Upcall::Client(ClientUpcall::Abort { .. }) => "abort",
+        Upcall::Client(ClientUpcall::LostConnection { .. }) => "lost-connection",
         Upcall::Names(NamesUpcall::Publish { .. }) => "publish",
         Upcall::Names(NamesUpcall::Unpublish { .. }) => "unpublish",
         Upcall::Names(NamesUpcall::Lookup { .. }) => "lookup",

@@ -70,5 +70,7 @@ int main(void)
     printf("offsetof(pmix_query_t, nqual) = %zu\n", offsetof(pmix_query_t, nqual));
     printf("offsetof(pmix_server_module_t, query) = %zu\n",
            offsetof(pmix_server_module_t, query));
+    printf("PMIX_ERR_LOST_CONNECTION = %d\n", PMIX_ERR_LOST_CONNECTION);
+    printf("PMIX_EVENT_ACTION_COMPLETE = %d\n", PMIX_EVENT_ACTION_COMPLETE);
     return 0;
 }

@@ -15,9 +15,15 @@ use pmix_host::ClientUpcall;
 
 use crate::launcher::Launcher;
 
-/// How long after its reaping a dead PMIx rank is deregistered from the
-/// library (see `Launcher::pmix_rank_ended`).
-const DEAD_DEREGISTER_GRACE: Duration = Duration::from_millis(250);
+/// How long a dead PMIx rank that connected waits, once reaped, for the
+/// library to report its lost connection before it is deregistered anyway
+/// (see `Launcher::pmix_rank_ended`). The report comes within milliseconds
+/// of the death (`pmix_host::Server::start` turns the library's event
+/// window off), but not from a library that keeps its window
+/// (`PMIX_MCA_pmix_event_caching_window`, 1 s by default) or does not
+/// report losses: then the survivors hear of the death this much later,
+/// rather than a whole-job fence waiting forever for the dead.
+const LOST_CONNECTION_WAIT: Duration = Duration::from_secs(1);
 
 impl Launcher {
     /// Jobs `jobs` are being torn down: tell their PMIx clients which rank
@@ -130,22 +136,31 @@ impl Launcher {
                     self.server.pmix_rank(job, rank, PmixStep::Finalized);
                 }
             }
+            // Noted as it came (`PmixHost::seen`): a dead rank already
+            // reaped is deregistered by `pmix_end_ranks_and_jobs`, which
+            // follows the upcalls.
+            ClientUpcall::LostConnection { nspace, rank } => {
+                tracing::debug!("PMIx client {rank} of {nspace} lost its connection");
+            }
         }
     }
 
     /// PMIx rank `rank` of `job` was reaped.
     ///
-    /// A dead rank of a fault-tolerant job is deregistered
-    /// [`DEAD_DEREGISTER_GRACE`] after it was reaped, and only then do the
-    /// job's clients hear of its death ([`Launcher::pmix_rank_died`]).
-    /// OpenPMIx 5.0 lowers the count of local processes a whole-job fence
-    /// waits for only when it sees the client's connection close, not when
-    /// its host deregisters the client first: deregistering at once left
-    /// the survivors' finalize fence (Open MPI's `MPI_Finalize`) waiting
-    /// for the dead forever in 6 of 10 runs with three deaths at 64 ranks
-    /// (`mpirun --with-ft ulfm` hangs the same way). And it leaves out of
-    /// a group operation a member deregistered before the operation began,
-    /// so the survivors' destruct after the death's event completes.
+    /// A dead rank of a fault-tolerant job is deregistered once it is
+    /// reaped and the library has let go of its connection (its lost
+    /// connection reported; at once if it never connected or finalized;
+    /// [`LOST_CONNECTION_WAIT`] after its reaping at the latest), and only
+    /// then do the job's clients hear of its death
+    /// ([`Launcher::pmix_rank_died`]). OpenPMIx lowers the count of local
+    /// processes a whole-job fence waits for only when it sees the
+    /// client's connection close, not when its host deregisters the client
+    /// first: deregistering at once left the survivors' finalize fence
+    /// (Open MPI's `MPI_Finalize`) waiting for the dead forever in 6 of 10
+    /// runs with three deaths at 64 ranks (`mpirun --with-ft ulfm` hangs
+    /// the same way). And it leaves out of a group operation a member
+    /// deregistered before the operation began, so the survivors' destruct
+    /// after the death's event completes.
     pub(in crate::launcher) fn pmix_rank_ended(&mut self, job: JobIdx, rank: u32) {
         if !self.server.is_pmix_rank(job, rank) {
             return;
@@ -153,8 +168,7 @@ impl Launcher {
         let dead = self.server.is_dead(job, rank);
         if let Some(host) = &mut self.pmix {
             if dead {
-                let at = Instant::now() + DEAD_DEREGISTER_GRACE;
-                host.dead_ranks.push((job, rank, at));
+                host.dead_ranks.push((job, rank, Instant::now()));
             } else {
                 host.ended_ranks.push((job, rank));
             }
@@ -162,12 +176,15 @@ impl Launcher {
         self.pmix_end_ranks_and_jobs();
     }
 
-    /// How long until a dead rank is due to be deregistered.
+    /// How long until a dead rank whose lost connection was not reported
+    /// is deregistered anyway.
     pub(in crate::launcher) fn pmix_dead_tick(&self) -> Option<Duration> {
         let host = self.pmix.as_ref()?;
         host.dead_ranks
             .iter()
-            .map(|(_, _, at)| at.saturating_duration_since(Instant::now()))
+            .map(|(_, _, reaped)| {
+                (*reaped + LOST_CONNECTION_WAIT).saturating_duration_since(Instant::now())
+            })
             .min()
     }
 
@@ -187,13 +204,31 @@ impl Launcher {
     pub(in crate::launcher) fn pmix_end_ranks_and_jobs(&mut self) {
         let Some(host) = &mut self.pmix else { return };
         let now = Instant::now();
+        let server = &self.server;
         let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut host.dead_ranks)
             .into_iter()
-            .partition(|&(_, _, at)| at <= now);
+            .partition(|&(job, rank, reaped)| {
+                host.seen.let_go(server.job_id(job), rank) || now >= reaped + LOST_CONNECTION_WAIT
+            });
         host.dead_ranks = wait;
-        for (job, rank, _) in due {
+        for (job, rank, reaped) in due {
             if let Some(host) = &self.pmix {
-                host.server.deregister_client(self.server.job_id(job), rank);
+                let id = self.server.job_id(job);
+                if !host.seen.let_go(id, rank) {
+                    tracing::debug!(
+                        job,
+                        rank,
+                        "no lost connection reported within {LOST_CONNECTION_WAIT:?}"
+                    );
+                }
+                host.server.deregister_client(id, rank);
+                host.seen.forget(id, rank);
+                tracing::debug!(
+                    job,
+                    rank,
+                    "dead PMIx rank deregistered {:?} after it was reaped",
+                    reaped.elapsed()
+                );
             }
             if let Some(cause) = self.server.death_of(job, rank) {
                 self.pmix_rank_died(job, rank, cause);
@@ -206,6 +241,7 @@ impl Launcher {
                 return true;
             }
             host.server.deregister_client(server.job_id(job), rank);
+            host.seen.forget(server.job_id(job), rank);
             false
         });
         let ranks = &host.ended_ranks;

@@ -2,14 +2,15 @@
 //! handle, the upcalls' channel, the rendezvous files and the state the
 //! upcall families share.
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use fastpmi_server::JobIdx;
-use pmix_host::{InfoList, PmixError, Server, Upcall};
+use pmix_host::{ClientUpcall, InfoList, PmixError, Server, Upcall};
 
 use super::names::NameOps;
 use super::system;
@@ -40,9 +41,12 @@ pub(in crate::launcher) struct PmixHost {
     /// PMIx ranks that ended and are still registered with the library:
     /// deregistered once their exit is judged (a finalize may be late).
     pub(super) ended_ranks: Vec<(JobIdx, u32)>,
-    /// Dead ranks of fault-tolerant jobs, deregistered from this moment on
-    /// (see `Launcher::pmix_rank_ended`).
+    /// Dead ranks of fault-tolerant jobs, and when each was reaped:
+    /// deregistered once the library let go of them (see
+    /// `Launcher::pmix_rank_ended`).
     pub(super) dead_ranks: Vec<(JobIdx, u32, Instant)>,
+    /// What the library reported of each client's connection.
+    pub(super) seen: ClientsSeen,
     /// Jobs whose every rank ended, still registered: deregistered once
     /// none of their ranks is.
     pub(super) ended_jobs: Vec<JobIdx>,
@@ -92,7 +96,12 @@ impl PmixHost {
         }
         let (tx, rx) = mpsc::channel();
         let tx = std::sync::Mutex::new(tx);
+        let seen = ClientsSeen::default();
+        let noted = seen.clone();
         let sink = Box::new(move |u: Upcall| {
+            if let Upcall::Client(c) = &u {
+                noted.note(c);
+            }
             let _ = tx.lock().map(|t| t.send(u));
             let _ = waker.wake();
         });
@@ -118,6 +127,7 @@ impl PmixHost {
             groups: Default::default(),
             notify_termination: Default::default(),
             dead_ranks: Vec::new(),
+            seen,
             held: Default::default(),
             ended_ranks: Vec::new(),
             ended_jobs: Vec::new(),
@@ -306,7 +316,69 @@ impl PmixHost {
             tracing::debug!("{e}");
         }
         let _ = std::fs::remove_dir_all(self.tmpdir.join(nspace));
+        self.seen.forget_job(nspace);
         tracing::debug!("PMIx job {nspace} deregistered");
+    }
+}
+
+/// What the library last reported of a client's connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seen {
+    Connected,
+    Finalized,
+    /// Closed before its finalize, and accounted for by the library.
+    Lost,
+}
+
+/// What the library reported of each client's connection, by (namespace,
+/// rank), noted by the upcalls' sink on the library's thread, in the
+/// library's order: a rank reaped before the event loop reads its
+/// `Connected` upcall still counts as connected. Entries go with the
+/// client's deregistration.
+#[derive(Clone, Default)]
+pub(super) struct ClientsSeen(Arc<Mutex<HashMap<(String, u32), Seen>>>);
+
+impl ClientsSeen {
+    fn note(&self, u: &ClientUpcall) {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match u {
+            ClientUpcall::Connected { nspace, rank } => {
+                seen.insert((nspace.clone(), *rank), Seen::Connected);
+            }
+            ClientUpcall::Finalized { nspace, rank } => {
+                seen.insert((nspace.clone(), *rank), Seen::Finalized);
+            }
+            // Only a client's, which connected: the library reports the
+            // loss of a tool too.
+            ClientUpcall::LostConnection { nspace, rank } => {
+                if let Some(s) = seen.get_mut(&(nspace.clone(), *rank)) {
+                    *s = Seen::Lost;
+                }
+            }
+            ClientUpcall::Abort { .. } => {}
+        }
+    }
+
+    /// Whether the library has let go of the connection of `rank` of
+    /// `nspace`, so that deregistering it leaves nothing counted: it never
+    /// connected, or it finalized, or the library reported it lost (its
+    /// namespace's count of local processes lowered; the library reports
+    /// no loss after a finalize).
+    pub(super) fn let_go(&self, nspace: &str, rank: u32) -> bool {
+        let seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.get(&(nspace.to_string(), rank))
+            .is_none_or(|s| *s != Seen::Connected)
+    }
+
+    /// `rank` of `nspace` was deregistered.
+    pub(super) fn forget(&self, nspace: &str, rank: u32) {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.remove(&(nspace.to_string(), rank));
+    }
+
+    fn forget_job(&self, nspace: &str) {
+        let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        seen.retain(|(ns, _), _| ns != nspace);
     }
 }
 
@@ -314,3 +386,44 @@ impl PmixHost {
 /// the interval then doubles up to [`LAST_RECORD_EVERY`].
 const FIRST_RECORD: Duration = Duration::from_secs(1);
 pub(super) const LAST_RECORD_EVERY: Duration = Duration::from_secs(30);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connected(rank: u32) -> ClientUpcall {
+        ClientUpcall::Connected {
+            nspace: "job".into(),
+            rank,
+        }
+    }
+
+    #[test]
+    fn a_dead_client_is_let_go_once_its_lost_connection_is_reported() {
+        let seen = ClientsSeen::default();
+        // Never connected: nothing of it is counted.
+        assert!(seen.let_go("job", 0));
+        seen.note(&connected(0));
+        seen.note(&connected(1));
+        assert!(!seen.let_go("job", 0));
+        seen.note(&ClientUpcall::LostConnection {
+            nspace: "job".into(),
+            rank: 0,
+        });
+        assert!(seen.let_go("job", 0));
+        // A finalized client's loss is never reported, nor needed.
+        seen.note(&ClientUpcall::Finalized {
+            nspace: "job".into(),
+            rank: 1,
+        });
+        assert!(seen.let_go("job", 1));
+        // A tool's loss adds nothing.
+        seen.note(&ClientUpcall::LostConnection {
+            nspace: "tool".into(),
+            rank: 0,
+        });
+        seen.forget("job", 0);
+        seen.forget_job("job");
+        assert!(seen.0.lock().unwrap().is_empty());
+    }
+}
