@@ -5,7 +5,7 @@
 
 use super::placement::{self, Plan, SlotLoad};
 use super::topology::{self, TopologyXml};
-use super::{impi, os, StartError};
+use super::{impi, os};
 use crate::config::placement::PlacementOpts;
 use fastpmi_server::JobIdx;
 
@@ -26,12 +26,21 @@ pub(super) struct Binding {
     unpublished: Option<(topology::Unexported, Option<topology::cache::Cache>)>,
 }
 
+/// Why the ranks cannot be bound as asked.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BindingError {
+    #[error(transparent)]
+    Placement(#[from] placement::PlacementError),
+    #[error("cannot make the ranks' CPU sets: {0}")]
+    Io(#[from] std::io::Error),
+}
+
 impl Binding {
     /// Load the topology (through the cache in this user's private
     /// directory when `cached`) and plan the binding `opts` asks for.
     /// Without hwloc ranks are not bound, unless `opts` asks for a binding:
     /// an error.
-    pub(super) fn new(opts: &PlacementOpts, cached: bool) -> Result<Binding, StartError> {
+    pub(super) fn new(opts: &PlacementOpts, cached: bool) -> Result<Binding, BindingError> {
         let cache = cached
             .then(|| topology::cache::Cache::new(crate::private_dir::dir(), topology::Key::read()));
         let (unpublished, objects) = match topology::load(cache.as_ref()) {

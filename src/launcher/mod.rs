@@ -122,7 +122,7 @@ pub struct Launcher {
 #[derive(Debug, thiserror::Error)]
 enum StartError {
     #[error(transparent)]
-    Placement(#[from] placement::PlacementError),
+    Binding(#[from] binding::BindingError),
     #[error("cannot start the event loop: {0}")]
     Io(#[from] io::Error),
 }

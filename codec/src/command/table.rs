@@ -5,21 +5,23 @@
 //! a reply's name are made from this table and nothing else, so a new
 //! command is one row here and one handler in the server.
 //!
-//! A form (`pmi1 [...]`, `pmi2 [...]`, see `wire_form!` in `forms.rs`)
+//! A form (`pmi1 [...]`, `pmi2 [...]`, see `wire_form!` in `crate::form`)
 //! lists the fields in the order they are written; field kinds are in
 //! [`crate::form::fields`]. `[]`: the protocol has no such command.
 
-use super::{SpawnRequest, WireError};
 use crate::form::fields::*;
 use crate::form::{Form, WireCodec};
 use crate::group::GroupRequest;
+use crate::spawn::SpawnRequest;
+use crate::WireError;
 use crate::{Message, Protocol};
 
 /// Reply names used on their own: those of replies that are not their
 /// request's (`<request>-response`), and the ends of a `kvs-getall` and a
 /// `kvs-putall`, which answer more than one message.
 pub mod replies {
-    use super::{Command, Protocol};
+    use crate::command::table::Command;
+    use crate::Protocol;
 
     /// Port mode's challenge, before the reply to `fullinit` or `init_oob`
     /// (both protocols).

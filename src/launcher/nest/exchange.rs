@@ -3,12 +3,12 @@
 //! fence, trades the node's new pairs with the other node servers through
 //! the outer job ([`super::trade`]), writes theirs into the segment and
 //! arrives, releasing the ranks. In a fault-tolerant job, after a death,
-//! it trades up to a last round the node servers agree on ([`Agreement`])
-//! so that none is left waiting in the outer job.
+//! it trades up to a last round the node servers agree on
+//! ([`super::agreement`]), so that none is left waiting in the outer job.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fastpmi_client::Pmi;
@@ -16,6 +16,7 @@ use fastpmi_codec::names;
 use fastpmi_segment::{JobSegment, SharedFutex};
 use shm_layout::FenceError;
 
+use super::agreement::Agreement;
 use super::mesh::Teller;
 use super::trade::{Pair, Trader};
 
@@ -43,67 +44,6 @@ const STOP_CHECK: Duration = Duration::from_millis(200);
 /// that explains it (an outer fastpmi fails the fence of a dead node
 /// server at once; its mesh connection's end comes as fast).
 const DEATH_EXPLAINS: Duration = Duration::from_secs(2);
-
-/// The last trade rounds the node servers proposed once a rank died, and
-/// those gone (lost, or done with `bye`) that will propose none.
-#[derive(Default)]
-pub(super) struct Agreement {
-    ends: Mutex<Ends>,
-    cv: Condvar,
-}
-
-#[derive(Default)]
-struct Ends {
-    proposals: BTreeMap<u32, u64>,
-    gone: BTreeSet<u32>,
-}
-
-impl Agreement {
-    pub(super) fn propose(&self, node: u32, round: u64) {
-        let mut e = self.ends.lock().unwrap_or_else(|p| p.into_inner());
-        e.proposals.insert(node, round);
-        self.cv.notify_all();
-    }
-
-    pub(super) fn gone(&self, node: u32) {
-        let mut e = self.ends.lock().unwrap_or_else(|p| p.into_inner());
-        e.gone.insert(node);
-        self.cv.notify_all();
-    }
-
-    /// Whether a node server is gone (lost, unreachable, or done).
-    pub(super) fn any_gone(&self) -> bool {
-        !self
-            .ends
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .gone
-            .is_empty()
-    }
-
-    /// Waits until every node server but `me` (of `nodes`) proposed its
-    /// last round: the highest of theirs and `mine`. `None` when one is
-    /// gone: no outer fence can complete without it.
-    pub(super) fn last_round(&self, me: u32, nodes: u32, mine: u64) -> Option<u64> {
-        let mut e = self.ends.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if !e.gone.is_empty() {
-                return None;
-            }
-            let heard = (0..nodes)
-                .filter(|&n| n != me)
-                .all(|n| e.proposals.contains_key(&n));
-            if heard {
-                return Some(e.proposals.values().copied().fold(mine, u64::max));
-            }
-            e = self
-                .cv
-                .wait_timeout(e, Duration::from_millis(200))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-}
 
 /// The exchange thread's state.
 pub(super) struct Exchange {
@@ -266,20 +206,5 @@ impl Exchange {
             known.insert(k, v);
         }
         Ok(whole)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_last_round_is_the_highest_proposed() {
-        let a = Agreement::default();
-        a.propose(1, 5);
-        a.propose(2, 4);
-        assert_eq!(a.last_round(0, 3, 4), Some(5));
-        a.gone(2);
-        assert_eq!(a.last_round(0, 3, 4), None);
     }
 }

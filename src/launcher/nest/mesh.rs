@@ -29,8 +29,8 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use sha2::{Digest, Sha256};
 
+use super::agreement::Agreement;
 use super::door::{Card, Door};
-use super::exchange::Agreement;
 
 const DOOR: Token = Token(0);
 const WAKE: Token = Token(1);

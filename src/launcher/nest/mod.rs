@@ -12,6 +12,7 @@
 //! fault-tolerant job a death is told to the other node servers instead
 //! ([`mesh`]).
 
+mod agreement;
 mod door;
 mod exchange;
 mod mesh;
