@@ -510,7 +510,6 @@ const LAUNCHER_METHOD_FILES: &[&str] = &[
     "src/launcher/deaths.rs",
     "src/launcher/fence_timeout.rs",
     "src/launcher/jobs.rs",
-    "src/launcher/nest/mod.rs",
     "src/launcher/pmix/clients.rs",
     "src/launcher/pmix/dispatch.rs",
     "src/launcher/pmix/groups.rs",

@@ -92,7 +92,9 @@ impl Launcher {
         if let Some(i) = running {
             self.deaths.doomed.push((i, Instant::now() + DEAD_GRACE));
         }
-        self.nest_tell_death(job, rank, cause);
+        if let Some(n) = &self.nest {
+            n.tell_death(job, rank, cause);
+        }
         // PMIx clients hear of it once the PMIx server let go of the dead
         // client (`Launcher::pmix_rank_ended`).
     }
@@ -128,7 +130,9 @@ impl Launcher {
         let how = how.trim_end();
         if self.server.is_dead(job, rank) {
             if !by_us && self.server.refine_death(job, rank, cause_of(status)) {
-                self.nest_tell_death(job, rank, cause_of(status));
+                if let Some(n) = &self.nest {
+                    n.tell_death(job, rank, cause_of(status));
+                }
             }
             if let Some(i) = self
                 .deaths

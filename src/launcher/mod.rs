@@ -287,7 +287,11 @@ impl Launcher {
                     .chain(continued)
                     .chain(groups)
                     .chain(self.tools_tick())
-                    .chain(self.nest_wait())
+                    .chain(
+                        self.nest
+                            .as_ref()
+                            .and_then(|n| n.wait(self.procs.has_failure())),
+                    )
                     .chain(self.pmix_lookup_tick())
                     .chain(self.pmix_record_tick())
                     .chain(self.pmix_dead_tick())
@@ -311,7 +315,9 @@ impl Launcher {
                         self.forks_done();
                         self.server.poll_store(&mut self.events);
                         self.name_replies();
-                        self.nest_outer_replies();
+                        if let Some(n) = &self.nest {
+                            n.outer_replies(&mut self.server, &mut self.events);
+                        }
                         self.serve_tool_queries();
                     }
                     RENDEZVOUS => self.tools.accept(self.poll.registry()),
@@ -368,7 +374,11 @@ impl Launcher {
             }
             self.check_singletons();
         }
-        self.nest_finish();
+        self.nest_tick();
+        let interrupted = self.procs.interrupted().is_some();
+        if let Some(n) = &mut self.nest {
+            n.finish(interrupted);
+        }
         timeline::step("all ranks ended");
         self.jobs.stop_all();
         self.output
@@ -389,6 +399,31 @@ impl Launcher {
     /// Point each job's fence watcher at the fence its socket ranks wait
     /// in, starting a job's watchers when its socket ranks first wait for a
     /// fence or a node attribute.
+    /// The nested mode's hook (docs/nested.md): what its exchange thread
+    /// could not do, or heard, fails the job; a failed job is reported to
+    /// the outer server, which ends it on every node.
+    fn nest_tick(&mut self) {
+        let Some(n) = &mut self.nest else { return };
+        for why in n.tick(&mut self.server, &mut self.events) {
+            if !self.procs.has_failure() {
+                self.record_failure(0, 0, why.clone(), 1, String::new(), false);
+                self.server.fail_job(0, None, 1, &why, &mut self.events);
+                self.fail_group(0, 1, &why);
+            }
+        }
+        if self.procs.interrupted().is_some() {
+            return;
+        }
+        let Some(n) = self.nest.as_mut().filter(|n| n.wants_report()) else {
+            return;
+        };
+        if let Some((msg, code)) = self.procs.settled_failure(nest::SETTLE) {
+            // The outer launcher may end this one at once.
+            self.procs.announce_failure();
+            n.report_failure(code, &msg);
+        }
+    }
+
     fn update_watchers(&mut self) {
         for job in 0..self.jobs.len() {
             let gen = self.server.fence_wait_generation(job);
@@ -473,7 +508,16 @@ impl Launcher {
                         signal,
                     } => self.oob_signal(conn, job, rank, signal),
                     Event::NameDone { token, result } => self.pmix_name_done(token, result),
-                    Event::OuterGet { id, key } => self.nest_outer_get(id, key),
+                    Event::OuterGet { id, key } => match &self.nest {
+                        Some(n) => n.outer_get(id, key, &mut self.server, &mut self.events),
+                        None => self.server.outer_get_reply(
+                            id,
+                            Err(fastpmi_server::place::OuterGetFailed(
+                                "not a node server".into(),
+                            )),
+                            &mut self.events,
+                        ),
+                    },
                     Event::RankDied {
                         job,
                         rank,

@@ -27,7 +27,7 @@ use fastpmi_codec::names;
 use fastpmi_segment::JobSegment;
 use fastpmi_server::deaths::DeathCause;
 use fastpmi_server::place::{NodePlace, OuterGetFailed};
-use fastpmi_server::{JobIdx, NameError, NameOp};
+use fastpmi_server::{Event, JobIdx, NameError, NameOp, Server};
 
 use super::names::NameClient;
 
@@ -39,7 +39,11 @@ use trade::Trader;
 
 /// How long a failure that a rank's exit status may explain better (a lost
 /// connection is often a kill) waits for it before it is reported.
-const SETTLE: Duration = Duration::from_millis(200);
+pub(super) const SETTLE: Duration = Duration::from_millis(200);
+
+/// How often the loop looks at a failure not yet reported to the outer
+/// server.
+const REPORT_CHECK: Duration = Duration::from_millis(50);
 
 /// How long a node server that is done waits for the last trade rounds
 /// after a death (they end sooner: when every node server took its part,
@@ -347,7 +351,7 @@ impl Nest {
 
     /// Every rank here has ended: leave the outer job (cleanly unless it
     /// failed or the launcher was interrupted, when it is being ended).
-    fn finish(&mut self, interrupted: bool) {
+    pub(super) fn finish(&mut self, interrupted: bool) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.exchange.take() {
             // After a death the node servers trade up to an agreed last
@@ -375,63 +379,49 @@ impl Nest {
     }
 }
 
-impl super::Launcher {
-    /// What the exchange thread could not do fails the job; a failed job
-    /// is reported to the outer server, which ends it on every node.
-    pub(super) fn nest_tick(&mut self) {
-        self.nest_heard();
-        let Some(n) = &self.nest else { return };
-        for why in n.failures() {
-            if !self.procs.has_failure() {
-                self.record_failure(0, 0, why.clone(), 1, String::new(), false);
-                self.server.fail_job(0, None, 1, &why, &mut self.events);
-                self.fail_group(0, 1, &why);
-            }
-        }
-        if self.procs.interrupted().is_some() {
-            return;
-        }
-        let Some(n) = self.nest.as_mut().filter(|n| !n.reported) else {
-            return;
-        };
-        if let Some((msg, code)) = self.procs.settled_failure(SETTLE) {
-            // The outer launcher may end this one at once.
-            self.procs.announce_failure();
-            n.report_failure(code, &msg);
-        }
+impl Nest {
+    /// The loop's hook: what the other node servers said (their dead are
+    /// this job's dead), then what the exchange thread could not do, which
+    /// the launcher fails the job with.
+    pub(super) fn tick(&mut self, server: &mut Server, events: &mut Vec<Event>) -> Vec<String> {
+        self.heard(server, events);
+        self.failures()
+    }
+
+    /// Whether a failure of the job is still to be reported to the outer
+    /// server (see [`Nest::report_failure`]).
+    pub(super) fn wants_report(&self) -> bool {
+        !self.reported
     }
 
     /// Rank `rank` of `job` died here (a fault-tolerant job): the other
     /// node servers hear of it.
-    pub(super) fn nest_tell_death(&self, job: JobIdx, rank: u32, cause: DeathCause) {
-        let Some(n) = self.nest.as_ref().filter(|n| n.job == Some(job)) else {
+    pub(super) fn tell_death(&self, job: JobIdx, rank: u32, cause: DeathCause) {
+        if self.job != Some(job) {
             return;
-        };
-        if let Some(m) = &n.mesh {
-            m.teller.died(n.place.first + rank, cause);
+        }
+        if let Some(m) = &self.mesh {
+            m.teller.died(self.place.first + rank, cause);
         }
     }
 
-    /// What the other node servers said: their dead are this job's dead.
-    fn nest_heard(&mut self) {
-        let Some(n) = &mut self.nest else { return };
-        let (Some(m), Some(job)) = (&n.mesh, n.job) else {
+    fn heard(&mut self, server: &mut Server, events: &mut Vec<Event>) {
+        let (Some(m), Some(job)) = (&self.mesh, self.job) else {
             return;
         };
         for h in m.heard() {
             match h {
                 Heard::Died { rank, cause } => {
                     let how = format!("{} on another node server", super::deaths::death_text(cause));
-                    self.server
-                        .rank_died_elsewhere(job, rank, cause, &how, &mut self.events);
+                    server.rank_died_elsewhere(job, rank, cause, &how, events);
                 }
                 Heard::Lost { node } => {
-                    let first: u32 = n.counts[..node as usize].iter().sum();
-                    let last = first + n.counts[node as usize];
-                    n.lost.insert(node);
+                    let first: u32 = self.counts[..node as usize].iter().sum();
+                    let last = first + self.counts[node as usize];
+                    self.lost.insert(node);
                     // Said once, by the first node server still there.
-                    let sayer = (0..n.nodes).find(|k| !n.lost.contains(k));
-                    if sayer == Some(n.node) && last > first {
+                    let sayer = (0..self.nodes).find(|k| !self.lost.contains(k));
+                    if sayer == Some(self.node) && last > first {
                         crate::errln!(
                             "fastpmi: node server {node} (ranks {first}-{}) ended before its ranks finished; the job goes on without them (fault tolerant)",
                             last - 1
@@ -439,16 +429,10 @@ impl super::Launcher {
                     }
                     let how = format!("was lost with node server {node}");
                     for r in first..last {
-                        self.server.rank_died_elsewhere(
-                            job,
-                            r,
-                            DeathCause::NodeLost,
-                            &how,
-                            &mut self.events,
-                        );
+                        server.rank_died_elsewhere(job, r, DeathCause::NodeLost, &how, events);
                     }
                 }
-                Heard::Unreachable { node, why } => n
+                Heard::Unreachable { node, why } => self
                     .failures
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -460,36 +444,28 @@ impl super::Launcher {
     }
 
     /// A get that missed here goes to the outer job.
-    pub(super) fn nest_outer_get(&mut self, id: u64, key: Vec<u8>) {
-        let asked = match &self.nest {
-            Some(n) => n.ask_outer(id, key),
-            None => Err(OuterGetFailed("not a node server".into())),
-        };
-        if let Err(why) = asked {
-            self.server.outer_get_reply(id, Err(why), &mut self.events);
+    pub(super) fn outer_get(
+        &self,
+        id: u64,
+        key: Vec<u8>,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+    ) {
+        if let Err(why) = self.ask_outer(id, key) {
+            server.outer_get_reply(id, Err(why), events);
         }
     }
 
     /// The outer job's answers to gets, handed to the waiting ranks.
-    pub(super) fn nest_outer_replies(&mut self) {
-        let Some(n) = &self.nest else { return };
-        for (id, r) in n.outer_gets_done() {
-            self.server.outer_get_reply(id, r, &mut self.events);
+    pub(super) fn outer_replies(&self, server: &mut Server, events: &mut Vec<Event>) {
+        for (id, r) in self.outer_gets_done() {
+            server.outer_get_reply(id, r, events);
         }
     }
 
-    /// How soon the loop must look again at a failure not yet reported.
-    pub(super) fn nest_wait(&self) -> Option<Duration> {
-        let n = self.nest.as_ref()?;
-        (!n.reported && self.procs.has_failure()).then_some(Duration::from_millis(50))
-    }
-
-    /// Every rank has ended: leave the outer job.
-    pub(super) fn nest_finish(&mut self) {
-        self.nest_tick();
-        let interrupted = self.procs.interrupted().is_some();
-        if let Some(n) = &mut self.nest {
-            n.finish(interrupted);
-        }
+    /// How soon the loop must look again (`failing`: the job failed here),
+    /// at a failure not yet reported.
+    pub(super) fn wait(&self, failing: bool) -> Option<Duration> {
+        (!self.reported && failing).then_some(REPORT_CHECK)
     }
 }
