@@ -517,7 +517,6 @@ const LAUNCHER_METHOD_FILES: &[&str] = &[
     "src/launcher/pmix/query.rs",
     "src/launcher/pmix/register.rs",
     "src/launcher/pmix/remote.rs",
-    "src/launcher/singletons.rs",
     "src/launcher/spawn.rs",
     "src/launcher/starting.rs",
     "src/launcher/supervise.rs",

@@ -372,7 +372,7 @@ impl Launcher {
             if self.pmix_dead_tick() == Some(Duration::ZERO) {
                 self.pmix_end_ranks_and_jobs();
             }
-            self.check_singletons();
+            self.singletons.check(&self.server, &self.procs);
         }
         self.nest_tick();
         let interrupted = self.procs.interrupted().is_some();

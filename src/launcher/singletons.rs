@@ -18,8 +18,8 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use super::Launcher;
-use fastpmi_server::JobIdx;
+use super::supervise::Procs;
+use fastpmi_server::{JobIdx, Server};
 
 /// The first look, and the shortest interval: an Open MPI program maps
 /// `libmpi.so.40` as it starts, Python when it imports `mpi4py`.
@@ -87,22 +87,23 @@ enum Mapped {
     Nothing,
 }
 
-impl Launcher {
-    /// Look at the PMI sections that are due (from the event loop).
-    pub(super) fn check_singletons(&mut self) {
-        if self.singletons.sections.is_empty() {
+impl Watch {
+    /// Look at the PMI sections that are due (the loop's hook): their
+    /// connections on `server`, their processes in `procs`.
+    pub(super) fn check(&mut self, server: &Server, procs: &Procs) {
+        if self.sections.is_empty() {
             return;
         }
         let now = Instant::now();
-        if !self.singletons.sections.iter().any(|s| s.next <= now) {
+        if !self.sections.iter().any(|s| s.next <= now) {
             return;
         }
-        let mut sections = std::mem::take(&mut self.singletons.sections);
+        let mut sections = std::mem::take(&mut self.sections);
         sections.retain_mut(|s| {
             if s.next > now {
                 return true;
             }
-            match self.look(s) {
+            match look(s, server, procs) {
                 Look::Done => false,
                 Look::Again => {
                     s.interval = (s.interval * 2).min(LONGEST);
@@ -112,64 +113,57 @@ impl Launcher {
             }
         });
         // Sections queued meanwhile (none: looks create no job) stay.
-        sections.append(&mut self.singletons.sections);
-        self.singletons.sections = sections;
+        sections.append(&mut self.sections);
+        self.sections = sections;
     }
+}
 
-    fn look(&self, s: &mut Section) -> Look {
-        if s.ranks
-            .clone()
-            .any(|r| self.server.rank_connected(s.job, r))
-        {
-            return Look::Done;
-        }
-        // The section's ranks started so far, and those running long
-        // enough to have loaded their MPI.
-        let mut started = 0;
-        let mut running = false;
-        let mut ready = Vec::new();
-        for p in self
-            .procs
-            .of_job(s.job)
-            .filter(|p| s.ranks.contains(&p.rank))
-        {
-            started += 1;
-            if p.status.is_none() {
-                running = true;
-                if p.started.elapsed() >= FIRST {
-                    ready.push((p.rank, p.pid));
-                }
-            }
-        }
-        if !running && started >= s.ranks.len() {
-            return Look::Done;
-        }
-        if ready.is_empty() {
-            return Look::Again;
-        }
-        for k in 0..PER_LOOK.min(ready.len()) {
-            let (rank, pid) = ready[(s.cursor + k) % ready.len()];
-            match tree_maps(pid) {
-                Some((Mapped::OpenMpi(lib), who)) => {
-                    let what = if lib.starts_with("libmpi.so.40") {
-                        "Open MPI's libmpi.so.40".to_string()
-                    } else {
-                        lib
-                    };
-                    crate::errln!(
-                        "fastpmi: {} ({who}) loaded {what} but runs on PMI: it is a singleton; \
-                         launch it with --pmi pmix",
-                        self.server.rank_name(s.job, rank)
-                    );
-                    return Look::Done;
-                }
-                Some((Mapped::OtherMpi, _)) => return Look::Done,
-                _ => {}
-            }
-        }
-        s.cursor = (s.cursor + PER_LOOK) % ready.len();
-        Look::Again
+fn look(s: &mut Section, server: &Server, procs: &Procs) -> Look {
+    if s.ranks.clone().any(|r| server.rank_connected(s.job, r)) {
+        return Look::Done;
     }
+    // The section's ranks started so far, and those running long
+    // enough to have loaded their MPI.
+    let mut started = 0;
+    let mut running = false;
+    let mut ready = Vec::new();
+    for p in procs.of_job(s.job).filter(|p| s.ranks.contains(&p.rank)) {
+        started += 1;
+        if p.status.is_none() {
+            running = true;
+            if p.started.elapsed() >= FIRST {
+                ready.push((p.rank, p.pid));
+            }
+        }
+    }
+    if !running && started >= s.ranks.len() {
+        return Look::Done;
+    }
+    if ready.is_empty() {
+        return Look::Again;
+    }
+    for k in 0..PER_LOOK.min(ready.len()) {
+        let (rank, pid) = ready[(s.cursor + k) % ready.len()];
+        match tree_maps(pid) {
+            Some((Mapped::OpenMpi(lib), who)) => {
+                let what = if lib.starts_with("libmpi.so.40") {
+                    "Open MPI's libmpi.so.40".to_string()
+                } else {
+                    lib
+                };
+                crate::errln!(
+                    "fastpmi: {} ({who}) loaded {what} but runs on PMI: it is a singleton; \
+                         launch it with --pmi pmix",
+                    server.rank_name(s.job, rank)
+                );
+                return Look::Done;
+            }
+            Some((Mapped::OtherMpi, _)) => return Look::Done,
+            _ => {}
+        }
+    }
+    s.cursor = (s.cursor + PER_LOOK) % ready.len();
+    Look::Again
 }
 
 /// What process `pid` and its first descendants map, with the name of the
