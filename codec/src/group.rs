@@ -222,7 +222,9 @@ fn id_of(msg: &Message) -> Result<String, WireError> {
     check_id(v).map_err(|why| {
         let mut shown = super::show(v);
         if shown.len() > 80 {
-            shown.truncate(80);
+            // `show` keeps the id's valid UTF-8: cut between characters.
+            let cut = (0..=80).rev().find(|&i| shown.is_char_boundary(i));
+            shown.truncate(cut.unwrap_or(0));
             shown.push_str("...");
         }
         bad(&msg.cmd, "id", format!("{shown} ({why})"))
@@ -481,6 +483,24 @@ pub fn decode_reply(m: &Message) -> Result<GroupReply, BadGroupReply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 15-minute run of the `command` fuzz target (2026-12-02) found a
+    /// group id whose shown form has a multi-byte character across byte
+    /// 80: its error is made without cutting the character.
+    #[test]
+    fn a_bad_id_is_cut_between_characters() {
+        let mut id = b"s".to_vec();
+        id.extend(std::iter::repeat_n(0xffu8, 19));
+        id.extend("ééééééé".as_bytes());
+        let m = Message::new("group-construct").with("id", id);
+        let e = id_of(&m).unwrap_err().to_string();
+        assert!(e.contains("...") && e.contains('é'), "{e}");
+        let crash =
+            include_bytes!("../../fuzz/corpus/command/regression-group-id-cut-in-a-character");
+        assert!(crate::pmi2::decode(crash)
+            .map(|m| crate::command::request_from(crate::Protocol::Pmi2, &m).is_err())
+            .unwrap_or(true));
+    }
 
     #[test]
     fn member_lists_roundtrip_as_ranges() {
