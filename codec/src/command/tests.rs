@@ -416,3 +416,13 @@ fn put_of_tab_only_key_and_value_round_trips_whole() {
     let m = pmi1::decode(&reply[..reply.len() - 1]).unwrap();
     assert_eq!((m.get_str("rc"), m.get("value")), (Some("1"), None));
 }
+
+/// The `command` fuzz target's crash of 2026-12-02 (a group id cut inside
+/// a character while its error was made) decodes to an error.
+#[test]
+fn the_group_id_fuzz_crash_is_an_error() {
+    let crash =
+        include_bytes!("../../../fuzz/corpus/command/regression-group-id-cut-in-a-character");
+    let decoded = crate::pmi2::decode(crash);
+    assert!(decoded.is_err() || request_from(Protocol::Pmi2, &decoded.unwrap()).is_err());
+}
