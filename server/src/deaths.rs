@@ -232,11 +232,7 @@ impl Server {
         j.store.record_death_elsewhere(ranges(&list).as_bytes());
         tracing::debug!(job = %j.id, rank, "rank died on another node server: {how}");
         self.fail_fence_waiters(job, out);
-        let label = if job == 0 {
-            format!("rank {rank}")
-        } else {
-            format!("rank {rank} of job {}", self.jobs[job].id)
-        };
+        let label = self.jobs[job].job_rank_label(job, rank);
         self.notify_death(job, rank, cause, format!("{label} {how}"), out);
         true
     }

@@ -68,7 +68,12 @@ impl Job {
     /// How messages name this node's rank `rank`: "rank 3" in the first
     /// job, "rank 3 of job J" in a spawned one, by the job's rank.
     pub(crate) fn rank_label(&self, job: JobIdx, rank: u32) -> String {
-        let g = self.global_rank(rank);
+        self.job_rank_label(job, self.global_rank(rank))
+    }
+
+    /// How messages name the job's rank `g` (of any node): "rank 3" in the
+    /// first job, "rank 3 of job J" in a spawned one.
+    pub(crate) fn job_rank_label(&self, job: JobIdx, g: u32) -> String {
         if job == 0 {
             format!("rank {g}")
         } else {

@@ -338,13 +338,10 @@ impl Thread {
         self.poll
             .registry()
             .register(&mut stream, t, Interest::READABLE)?;
-        let mut output = Vec::new();
-        if node.is_some() {
-            for l in &self.log {
-                output.extend_from_slice(l.as_bytes());
-                output.push(b'\n');
-            }
-        }
+        let output = match node {
+            Some(_) => self.said(),
+            None => Vec::new(),
+        };
         self.peers.insert(
             t,
             Peer {
@@ -472,6 +469,14 @@ impl Thread {
         }
     }
 
+    /// Every line said so far, for a node server that just joined.
+    fn said(&self) -> Vec<u8> {
+        self.log
+            .iter()
+            .flat_map(|l| l.bytes().chain(std::iter::once(b'\n')))
+            .collect()
+    }
+
     /// `hello NODE TOKEN` from a node server above this one.
     fn hello(&mut self, t: Token, line: &str) -> bool {
         let mut w = line.split(' ');
@@ -490,11 +495,7 @@ impl Thread {
         if !same_token(token, &self.token) {
             return false;
         }
-        let log: Vec<u8> = self
-            .log
-            .iter()
-            .flat_map(|l| l.bytes().chain(std::iter::once(b'\n')))
-            .collect();
+        let log = self.said();
         if let Some(p) = self.peers.get_mut(&t) {
             p.node = Some(node);
             p.output.extend_from_slice(&log);
