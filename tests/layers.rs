@@ -508,6 +508,7 @@ fn without_visibility_paths(code: &str) -> String {
 const LAUNCHER_METHOD_FILES: &[&str] = &[
     "src/launcher/conn.rs",
     "src/launcher/deaths.rs",
+    "src/launcher/events.rs",
     "src/launcher/fence_timeout.rs",
     "src/launcher/jobs.rs",
     "src/launcher/pmix/clients.rs",
