@@ -43,28 +43,46 @@ fn normal_deps(pkg: &str) -> BTreeSet<String> {
         .collect()
 }
 
-#[test]
-fn libpmi2_links_at_most_35_crates_and_nothing_of_the_launcher() {
-    let deps = normal_deps("fastpmi-pmi2");
-    assert!(deps.len() <= 35, "{} crates: {deps:?}", deps.len());
-    let names: BTreeSet<&str> = deps.iter().filter_map(|d| d.split(' ').next()).collect();
-    for launcher_only in [
-        "fastpmi",
-        "fastpmi-server",
-        "mio",
-        "signal-hook",
-        "serde_json",
-        "libloading",
-        "netlink-sys",
-        "fastpmi-mpir",
-        "fastpmi-entry",
-    ] {
+/// Crates only the launcher may link.
+const LAUNCHER_ONLY: &[&str] = &[
+    "fastpmi",
+    "fastpmi-server",
+    "mio",
+    "signal-hook",
+    "serde_json",
+    "libloading",
+    "netlink-sys",
+    "fastpmi-mpir",
+    "fastpmi-entry",
+];
+
+/// `pkg` links the client and nothing of `LAUNCHER_ONLY`; its crate names.
+fn links_the_client_only(pkg: &str) -> BTreeSet<String> {
+    let deps = normal_deps(pkg);
+    let names: BTreeSet<String> = deps
+        .iter()
+        .filter_map(|d| d.split(' ').next())
+        .map(String::from)
+        .collect();
+    for launcher_only in LAUNCHER_ONLY {
         assert!(
-            !names.contains(launcher_only),
-            "libpmi2 links {launcher_only}: {deps:?}"
+            !names.contains(*launcher_only),
+            "{pkg} links {launcher_only}: {deps:?}"
         );
     }
     assert!(names.contains("fastpmi-client"), "{deps:?}");
+    deps
+}
+
+#[test]
+fn libpmi2_links_at_most_35_crates_and_nothing_of_the_launcher() {
+    let deps = links_the_client_only("fastpmi-pmi2");
+    assert!(deps.len() <= 35, "{} crates: {deps:?}", deps.len());
+}
+
+#[test]
+fn the_python_module_links_the_client_and_nothing_of_the_launcher() {
+    links_the_client_only("fastpmi-python");
 }
 
 #[test]
@@ -287,6 +305,7 @@ const CRATE_SOURCES: &[&str] = &[
     "entry/src",
     "pmix-host/src",
     "bench/src",
+    "python/src",
 ];
 
 #[test]
@@ -332,6 +351,7 @@ fn client_and_codec_sources_name_nothing_of_the_server_or_launcher() {
         "capi",
         "mpir/src",
         "entry/src",
+        "python/src",
     ] {
         let mut files = Vec::new();
         rs_files(&root().join(dir), &mut files);
