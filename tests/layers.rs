@@ -529,7 +529,6 @@ const LAUNCHER_METHOD_FILES: &[&str] = &[
     "src/launcher/conn.rs",
     "src/launcher/deaths.rs",
     "src/launcher/events.rs",
-    "src/launcher/fence_timeout.rs",
     "src/launcher/jobs.rs",
     "src/launcher/pmix/clients.rs",
     "src/launcher/pmix/dispatch.rs",
@@ -541,7 +540,6 @@ const LAUNCHER_METHOD_FILES: &[&str] = &[
     "src/launcher/spawn.rs",
     "src/launcher/starting.rs",
     "src/launcher/supervise.rs",
-    "src/launcher/tools.rs",
 ];
 
 #[test]

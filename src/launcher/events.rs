@@ -7,6 +7,7 @@
 use fastpmi_server::{Event, FailCause, JobIdx};
 use mio::Token;
 
+use super::tools::{self, Query, ReleaseError, ToolsRt, View};
 use super::{nest, peer, Launcher};
 
 impl Launcher {
@@ -153,6 +154,118 @@ impl Launcher {
                     },
                 }
             }
+        }
+    }
+}
+
+// The tools (rendezvous, MPIR, reports, `--fence-timeout`).
+impl Launcher {
+    /// The tools' state, and what they read of the other parts.
+    pub(super) fn tools_view(&mut self) -> (&mut ToolsRt, View<'_>) {
+        let view = View {
+            server: &self.server,
+            jobs: &self.jobs,
+            procs: &self.procs,
+            starter: &self.starter,
+            binding: &self.binding,
+            cfg: &self.cfg,
+        };
+        (&mut self.tools, view)
+    }
+
+    /// Answer what the tools' connection threads asked.
+    pub(super) fn serve_tool_queries(&mut self) {
+        while let Some(q) = self.tools.next_query() {
+            match q {
+                Query::Info(tx) => {
+                    let _ = tx.send(self.tools.launcher_info(&self.server, &self.jobs));
+                }
+                Query::Snapshot(tx) => {
+                    let (tools, view) = self.tools_view();
+                    let _ = tx.send(tools.snapshot_asked(view));
+                }
+                Query::Release(job, tx) => {
+                    let _ = tx.send(self.release(job.as_deref()));
+                }
+                Query::Checkpoint(job, tx) => {
+                    let (server, events) = (&mut self.server, &mut self.events);
+                    let _ = tx.send(tools::checkpoint(
+                        job.as_deref(),
+                        server,
+                        events,
+                        &self.jobs,
+                    ));
+                }
+            }
+        }
+        self.apply_events();
+    }
+
+    /// Release the ranks held in init, by the server and the PMIx host: of
+    /// `job` (an id), or of every job (then later jobs are not held either).
+    fn release(&mut self, job: Option<&str>) -> Result<usize, ReleaseError> {
+        let mut n = 0;
+        for j in self
+            .tools
+            .release_targets(job, &self.server, self.jobs.len())?
+        {
+            n += self.server.release_init(j, &mut self.events);
+            self.pmix_release(j);
+        }
+        tracing::debug!("released {n} ranks held in init");
+        Ok(n)
+    }
+
+    /// Ranks started: the MPIR proc table; the ranks of a job whose
+    /// debugger continued go on (`--stop-in-init`).
+    pub(super) fn tools_all_started(&mut self) {
+        let stop = self.cfg.stop_in_init;
+        while let Some(job) =
+            self.tools
+                .mpir_all_started(self.jobs.len(), &self.starter, &self.procs, stop)
+        {
+            let id = (job > 0).then(|| self.server.job_id(job).to_string());
+            let _ = self.release(id.as_deref());
+            self.apply_events();
+        }
+    }
+
+    /// Once `ps` has asked: republish the snapshot it answers from.
+    pub(super) fn tools_republish(&mut self) {
+        let (tools, view) = self.tools_view();
+        tools.republish(view);
+    }
+
+    /// SIGUSR1: the report of every running job on stderr.
+    pub(super) fn print_report(&mut self) {
+        let (tools, view) = self.tools_view();
+        tools.print_report(view);
+    }
+
+    /// `--verbose`: the report of `job` at the moment it fails.
+    pub(super) fn failure_detail(&mut self, job: JobIdx) -> Option<String> {
+        let (tools, view) = self.tools_view();
+        tools.failure_detail(job, view)
+    }
+
+    /// `--fence-timeout`: fail each job whose wait ran past it, one after
+    /// the other (a failure ends the waits of the jobs connected to it).
+    pub(super) fn check_fence_timeouts(&mut self) {
+        let Some(due) = self.tools.fence_check_due(self.cfg.fence_timeout) else {
+            return;
+        };
+        for job in 0..self.jobs.len() {
+            let (tools, view) = self.tools_view();
+            let Some(t) = tools.fence_timeout(job, due, view) else {
+                continue;
+            };
+            // Recorded first: its `--verbose` report is taken now, before
+            // the failure releases the ranks (which then end).
+            self.record_failure(t.job, t.rank, t.message.clone(), 1, String::new(), false);
+            self.server
+                .fail_job(t.job, Some(t.rank), 1, &t.message, &mut self.events);
+            self.fail_group(t.job, 1, &t.message);
+            self.apply_events();
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::Launcher;
+use super::tools::{ToolsRt, View};
 use crate::ranges::ranges;
 use crate::tools::group_view;
 use crate::tools::proto::{GroupFenceRow, JobTable};
@@ -11,63 +11,82 @@ use crate::tools::report;
 use crate::tools::view;
 use fastpmi_server::JobIdx;
 
-impl Launcher {
-    /// `--fence-timeout`: fail jobs whose fence or node-attribute wait has
-    /// been incomplete for that long, with the who-is-missing report.
-    pub(super) fn check_fence_timeouts(&mut self) {
-        let Some(limit) = self.cfg.fence_timeout else {
-            return;
-        };
+/// A wait past `--fence-timeout`: its job fails, blaming `rank` (of this
+/// launcher's part of the job) with `message`.
+pub(super) struct TimedOut {
+    pub(super) job: JobIdx,
+    pub(super) rank: u32,
+    pub(super) message: String,
+}
+
+impl ToolsRt {
+    /// `--fence-timeout` (`limit`): whether it is time to look for waits
+    /// past it; then the limit, and the moment they are measured at.
+    pub(super) fn fence_check_due(
+        &mut self,
+        limit: Option<Duration>,
+    ) -> Option<(Duration, Instant)> {
+        let limit = limit?;
         let now = Instant::now();
-        if now < self.tools.next_check {
-            return;
+        if now < self.next_check {
+            return None;
         }
-        self.tools.next_check =
+        self.next_check =
             now + (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
-        for job in 0..self.jobs.len() {
-            if self.jobs.live(job) == 0 || self.jobs.torn_down(job) || self.server.job_failed(job) {
-                self.tools.waiting.remove(&job);
-                continue;
-            }
-            // A group fence counts from its first member's arrival.
-            let groups = self.server.group_fence_status(job);
-            if !groups.is_empty() {
-                let seg = self.jobs.segment(job).map(|s| s.seg());
-                let late = group_view::group_fences(&groups, seg, None)
-                    .into_iter()
-                    .find(|g| g.seconds >= limit.as_secs_f64());
-                if let Some(g) = late {
-                    self.tools.waiting.remove(&job);
-                    self.group_fence_timed_out(job, &g, limit);
-                    continue;
-                }
-            }
-            let shm_waits = self.jobs.segment(job).is_some_and(|s| {
-                s.seg()
-                    .ranks()
-                    .iter()
-                    .any(|r| r.phase() == Ok(shm_layout::RankPhase::WaitingNodeAttr))
-            });
-            let waiting =
-                self.server.fence_arrivals(job) > 0 || self.server.waits_for_attr(job) || shm_waits;
-            if !waiting {
-                self.tools.waiting.remove(&job);
-                continue;
-            }
-            let gen = self.server.fences_completed(job);
-            let e = self.tools.waiting.entry(job).or_insert((gen, now));
-            if e.0 != gen {
-                *e = (gen, now);
-            }
-            if now.duration_since(e.1) >= limit {
-                self.tools.waiting.remove(&job);
-                self.fence_timed_out(job, limit);
-            }
-        }
+        Some((limit, now))
     }
 
-    fn fence_timed_out(&mut self, job: JobIdx, limit: Duration) {
-        let t = view::job_table(&self.job_snap(job));
+    /// Whether `job`'s fence or node-attribute wait has been incomplete for
+    /// `limit` at `now` (from [`ToolsRt::fence_check_due`]): then the
+    /// failure of the job, the who-is-missing report printed.
+    pub(super) fn fence_timeout(
+        &mut self,
+        job: JobIdx,
+        (limit, now): (Duration, Instant),
+        view: View<'_>,
+    ) -> Option<TimedOut> {
+        let (server, jobs) = (view.server, view.jobs);
+        if jobs.live(job) == 0 || jobs.torn_down(job) || server.job_failed(job) {
+            self.waiting.remove(&job);
+            return None;
+        }
+        // A group fence counts from its first member's arrival.
+        let groups = server.group_fence_status(job);
+        if !groups.is_empty() {
+            let seg = jobs.segment(job).map(|s| s.seg());
+            let late = group_view::group_fences(&groups, seg, None)
+                .into_iter()
+                .find(|g| g.seconds >= limit.as_secs_f64());
+            if let Some(g) = late {
+                self.waiting.remove(&job);
+                return Some(self.group_fence_timed_out(job, &g, limit, view));
+            }
+        }
+        let shm_waits = jobs.segment(job).is_some_and(|s| {
+            s.seg()
+                .ranks()
+                .iter()
+                .any(|r| r.phase() == Ok(shm_layout::RankPhase::WaitingNodeAttr))
+        });
+        let waiting = server.fence_arrivals(job) > 0 || server.waits_for_attr(job) || shm_waits;
+        if !waiting {
+            self.waiting.remove(&job);
+            return None;
+        }
+        let gen = server.fences_completed(job);
+        let e = self.waiting.entry(job).or_insert((gen, now));
+        if e.0 != gen {
+            *e = (gen, now);
+        }
+        if now.duration_since(e.1) >= limit {
+            self.waiting.remove(&job);
+            return Some(self.fence_timed_out(job, limit, view));
+        }
+        None
+    }
+
+    fn fence_timed_out(&self, job: JobIdx, limit: Duration, view: View<'_>) -> TimedOut {
+        let t = view::job_table(&self.job_snap(job, view));
         let report = report::report(&t);
         let progress = report::fence_progress(&t);
         let what = match &progress {
@@ -93,7 +112,7 @@ impl Launcher {
             let rest: Vec<u32> = missing[8..].iter().map(|r| r.rank).collect();
             who += &format!(" and {} more (ranks {})", rest.len(), ranges(&rest));
         }
-        if who.is_empty() && progress_here(&t) && self.server.place(job).is_some() {
+        if who.is_empty() && progress_here(&t) && view.server.place(job).is_some() {
             // A node server holds its ranks until the other nodes' arrive.
             who = "no rank of this node (all arrived): the other node servers' ranks".into();
         } else if who.is_empty() {
@@ -109,15 +128,22 @@ impl Launcher {
             limit.as_secs_f64()
         );
         // The row names the job's rank; the failure takes this launcher's.
-        let first = self.server.global_rank(job, 0);
+        let first = view.server.global_rank(job, 0);
         let rank = missing.first().map_or(0, |r| r.rank.saturating_sub(first));
-        self.fail_timed_out(job, rank, &report, message);
+        timed_out(job, rank, &report, message)
     }
 
     /// `g`, a group fence of `job`, has waited `limit` since its first
-    /// member arrived: fail the job, naming the members that did not.
-    fn group_fence_timed_out(&mut self, job: JobIdx, g: &GroupFenceRow, limit: Duration) {
-        let t = view::job_table(&self.job_snap(job));
+    /// member arrived: the failure of the job, naming the members that did
+    /// not.
+    fn group_fence_timed_out(
+        &self,
+        job: JobIdx,
+        g: &GroupFenceRow,
+        limit: Duration,
+        view: View<'_>,
+    ) -> TimedOut {
+        let t = view::job_table(&self.job_snap(job, view));
         let report = report::report(&t);
         let this_job = |m: &String| -> Option<u32> { m.strip_prefix("rank ")?.parse().ok() };
         let mut named: Vec<String> = g
@@ -148,22 +174,16 @@ impl Launcher {
             named.join(", ")
         );
         let rank = g.missing.iter().find_map(this_job).unwrap_or(0);
-        self.fail_timed_out(job, rank, &report, message);
+        timed_out(job, rank, &report, message)
     }
+}
 
-    /// Fail `job` for a wait past `--fence-timeout`, blaming `rank`, after
-    /// printing `report`.
-    fn fail_timed_out(&mut self, job: JobIdx, rank: u32, report: &str, message: String) {
-        crate::errln!("fastpmi: fence timeout:");
-        eprint!("{report}");
-        // Recorded first: its `--verbose` report is taken now, before the
-        // failure releases the ranks (which then end).
-        self.record_failure(job, rank, message.clone(), 1, String::new(), false);
-        self.server
-            .fail_job(job, Some(rank), 1, &message, &mut self.events);
-        self.fail_group(job, 1, &message);
-        self.apply_events();
-    }
+/// The failure of `job` for a wait past `--fence-timeout`, blaming
+/// `rank`, after printing `report`.
+fn timed_out(job: JobIdx, rank: u32, report: &str, message: String) -> TimedOut {
+    crate::errln!("fastpmi: fence timeout:");
+    eprint!("{report}");
+    TimedOut { job, rank, message }
 }
 
 /// Every rank of this launcher's part of the job is in the fence.

@@ -389,7 +389,7 @@ impl Launcher {
         let world = place.as_ref().map_or(size, |p| p.total);
         // Ranks held in init (`--stop-in-init`) are held at the socket
         // handshake, so they must not attach without one.
-        let direct = if self.tools_holding_new_jobs() {
+        let direct = if self.tools.holding_new_jobs() {
             Vec::new()
         } else {
             direct_env(&*store, spawner.as_deref())
@@ -410,7 +410,7 @@ impl Launcher {
                 n.start(job, seg.clone(), self.waker.clone());
             }
         }
-        self.tools_job_created(job);
+        self.tools.job_created(job, &mut self.server);
         let added = self.jobs.add(segment, parent_segment, size);
         debug_assert_eq!(job, added);
         self.binding

@@ -287,7 +287,7 @@ impl Launcher {
                     .chain(stuck)
                     .chain(continued)
                     .chain(groups)
-                    .chain(self.tools_tick())
+                    .chain(self.tools.tick(self.cfg.fence_timeout))
                     .chain(
                         self.nest
                             .as_ref()
@@ -306,7 +306,7 @@ impl Launcher {
                 }
             }
             if !events.is_empty() || self.conns.has_ready() {
-                self.tools_touched();
+                self.tools.touched();
             }
             for ev in events.iter() {
                 match ev.token() {
@@ -389,7 +389,7 @@ impl Launcher {
             eprint!("{}", self.stats_report());
         }
         let failed = self.procs.failure_message();
-        self.tools_exit(failed.as_deref());
+        self.tools.exit(failed.as_deref());
         match (self.procs.exit_code(), self.deaths.first_status()) {
             // `--fail-on-death`: the first dead rank's status.
             (0, Some(status)) if self.cfg.fail_on_death => status,

@@ -306,7 +306,7 @@ impl Launcher {
     /// are still being created.
     pub(super) fn spawn_next(&mut self) {
         while let Some(p) = self.starter.next() {
-            self.tools_touched();
+            self.tools.touched();
             if self.jobs.torn_down(p.job) || self.procs.interrupted().is_some() {
                 self.rank_gone(p.job);
                 continue;

@@ -18,7 +18,12 @@ use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 
-use super::{mpir, os, Launcher};
+use super::binding::Binding;
+use super::jobs::Jobs;
+use super::starting::Starter;
+use super::supervise::{Procs, RankProc};
+use super::{mpir, os};
+use crate::config::LaunchConfig;
 use crate::ranges::ranges;
 
 use crate::tools::instant_ns;
@@ -26,7 +31,7 @@ use crate::tools::proto::{CheckpointSent, JobBrief, LauncherInfo, Op, Reply, Req
 use crate::tools::rendezvous::{self, Rendezvous};
 use crate::tools::report;
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
-use fastpmi_server::JobIdx;
+use fastpmi_server::{Event, JobIdx, Server};
 
 /// How long a connection thread waits for the event loop.
 const LOOP_DEADLINE: Duration = Duration::from_secs(2);
@@ -62,6 +67,18 @@ pub(super) enum CheckpointRefused {
 pub(super) enum ReleaseError {
     #[error("no job {0} in this launcher")]
     NoJob(String),
+}
+
+/// What the tools read of the launcher's other parts (snapshots, reports,
+/// fence timeouts).
+#[derive(Clone, Copy)]
+pub(super) struct View<'a> {
+    pub(super) server: &'a Server,
+    pub(super) jobs: &'a Jobs,
+    pub(super) procs: &'a Procs,
+    pub(super) starter: &'a Starter,
+    pub(super) binding: &'a Binding,
+    pub(super) cfg: &'a LaunchConfig,
 }
 
 pub(super) struct ToolsRt {
@@ -257,103 +274,89 @@ fn answer<T, E: std::fmt::Display>(
     }
 }
 
-impl Launcher {
+impl ToolsRt {
     /// A job was created: note when, and hold it under `--stop-in-init`.
-    pub(super) fn tools_job_created(&mut self, job: JobIdx) {
-        while self.tools.created.len() <= job {
-            self.tools.created.push(Instant::now());
+    pub(super) fn job_created(&mut self, job: JobIdx, server: &mut Server) {
+        while self.created.len() <= job {
+            self.created.push(Instant::now());
         }
-        if self.tools.hold_new_jobs {
-            self.server.hold_init(job);
+        if self.hold_new_jobs {
+            server.hold_init(job);
         }
     }
 
     /// Whether a job created now is held in init (`--stop-in-init`, not
     /// released yet).
-    pub(super) fn tools_holding_new_jobs(&self) -> bool {
-        self.tools.hold_new_jobs
+    pub(super) fn holding_new_jobs(&self) -> bool {
+        self.hold_new_jobs
     }
 
     /// Build a snapshot and make it the one `ps` answers from.
-    fn publish_snapshot(&mut self) -> Arc<Snapshot> {
-        let snap = Arc::new(self.snapshot());
-        if let Ok(mut p) = self.tools.published.lock() {
+    fn publish_snapshot(&mut self, view: View<'_>) -> Arc<Snapshot> {
+        let snap = Arc::new(self.snapshot(view));
+        if let Ok(mut p) = self.published.lock() {
             *p = Some(snap.clone());
         }
-        self.tools.dirty = false;
-        self.tools.last_published = Instant::now();
+        self.dirty = false;
+        self.last_published = Instant::now();
         snap
+    }
+
+    /// The first `ps` asked for a snapshot: publish one now, and from now
+    /// on republish it (see [`ToolsRt::republish`]).
+    pub(super) fn snapshot_asked(&mut self, view: View<'_>) -> Arc<Snapshot> {
+        self.publishing = true;
+        self.publish_snapshot(view)
     }
 
     /// The loop handled events (its state may have changed since the
     /// snapshot `ps` answers from).
-    pub(super) fn tools_touched(&mut self) {
-        self.tools.dirty = true;
+    pub(super) fn touched(&mut self) {
+        self.dirty = true;
     }
 
     /// Once `ps` has asked: republish the snapshot if the loop's state may
     /// have changed, at most every [`REPUBLISH`].
-    pub(super) fn tools_republish(&mut self) {
-        if self.tools.publishing
-            && self.tools.dirty
-            && self.tools.last_published.elapsed() >= REPUBLISH
-        {
-            self.publish_snapshot();
+    pub(super) fn republish(&mut self, view: View<'_>) {
+        if self.publishing && self.dirty && self.last_published.elapsed() >= REPUBLISH {
+            self.publish_snapshot(view);
         }
     }
 
     /// Poll timeout the tools need (a pending republish, the fence-timeout
-    /// check).
-    pub(super) fn tools_tick(&self) -> Option<Duration> {
-        let republish = (self.tools.publishing && self.tools.dirty)
-            .then(|| REPUBLISH.saturating_sub(self.tools.last_published.elapsed()));
-        let Some(limit) = self.cfg.fence_timeout else {
+    /// check; `fence_timeout` is `--fence-timeout`).
+    pub(super) fn tick(&self, fence_timeout: Option<Duration>) -> Option<Duration> {
+        let republish = (self.publishing && self.dirty)
+            .then(|| REPUBLISH.saturating_sub(self.last_published.elapsed()));
+        let Some(limit) = fence_timeout else {
             return republish;
         };
         let tick = (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(100));
         let check = self
-            .tools
             .next_check
             .saturating_duration_since(Instant::now())
             .min(tick);
         Some(republish.map_or(check, |r| r.min(check)))
     }
 
-    /// Answer what the connection threads asked.
-    pub(super) fn serve_tool_queries(&mut self) {
-        while let Ok(q) = self.tools.queries.try_recv() {
-            match q {
-                Query::Info(tx) => {
-                    let _ = tx.send(self.launcher_info());
-                }
-                Query::Snapshot(tx) => {
-                    self.tools.publishing = true;
-                    let _ = tx.send(self.publish_snapshot());
-                }
-                Query::Release(job, tx) => {
-                    let _ = tx.send(self.release(job.as_deref()));
-                }
-                Query::Checkpoint(job, tx) => {
-                    let _ = tx.send(self.checkpoint(job.as_deref()));
-                }
-            }
-        }
-        self.apply_events();
+    /// The next thing a connection thread asked.
+    pub(super) fn next_query(&self) -> Option<Query> {
+        self.queries.try_recv().ok()
     }
 
-    fn launcher_info(&self) -> LauncherInfo {
+    pub(super) fn launcher_info(&self, server: &Server, jobs: &Jobs) -> LauncherInfo {
         LauncherInfo {
             pid: std::process::id(),
-            command: self.tools.command.clone(),
-            age_seconds: self.tools.started.elapsed().as_secs_f64(),
-            jobs: (0..self.jobs.len())
-                .filter(|&j| self.jobs.live(j) > 0)
+            command: self.command.clone(),
+            age_seconds: self.started.elapsed().as_secs_f64(),
+            jobs: (0..jobs.len())
+                .filter(|&j| jobs.live(j) > 0)
                 .map(|j| {
-                    let st = self.server.job_status(j);
+                    let st = server.job_status(j);
                     JobBrief {
                         id: st.id,
                         size: st.size,
-                        live: self.jobs.live(j),
+                        live: jobs.live(j),
                         held: st.holding,
                     }
                 })
@@ -362,21 +365,21 @@ impl Launcher {
     }
 
     /// Every job whose ranks are not all reaped.
-    pub(super) fn snapshot(&self) -> Snapshot {
+    pub(super) fn snapshot(&self, view: View<'_>) -> Snapshot {
         Snapshot {
             launcher_pid: std::process::id(),
-            command: self.tools.command.clone(),
-            age_seconds: self.tools.started.elapsed().as_secs_f64(),
-            jobs: (0..self.jobs.len())
-                .filter(|&j| self.jobs.live(j) > 0)
-                .map(|j| self.job_snap(j))
+            command: self.command.clone(),
+            age_seconds: self.started.elapsed().as_secs_f64(),
+            jobs: (0..view.jobs.len())
+                .filter(|&j| view.jobs.live(j) > 0)
+                .map(|j| self.job_snap(j, view))
                 .collect(),
         }
     }
 
-    pub(super) fn job_snap(&self, job: JobIdx) -> JobSnap {
-        let status = self.server.job_status(job);
-        let created = self.tools.created.get(job).map_or(0, |&t| instant_ns(t));
+    pub(super) fn job_snap(&self, job: JobIdx, view: View<'_>) -> JobSnap {
+        let status = view.server.job_status(job);
+        let created = self.created.get(job).map_or(0, |&t| instant_ns(t));
         let mut procs: Vec<ProcSnap> = (0..status.size)
             .map(|_| ProcSnap {
                 pid: None,
@@ -387,12 +390,12 @@ impl Launcher {
                 death: None,
             })
             .collect();
-        for p in self.starter.not_running(job) {
+        for p in view.starter.not_running(job) {
             if let Some(slot) = procs.get_mut(p.rank as usize) {
                 slot.executable = p.program().display().to_string();
             }
         }
-        for p in self.procs.of_job(job) {
+        for p in view.procs.of_job(job) {
             if let Some(slot) = procs.get_mut(p.rank as usize) {
                 *slot = ProcSnap {
                     pid: Some(p.pid),
@@ -405,93 +408,72 @@ impl Launcher {
                             p.ended.map_or(0, instant_ns),
                         )
                     }),
-                    cpus: self.binding.rank_cpus(job, p.rank).map(|(c, _)| ranges(c)),
+                    cpus: view.binding.rank_cpus(job, p.rank).map(|(c, _)| ranges(c)),
                     death: None,
                 };
             }
         }
-        for (rank, cause) in self.server.dead_ranks(job) {
+        for (rank, cause) in view.server.dead_ranks(job) {
             if let Some(slot) = procs.get_mut(rank as usize) {
                 slot.death = Some(super::deaths::death_text(cause));
             }
         }
         let sock_since_ns = status.ranks.iter().map(|r| instant_ns(r.since)).collect();
         JobSnap {
-            segment: self.jobs.segment(job).cloned(),
+            segment: view.jobs.segment(job).cloned(),
             status,
             procs,
             sock_since_ns,
         }
     }
 
-    /// `fastpmi checkpoint`: ask the ranks of `job` (an id), or of every
-    /// job still running, for a checkpoint on their out-of-band channels.
-    fn checkpoint(&mut self, job: Option<&str>) -> Result<Vec<CheckpointSent>, CheckpointRefused> {
-        let ids: Vec<String> = match job {
-            Some(id) => vec![id.to_string()],
-            None => (0..self.jobs.len())
-                .filter(|&j| !self.jobs.torn_down(j) && !self.server.job_failed(j))
-                .map(|j| self.server.job_id(j).to_string())
-                .collect(),
-        };
-        if ids.is_empty() {
-            return Err(CheckpointRefused::NoRunningJob);
-        }
-        let mut sent = Vec::new();
-        for id in ids {
-            let r = self.server.checkpoint(&id, &mut self.events)?;
-            tracing::debug!(job = %id, "checkpoint {} sent to {} of {} ranks", r.seq, r.ranks, r.size);
-            sent.push(CheckpointSent {
-                job: id,
-                seq: r.seq,
-                ranks: r.ranks,
-                size: r.size,
-            });
-        }
-        Ok(sent)
-    }
-
-    /// Release held ranks: of `job` (an id), or of every job (then later
-    /// jobs are not held either).
-    fn release(&mut self, job: Option<&str>) -> Result<usize, ReleaseError> {
-        let targets: Vec<JobIdx> = match job {
+    /// The jobs `fastpmi release` releases the held ranks of: `job` (an
+    /// id), or every one of the `jobs` created so far (then later jobs are
+    /// not held either).
+    pub(super) fn release_targets(
+        &mut self,
+        job: Option<&str>,
+        server: &Server,
+        jobs: usize,
+    ) -> Result<Vec<JobIdx>, ReleaseError> {
+        match job {
             None => {
-                self.tools.hold_new_jobs = false;
-                (0..self.jobs.len()).collect()
+                self.hold_new_jobs = false;
+                Ok((0..jobs).collect())
             }
             Some(id) => {
-                let j = (0..self.jobs.len())
-                    .find(|&j| self.server.job_id(j) == id)
+                let j = (0..jobs)
+                    .find(|&j| server.job_id(j) == id)
                     .ok_or_else(|| ReleaseError::NoJob(id.to_string()))?;
-                vec![j]
+                Ok(vec![j])
             }
-        };
-        let mut n = 0;
-        for j in targets {
-            n += self.server.release_init(j, &mut self.events);
-            self.pmix_release(j);
         }
-        tracing::debug!("released {n} ranks held in init");
-        Ok(n)
     }
 
     /// Once every rank of the first job has started: the MPIR proc table
     /// and `MPIR_Breakpoint`; then once every rank of each spawned job has
     /// started, its ranks appended and `MPIR_Breakpoint` again. A debugger
-    /// that set `MPIR_being_debugged` has continued when it returns: ranks
-    /// held in init go on.
-    pub(super) fn tools_all_started(&mut self) {
-        while self.tools.mpir_jobs < self.jobs.len() {
-            let job = self.tools.mpir_jobs;
-            if !self.starter.all_started(job) {
-                return;
+    /// that set `MPIR_being_debugged` has continued when it returns: with
+    /// `stop_in_init`, the job returned, whose ranks held in init must go
+    /// on (then call again, for the jobs after it).
+    pub(super) fn mpir_all_started(
+        &mut self,
+        jobs: usize,
+        starter: &Starter,
+        procs: &Procs,
+        stop_in_init: bool,
+    ) -> Option<JobIdx> {
+        while self.mpir_jobs < jobs {
+            let job = self.mpir_jobs;
+            if !starter.all_started(job) {
+                return None;
             }
-            self.tools.mpir_jobs += 1;
+            self.mpir_jobs += 1;
             let host = rustix::system::uname()
                 .nodename()
                 .to_string_lossy()
                 .into_owned();
-            let mut ranks: Vec<&super::supervise::RankProc> = self.procs.of_job(job).collect();
+            let mut ranks: Vec<&RankProc> = procs.of_job(job).collect();
             ranks.sort_by_key(|p| p.rank);
             // A spawned job none of whose ranks started adds nothing; the
             // first job is published even then (the debugger expects its
@@ -512,17 +494,16 @@ impl Launcher {
             } else {
                 mpir::extend(entries)
             };
-            if debugged && self.cfg.stop_in_init {
-                let id = (job > 0).then(|| self.server.job_id(job).to_string());
-                let _ = self.release(id.as_deref());
-                self.apply_events();
+            if debugged && stop_in_init {
+                return Some(job);
             }
         }
+        None
     }
 
     /// SIGUSR1: the report of every running job on stderr; nothing changes.
-    pub(super) fn print_report(&self) {
-        let snap = self.snapshot();
+    pub(super) fn print_report(&self, view: View<'_>) {
+        let snap = self.snapshot(view);
         let mut out = String::new();
         for js in &snap.jobs {
             out += &report::report(&view::job_table(js));
@@ -534,20 +515,52 @@ impl Launcher {
     }
 
     /// `--verbose`: the report of `job` at the moment it fails.
-    pub(super) fn failure_detail(&self, job: JobIdx) -> Option<String> {
-        if !self.cfg.verbose || job >= self.jobs.len() {
+    pub(super) fn failure_detail(&self, job: JobIdx, view: View<'_>) -> Option<String> {
+        if !view.cfg.verbose || job >= view.jobs.len() {
             return None;
         }
-        Some(report::report(&view::job_table(&self.job_snap(job))))
+        Some(report::report(&view::job_table(&self.job_snap(job, view))))
     }
 
-    /// The launcher is exiting with a failure: tell a debugger.
-    pub(super) fn tools_exit(&mut self, failed: Option<&str>) {
+    /// The launcher is exiting (with `failed`, a failure): tell a debugger.
+    pub(super) fn exit(&mut self, failed: Option<&str>) {
         if let Some(why) = failed {
-            if self.tools.mpir_jobs > 0 {
+            if self.mpir_jobs > 0 {
                 mpir::aborting(why);
             }
         }
-        self.tools.close();
+        self.close();
     }
+}
+
+/// `fastpmi checkpoint`: ask the ranks of `job` (an id), or of every job
+/// still running, for a checkpoint on their out-of-band channels.
+pub(super) fn checkpoint(
+    job: Option<&str>,
+    server: &mut Server,
+    events: &mut Vec<Event>,
+    jobs: &Jobs,
+) -> Result<Vec<CheckpointSent>, CheckpointRefused> {
+    let ids: Vec<String> = match job {
+        Some(id) => vec![id.to_string()],
+        None => (0..jobs.len())
+            .filter(|&j| !jobs.torn_down(j) && !server.job_failed(j))
+            .map(|j| server.job_id(j).to_string())
+            .collect(),
+    };
+    if ids.is_empty() {
+        return Err(CheckpointRefused::NoRunningJob);
+    }
+    let mut sent = Vec::new();
+    for id in ids {
+        let r = server.checkpoint(&id, events)?;
+        tracing::debug!(job = %id, "checkpoint {} sent to {} of {} ranks", r.seq, r.ranks, r.size);
+        sent.push(CheckpointSent {
+            job: id,
+            seq: r.seq,
+            ranks: r.ranks,
+            size: r.size,
+        });
+    }
+    Ok(sent)
 }

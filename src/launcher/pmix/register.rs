@@ -105,7 +105,7 @@ impl Launcher {
         let xml = self
             .publish_topology()
             .and_then(|p| std::fs::read_to_string(p).ok());
-        let held = self.tools_holding_new_jobs();
+        let held = self.tools.holding_new_jobs();
         if held {
             self.pmix_host(apps)?.held.borrow_mut().insert(job);
         }
