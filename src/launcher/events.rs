@@ -7,8 +7,10 @@
 use fastpmi_server::{Event, FailCause, JobIdx};
 use mio::Token;
 
+use super::pmix::dispatch::Reaction;
+use super::pmix::register::Registration;
 use super::tools::{self, Query, ReleaseError, ToolsRt, View};
-use super::{nest, peer, Launcher};
+use super::{nest, peer, pmix, starting, Launcher};
 
 impl Launcher {
     /// The nested mode's hook (docs/nested.md): what its exchange thread
@@ -266,6 +268,125 @@ impl Launcher {
                 .fail_job(t.job, Some(t.rank), 1, &t.message, &mut self.events);
             self.fail_group(t.job, 1, &t.message);
             self.apply_events();
+        }
+    }
+}
+
+// The PMIx part (`pmix::PmixHost`): its upcalls' reactions, the other parts' news.
+impl Launcher {
+    /// What PMIx clients asked for since the last look, each served in
+    /// turn (an abort fails its job, a spawn starts one, before the next).
+    pub(super) fn pmix_upcalls(&mut self) {
+        let Some(host) = &self.pmix else { return };
+        for u in host.upcalls() {
+            let Some(host) = &mut self.pmix else { break };
+            let shared_names = self.names.is_some();
+            let (server, events) = (&mut self.server, &mut self.events);
+            match host.upcall(u, server, events, &self.procs, &self.jobs, shared_names) {
+                Some(Reaction::Abort {
+                    job,
+                    rank,
+                    code,
+                    message,
+                }) => {
+                    self.record_failure(job, rank, message.clone(), code, String::new(), false);
+                    self.server
+                        .fail_job(job, Some(rank), code, &message, &mut self.events);
+                    self.fail_group(job, code, &message);
+                }
+                Some(Reaction::Spawn(u)) => self.pmix_spawn(u),
+                None => {}
+            }
+        }
+        self.pmix_end_ranks_and_jobs();
+        self.apply_events();
+    }
+
+    /// Register `job` with the PMIx server (started now if it is the
+    /// first PMIx job), after publishing the topology it is given.
+    pub(super) fn register_pmix_job(
+        &mut self,
+        job: JobIdx,
+        apps: &[starting::AppPlan],
+        universe: u32,
+        parent: Option<(JobIdx, u32)>,
+    ) -> std::io::Result<()> {
+        let topology_xml = self
+            .publish_topology()
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        let held = self.tools.holding_new_jobs();
+        let with = Registration {
+            server: &self.server,
+            binding: &self.binding,
+            cfg: &self.cfg,
+            waker: &self.waker,
+            topology_xml,
+            held,
+        };
+        pmix::PmixHost::register_job_in(&mut self.pmix, job, apps, universe, parent, with)
+    }
+
+    /// The environment of PMIx rank `rank` of `job`.
+    pub(super) fn pmix_rank_env(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+    ) -> std::io::Result<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
+        let lib = self.cfg.pmix_lib.as_deref();
+        let slot = &mut self.pmix;
+        pmix::PmixHost::rank_env_in(slot, &mut self.server, job, rank, lib, &self.waker)
+    }
+
+    // The other parts' news, handed on while a PMIx server runs.
+
+    pub(super) fn pmix_release(&self, job: JobIdx) {
+        if let Some(host) = &self.pmix {
+            host.release(&self.server, job);
+        }
+    }
+
+    pub(super) fn pmix_notify_failure(&self, jobs: &[JobIdx]) {
+        if let Some(host) = &self.pmix {
+            host.notify_failure(jobs, &self.server, &self.procs);
+        }
+    }
+
+    pub(super) fn pmix_rank_ended(&mut self, job: JobIdx, rank: u32) {
+        if let Some(host) = &mut self.pmix {
+            host.rank_ended(&self.server, job, rank);
+        }
+    }
+
+    pub(super) fn pmix_job_ended(&mut self, job: JobIdx) {
+        if let Some(host) = &mut self.pmix {
+            host.job_ended(&self.server, job);
+        }
+    }
+
+    pub(super) fn pmix_end_ranks_and_jobs(&mut self) {
+        if let Some(host) = &mut self.pmix {
+            host.end_ranks_and_jobs(&self.server);
+        }
+    }
+
+    pub(super) fn pmix_name_done(&mut self, token: u64, result: fastpmi_server::NameResult) {
+        if let Some(host) = &mut self.pmix {
+            host.name_done(token, result);
+        }
+    }
+
+    pub(super) fn pmix_retry_lookups(&mut self) {
+        let Some(host) = &mut self.pmix else { return };
+        if host.retry_lookups(&mut self.server, &mut self.events) {
+            // With a shared name server the lookups are events to send
+            // now: the loop would otherwise sleep on them.
+            self.apply_events();
+        }
+    }
+
+    pub(super) fn pmix_record_due(&mut self) {
+        if let Some(host) = &mut self.pmix {
+            host.record_due(&self.server, &self.procs);
         }
     }
 }

@@ -293,9 +293,7 @@ impl Launcher {
                             .as_ref()
                             .and_then(|n| n.wait(self.procs.has_failure())),
                     )
-                    .chain(self.pmix_lookup_tick())
-                    .chain(self.pmix_record_tick())
-                    .chain(self.pmix_dead_tick())
+                    .chain(self.pmix.as_ref().and_then(pmix::PmixHost::tick))
                     .chain(self.singletons.wait())
                     .min()
             };
@@ -370,7 +368,7 @@ impl Launcher {
             }
             self.pmix_retry_lookups();
             self.pmix_record_due();
-            if self.pmix_dead_tick() == Some(Duration::ZERO) {
+            if self.pmix.as_ref().and_then(pmix::PmixHost::dead_tick) == Some(Duration::ZERO) {
                 self.pmix_end_ranks_and_jobs();
             }
             self.singletons.check(&self.server, &self.procs);

@@ -1,25 +1,76 @@
 //! Upcalls from the library's thread, each handed to the one file that
-//! serves its family.
+//! serves its family, and the event loop's other doors to the PMIx part:
+//! its timers and the shared name server's answers (the name operations
+//! live in `names`, which the host's own file imports).
 
-use pmix_host::Upcall;
+use std::time::Duration;
 
-use crate::launcher::Launcher;
+use fastpmi_server::{Event, JobIdx, NameResult, Server};
+use pmix_host::{SpawnUpcall, Upcall};
 
-impl Launcher {
-    /// What PMIx clients asked for since the last look.
-    pub(in crate::launcher) fn pmix_upcalls(&mut self) {
-        let Some(host) = &self.pmix else { return };
-        for u in host.upcalls() {
-            match u {
-                Upcall::Client(u) => self.pmix_client(u),
-                Upcall::Names(u) => self.pmix_names_upcall(u),
-                Upcall::Remote(u) => self.pmix_remote(u),
-                Upcall::Query(u) => self.pmix_query(u),
-                Upcall::Spawn(u) => self.pmix_spawn(u),
-                Upcall::Group(u) => self.pmix_group(u),
-            }
+use super::host::PmixHost;
+use crate::launcher::jobs::Jobs;
+use crate::launcher::supervise::Procs;
+
+/// What an upcall asks of the launcher's other parts, carried out before
+/// the next upcall is served.
+pub(in crate::launcher) enum Reaction {
+    /// A rank's `PMIx_Abort` fails its job: what the launcher records as
+    /// its failure, and ends the jobs connected to it with.
+    Abort {
+        job: JobIdx,
+        rank: u32,
+        code: i32,
+        message: String,
+    },
+    /// `PMIx_Spawn`: a job made as a PMI spawn's.
+    Spawn(SpawnUpcall),
+}
+
+impl PmixHost {
+    /// Serve upcall `u` (`shared_names`: a shared name server reaches
+    /// other launchers).
+    pub(in crate::launcher) fn upcall(
+        &mut self,
+        u: Upcall,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        procs: &Procs,
+        jobs: &Jobs,
+        shared_names: bool,
+    ) -> Option<Reaction> {
+        match u {
+            Upcall::Client(u) => return self.client(u, server, events, procs),
+            Upcall::Names(u) => self.names.upcall(u, server, events),
+            Upcall::Remote(u) => self.remote(u, server, events, shared_names),
+            Upcall::Query(u) => self.query(u, server, jobs, procs),
+            Upcall::Spawn(u) => return Some(Reaction::Spawn(u)),
+            Upcall::Group(u) => self.group(u, server),
         }
-        self.pmix_end_ranks_and_jobs();
-        self.apply_events();
+        None
+    }
+
+    /// How long until the PMIx part has something to do of its own:
+    /// lookups to ask again, files to record, dead ranks to deregister.
+    pub(in crate::launcher) fn tick(&self) -> Option<Duration> {
+        [self.names.tick(), self.record_tick(), self.dead_tick()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The shared name server answered operation `token` of a PMIx client.
+    pub(in crate::launcher) fn name_done(&mut self, token: u64, result: NameResult) {
+        self.names.done(token, result);
+    }
+
+    /// Ask the lookups waiting for names again, when due; whether they
+    /// were (their operations may be `events` to send at once).
+    pub(in crate::launcher) fn retry_lookups(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+    ) -> bool {
+        self.names.retry(server, events)
     }
 }

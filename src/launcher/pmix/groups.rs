@@ -4,8 +4,10 @@
 //! counter fastpmi's PMI-2 groups take theirs from, so no two groups of
 //! any job or personality share one.
 
-use crate::launcher::Launcher;
+use fastpmi_server::Server;
 use pmix_host::{proc_of, GroupUpcall, InfoList, PMIX_SUCCESS};
+
+use super::host::PmixHost;
 
 /// `PMIX_GROUP_CONTEXT_ID` (`size_t`).
 const GROUP_CONTEXT_ID: &str = "pmix.grp.ctxid";
@@ -14,8 +16,9 @@ const GROUP_MEMBERSHIP: &str = "pmix.grp.mbrs";
 /// `PMIX_GROUP_ENDPT_DATA` (byte object).
 const GROUP_ENDPT_DATA: &str = "pmix.grp.endpt";
 
-impl Launcher {
-    pub(super) fn pmix_group(&mut self, u: GroupUpcall) {
+impl PmixHost {
+    /// A group constructed or destructed (`server` gives the context id).
+    pub(super) fn group(&mut self, u: GroupUpcall, server: &mut Server) {
         let GroupUpcall {
             construct,
             name,
@@ -41,7 +44,7 @@ impl Launcher {
             }
         }
         if construct && ctxid {
-            let id = self.server.alloc_ctxid();
+            let id = server.alloc_ctxid();
             answer.size(GROUP_CONTEXT_ID, id as usize);
             tracing::debug!(
                 members = members.len(),
@@ -59,16 +62,14 @@ impl Launcher {
             );
         }
         // Kept for the group queries (`PMIX_QUERY_GROUP_NAMES`, ...).
-        if let Some(host) = self.pmix.as_mut() {
-            if construct {
-                host.groups.insert(name.to_string(), members.to_vec());
-                if notify_termination {
-                    host.notify_termination.insert(name.to_string());
-                }
-            } else {
-                host.groups.remove(name);
-                host.notify_termination.remove(name);
+        if construct {
+            self.groups.insert(name.to_string(), members.to_vec());
+            if notify_termination {
+                self.notify_termination.insert(name.to_string());
             }
+        } else {
+            self.groups.remove(name);
+            self.notify_termination.remove(name);
         }
         done.finish(PMIX_SUCCESS, answer);
     }
@@ -76,19 +77,16 @@ impl Launcher {
     /// `rank` of `nspace` died (fault-tolerant jobs): it leaves the PMIx
     /// groups it was in, and the other members of those built with
     /// `PMIX_GROUP_NOTIFY_TERMINATION` hear of it (RFC0033).
-    pub(super) fn pmix_group_member_died(&mut self, nspace: &str, rank: u32) {
-        let Some(host) = self.pmix.as_mut() else {
-            return;
-        };
+    pub(super) fn group_member_died(&mut self, nspace: &str, rank: u32) {
         let dead = (nspace.to_string(), rank);
-        for (name, members) in host.groups.iter_mut() {
+        for (name, members) in self.groups.iter_mut() {
             if !members.contains(&dead) {
                 continue;
             }
             members.retain(|m| *m != dead);
-            if host.notify_termination.contains(name) && !members.is_empty() {
+            if self.notify_termination.contains(name) && !members.is_empty() {
                 if let Err(e) =
-                    host.server
+                    self.server
                         .notify_group_member_failed(name, (nspace, rank), members)
                 {
                     tracing::debug!("PMIx group {name}: member-failed event: {e}");

@@ -43,7 +43,7 @@ pub(in crate::launcher) struct PmixHost {
     pub(super) ended_ranks: Vec<(JobIdx, u32)>,
     /// Dead ranks of fault-tolerant jobs, and when each was reaped:
     /// deregistered once the library let go of them (see
-    /// `Launcher::pmix_rank_ended`).
+    /// `PmixHost::rank_ended`).
     pub(super) dead_ranks: Vec<(JobIdx, u32, Instant)>,
     /// What the library reported of each client's connection.
     pub(super) seen: ClientsSeen,
@@ -283,7 +283,7 @@ impl PmixHost {
     }
 
     /// Upcalls that arrived since the last call.
-    pub(super) fn upcalls(&self) -> Vec<Upcall> {
+    pub(in crate::launcher) fn upcalls(&self) -> Vec<Upcall> {
         self.upcalls.try_iter().collect()
     }
 

@@ -6,14 +6,16 @@
 
 mod clients;
 pub mod detect;
-mod dispatch;
+// Named by path, not re-exported here: they import the launcher parts
+// that import this file.
+pub(super) mod dispatch;
 mod env;
 mod groups;
 mod host;
 mod leftovers;
 mod names;
 mod query;
-mod register;
+pub(super) mod register;
 mod remote;
 mod system;
 

@@ -4,7 +4,7 @@
 //! `PMIX_WAIT` waits for its names to be published.
 
 use base64::Engine as _;
-use fastpmi_server::{NameOp, NameResult};
+use fastpmi_server::{Event, NameOp, NameResult, Server};
 use pmix_host::{LookupDone, ModexDone, NameValue, NamesUpcall, OpDone};
 
 /// How a byte object is kept in the name service, whose values are text
@@ -174,71 +174,69 @@ impl NameRequest {
 /// `PMIX_RANK_WILDCARD`: the publisher's rank is not kept, only its job.
 const WILDCARD: u32 = u32::MAX - 1;
 
-impl super::super::Launcher {
+impl NameOps {
     /// Serve a PMIx client's name-service request from fastpmi's one name
     /// service (PMI clients of every job share it; `--nameserver` shares it
     /// between launchers).
-    pub(super) fn pmix_names(
+    pub(super) fn request(
         &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
         nspace: &str,
         keys: Vec<String>,
         ops: Vec<NameOp>,
         done: Completion,
     ) {
         tracing::debug!(?ops, "PMIx name operations of {nspace}");
-        let Some(job) = self.server.job_index(nspace) else {
+        let Some(job) = server.job_index(nspace) else {
             return done.fail();
         };
-        let Some(host) = self.pmix.as_mut() else {
-            return;
-        };
-        let id = host.names.next;
-        host.names.next += 1;
+        let id = self.next;
+        self.next += 1;
         let mut req = NameRequest {
             results: vec![None; ops.len()],
             keys,
             done,
         };
         for (i, op) in ops.into_iter().enumerate() {
-            let token = host.names.next;
-            host.names.next += 1;
-            match self.server.host_name_op(job, op, token, &mut self.events) {
+            let token = self.next;
+            self.next += 1;
+            match server.host_name_op(job, op, token, events) {
                 Some(r) => req.results[i] = Some(r),
                 None => {
-                    host.names.tokens.insert(token, (id, i));
+                    self.tokens.insert(token, (id, i));
                 }
             }
         }
         if req.results.iter().all(Option::is_some) {
-            req.finish(&mut host.names.parked);
+            req.finish(&mut self.parked);
         } else {
-            host.names.requests.insert(id, req);
+            self.requests.insert(id, req);
         }
     }
 
     /// The shared name server answered operation `token` of a PMIx client.
-    pub(in crate::launcher) fn pmix_name_done(&mut self, token: u64, result: NameResult) {
-        let Some(host) = self.pmix.as_mut() else {
+    pub(super) fn done(&mut self, token: u64, result: NameResult) {
+        let Some((id, i)) = self.tokens.remove(&token) else {
             return;
         };
-        let Some((id, i)) = host.names.tokens.remove(&token) else {
-            return;
-        };
-        let Some(req) = host.names.requests.get_mut(&id) else {
+        let Some(req) = self.requests.get_mut(&id) else {
             return;
         };
         req.results[i] = Some(result);
         if req.results.iter().all(Option::is_some) {
-            if let Some(req) = host.names.requests.remove(&id) {
-                req.finish(&mut host.names.parked);
+            if let Some(req) = self.requests.remove(&id) {
+                req.finish(&mut self.parked);
             }
         }
     }
 }
 
-impl super::super::Launcher {
-    pub(super) fn pmix_lookup(
+impl NameOps {
+    pub(super) fn lookup(
         &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
         nspace: String,
         keys: Vec<String>,
         deadline: Option<Option<std::time::Instant>>,
@@ -249,50 +247,40 @@ impl super::super::Launcher {
             .map(|k| NameOp::Lookup { service: k.clone() })
             .collect();
         let c = Completion::Lookup(done, nspace.clone(), deadline);
-        self.pmix_names(&nspace, keys, ops, c);
+        self.request(server, events, &nspace, keys, ops, c);
     }
 
     /// How soon lookups waiting for names must be asked again.
-    pub(in crate::launcher) fn pmix_lookup_tick(&self) -> Option<std::time::Duration> {
-        let names = &self.pmix.as_ref()?.names;
-        (!names.parked.is_empty()).then(|| {
-            names.retried.map_or(std::time::Duration::ZERO, |t| {
+    pub(super) fn tick(&self) -> Option<std::time::Duration> {
+        (!self.parked.is_empty()).then(|| {
+            self.retried.map_or(std::time::Duration::ZERO, |t| {
                 LOOKUP_RETRY.saturating_sub(t.elapsed())
             })
         })
     }
 
     /// Ask the waiting lookups again (every [`LOOKUP_RETRY`]); those past
-    /// their deadline are answered "not found".
-    pub(in crate::launcher) fn pmix_retry_lookups(&mut self) {
-        let Some(host) = self.pmix.as_mut() else {
-            return;
-        };
-        if host.names.parked.is_empty()
-            || host
-                .names
-                .retried
-                .is_some_and(|t| t.elapsed() < LOOKUP_RETRY)
-        {
-            return;
+    /// their deadline are answered "not found". Whether they were asked
+    /// (their operations may be `events` to send at once).
+    pub(super) fn retry(&mut self, server: &mut Server, events: &mut Vec<Event>) -> bool {
+        if self.parked.is_empty() || self.retried.is_some_and(|t| t.elapsed() < LOOKUP_RETRY) {
+            return false;
         }
-        host.names.retried = Some(std::time::Instant::now());
-        for p in std::mem::take(&mut host.names.parked) {
+        self.retried = Some(std::time::Instant::now());
+        for p in std::mem::take(&mut self.parked) {
             if p.deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 p.done.complete(None);
                 continue;
             }
-            self.pmix_lookup(p.nspace, p.keys, Some(p.deadline), p.done);
+            self.lookup(server, events, p.nspace, p.keys, Some(p.deadline), p.done);
         }
-        // With a shared name server the lookups are events to send now:
-        // the loop would otherwise sleep on them.
-        self.apply_events();
+        true
     }
 }
 
-impl super::super::Launcher {
+impl NameOps {
     /// A PMIx client's publish, unpublish or lookup.
-    pub(super) fn pmix_names_upcall(&mut self, u: NamesUpcall) {
+    pub(super) fn upcall(&mut self, u: NamesUpcall, server: &mut Server, events: &mut Vec<Event>) {
         match u {
             NamesUpcall::Publish {
                 nspace,
@@ -307,7 +295,7 @@ impl super::super::Launcher {
                         (service.clone(), NameOp::Publish { service, port })
                     })
                     .unzip();
-                self.pmix_names(&nspace, keys, ops, Completion::Op(done));
+                self.request(server, events, &nspace, keys, ops, Completion::Op(done));
             }
             NamesUpcall::Unpublish {
                 nspace, keys, done, ..
@@ -316,7 +304,7 @@ impl super::super::Launcher {
                     .iter()
                     .map(|k| NameOp::Unpublish { service: k.clone() })
                     .collect();
-                self.pmix_names(&nspace, keys, ops, Completion::Op(done));
+                self.request(server, events, &nspace, keys, ops, Completion::Op(done));
             }
             NamesUpcall::Lookup {
                 nspace,
@@ -331,7 +319,14 @@ impl super::super::Launcher {
                         std::time::Instant::now() + std::time::Duration::from_secs(t.into())
                     })
                 });
-                self.pmix_lookup(nspace, keys, deadline, LookupSink::Pmix(done));
+                self.lookup(
+                    server,
+                    events,
+                    nspace,
+                    keys,
+                    deadline,
+                    LookupSink::Pmix(done),
+                );
             }
         }
     }

@@ -4,12 +4,16 @@
 //! `MPI_Session_get_nth_pset`, `MPI_Group_from_session_pset`), the PMIx
 //! groups (number, names, members) and the proc tables.
 
-use crate::launcher::os;
-use crate::launcher::Launcher;
+use fastpmi_server::Server;
 use pmix_host::{
     proc_of, InfoList, QueryUpcall, PMIX_PROC_STATE_CONNECTED, PMIX_PROC_STATE_RUNNING,
     PMIX_PROC_STATE_TERMINATED,
 };
+
+use super::host::PmixHost;
+use crate::launcher::jobs::Jobs;
+use crate::launcher::os;
+use crate::launcher::supervise::Procs;
 
 /// The keys answered (`pmix_common.h`).
 const QUERY_NAMESPACES: &str = "pmix.qry.ns";
@@ -28,11 +32,11 @@ const PSET_NAME: &str = "pmix.pset.nm";
 /// The qualifier naming a namespace.
 const NSPACE: &str = "pmix.nspace";
 
-impl Launcher {
+impl PmixHost {
     /// Answer `queries` of a process of `nspace` (a tool's namespace is no
     /// job: it sees every job's sets). Keys fastpmi does not know are left
     /// out; when none is answered the library hears "not found".
-    pub(super) fn pmix_query(&mut self, u: QueryUpcall) {
+    pub(super) fn query(&self, u: QueryUpcall, server: &Server, jobs: &Jobs, procs: &Procs) {
         let QueryUpcall {
             nspace,
             queries,
@@ -41,15 +45,13 @@ impl Launcher {
         } = u;
         let nspace = nspace.as_str();
         tracing::debug!(?queries, "PMIx query by {nspace}");
-        let requester = self.server.job_index(nspace);
-        let live: Vec<_> = (0..self.jobs.len())
-            .filter(|&j| self.jobs.live(j) > 0)
-            .collect();
+        let requester = server.job_index(nspace);
+        let live: Vec<_> = (0..jobs.len()).filter(|&j| jobs.live(j) > 0).collect();
         // (name, members as (namespace, rank)), in command-line order.
         let mut psets: Vec<(String, Vec<(String, u32)>)> = Vec::new();
         for &j in live.iter().filter(|&&j| requester.is_none_or(|r| r == j)) {
-            let id = self.server.job_id(j).to_string();
-            for (name, ranks) in self.server.psets_of(j) {
+            let id = server.job_id(j).to_string();
+            for (name, ranks) in server.psets_of(j) {
                 let members = ranks.iter().map(|&r| (id.clone(), r));
                 match psets.iter_mut().find(|(n, _)| *n == name) {
                     Some((_, m)) => m.extend(members),
@@ -60,16 +62,11 @@ impl Launcher {
         // The groups a job's process sees: those with a member of its job
         // (a tool sees all).
         let groups: Vec<(String, Vec<(String, u32)>)> = self
-            .pmix
-            .as_ref()
-            .map(|h| {
-                h.groups
-                    .iter()
-                    .filter(|(_, m)| requester.is_none() || m.iter().any(|(ns, _)| ns == nspace))
-                    .map(|(n, m)| (n.clone(), m.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
+            .groups
+            .iter()
+            .filter(|(_, m)| requester.is_none() || m.iter().any(|(ns, _)| ns == nspace))
+            .map(|(n, m)| (n.clone(), m.clone()))
+            .collect();
         let mut answer = InfoList::default();
         for q in &queries {
             for k in &q.keys {
@@ -77,8 +74,8 @@ impl Launcher {
                     QUERY_NAMESPACES => {
                         let ids: Vec<&str> = live
                             .iter()
-                            .filter(|&&j| self.server.is_pmix_job(j))
-                            .map(|&j| self.server.job_id(j))
+                            .filter(|&&j| server.is_pmix_job(j))
+                            .map(|&j| server.job_id(j))
                             .collect();
                         answer.string(k, &ids.join(","))
                     }
@@ -110,12 +107,12 @@ impl Launcher {
                     // table.
                     QUERY_PROC_TABLE | QUERY_LOCAL_PROC_TABLE => {
                         let job = match q.qual(NSPACE) {
-                            Some(ns) => self.server.job_index(ns),
+                            Some(ns) => server.job_index(ns),
                             None => requester,
                         };
                         match job {
                             Some(j) => {
-                                let rows = self.proc_table(j);
+                                let rows = self.proc_table(j, server, procs);
                                 answer.proc_table(k, &rows)
                             }
                             None => Ok(()),
@@ -135,25 +132,23 @@ impl Launcher {
     }
 }
 
-impl Launcher {
+impl PmixHost {
     /// The proc table of `job`: per rank its namespace, rank, hostname,
     /// executable, pid (0 until started), exit code and state.
     #[allow(clippy::type_complexity)]
     fn proc_table(
         &self,
         job: fastpmi_server::JobIdx,
+        server: &Server,
+        procs: &Procs,
     ) -> Vec<(String, u32, String, String, i32, i32, u8)> {
-        let id = self.server.job_id(job).to_string();
-        let host = self
-            .pmix
-            .as_ref()
-            .map(|h| h.hostname.clone())
-            .unwrap_or_default();
-        let size = self.server.job_size(job);
+        let id = server.job_id(job).to_string();
+        let host = self.hostname.clone();
+        let size = server.job_size(job);
         let mut rows: Vec<_> = (0..size)
             .map(|r| (id.clone(), r, host.clone(), String::new(), 0, 0, 0u8))
             .collect();
-        for p in self.procs.of_job(job) {
+        for p in procs.of_job(job) {
             let Some(row) = rows.get_mut(p.rank as usize) else {
                 continue;
             };
@@ -161,7 +156,7 @@ impl Launcher {
             row.4 = p.pid as i32;
             (row.5, row.6) = match p.status {
                 Some(s) => (os::status_code(s), PMIX_PROC_STATE_TERMINATED),
-                None if self.server.rank_connected(job, p.rank) => (0, PMIX_PROC_STATE_CONNECTED),
+                None if server.rank_connected(job, p.rank) => (0, PMIX_PROC_STATE_CONNECTED),
                 None => (0, PMIX_PROC_STATE_RUNNING),
             };
         }

@@ -2,12 +2,16 @@
 //! letting ranks held in `PMIx_Init` go.
 
 use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
 
 use fastpmi_server::status::PmixStep;
-use fastpmi_server::JobIdx;
+use fastpmi_server::{JobIdx, Server};
 
 use super::host::{AppInfo, PmixHost, RankInfo};
-use crate::launcher::Launcher;
+use crate::config::LaunchConfig;
+use crate::launcher::binding::Binding;
+use crate::launcher::starting::AppPlan;
 
 /// The CPUs this launcher may run on (its ranks too, unbound), as a list.
 fn allowed_cpus() -> String {
@@ -20,16 +24,35 @@ fn allowed_cpus() -> String {
     crate::ranges::ranges(&cpus)
 }
 
-impl Launcher {
-    /// The PMIx server, started now if this is the first PMIx job (of
-    /// `apps`), with the library `--pmix-lib` names, else the one its PMIx
-    /// sections link (refused when they link different files), else the
-    /// default list. A running server serves later jobs whatever they link
-    /// (docs/pmix.md, "One personality per section").
-    fn pmix_host(
-        &mut self,
-        apps: &[crate::launcher::starting::AppPlan],
-    ) -> std::io::Result<&PmixHost> {
+/// What registering a job reads of the launcher's other parts.
+pub(in crate::launcher) struct Registration<'a> {
+    pub server: &'a Server,
+    /// The ranks' CPU binding.
+    pub binding: &'a Binding,
+    /// The command line's sets (`--pset`) and `--pmix-lib`.
+    pub cfg: &'a LaunchConfig,
+    /// Wakes the event loop when an upcall comes (a server started now).
+    pub waker: &'a Arc<mio::Waker>,
+    /// The node's topology as XML, when published.
+    pub topology_xml: Option<String>,
+    /// Its ranks wait in `PMIx_Init` (`--stop-in-init`, tools holding new
+    /// jobs).
+    pub held: bool,
+}
+
+impl PmixHost {
+    /// The PMIx server of `slot`, started now if this is the first PMIx
+    /// job (of `apps`), with the library `--pmix-lib` names (`pmix_lib`),
+    /// else the one its PMIx sections link (refused when they link
+    /// different files), else the default list. A running server serves
+    /// later jobs whatever they link (docs/pmix.md, "One personality per
+    /// section").
+    fn started<'a>(
+        slot: &'a mut Option<PmixHost>,
+        apps: &[AppPlan],
+        pmix_lib: Option<&Path>,
+        waker: &Arc<mio::Waker>,
+    ) -> std::io::Result<&'a PmixHost> {
         let linked = apps
             .iter()
             .filter(|a| a.pmix && a.nranks > 0)
@@ -39,14 +62,14 @@ impl Launcher {
                     a.pmix_lib.as_deref()?,
                 ))
             });
-        match &self.pmix {
+        match slot {
             None => {
                 let chosen = super::detect::one_library(linked).map_err(std::io::Error::other)?;
-                let lib = self.cfg.pmix_lib.as_deref().or(chosen.as_deref());
-                let host = PmixHost::start(lib, self.waker.clone()).map_err(|e| {
+                let lib = pmix_lib.or(chosen.as_deref());
+                let host = PmixHost::start(lib, waker.clone()).map_err(|e| {
                     std::io::Error::other(format!("cannot serve PMIx clients: {e}"))
                 })?;
-                self.pmix = Some(host);
+                *slot = Some(host);
             }
             Some(host) => {
                 let running = &host.server.path;
@@ -63,25 +86,35 @@ impl Launcher {
                 }
             }
         }
-        Ok(self.pmix.as_ref().expect("started above"))
+        Ok(slot.as_ref().expect("started above"))
     }
 
-    /// Register job `id` (its PMIx sections' ranks among `apps`).
-    pub(in crate::launcher) fn register_pmix_job(
-        &mut self,
+    /// Register job `id` (its PMIx sections' ranks among `apps`) with the
+    /// server of `slot`, started now if need be.
+    pub(in crate::launcher) fn register_job_in(
+        slot: &mut Option<PmixHost>,
         job: JobIdx,
-        apps: &[crate::launcher::starting::AppPlan],
+        apps: &[AppPlan],
         universe: u32,
         parent: Option<(JobIdx, u32)>,
+        with: Registration,
     ) -> std::io::Result<()> {
-        let id = self.server.job_id(job).to_string();
+        let Registration {
+            server,
+            binding,
+            cfg,
+            waker,
+            topology_xml: xml,
+            held,
+        } = with;
+        let id = server.job_id(job).to_string();
         let id = id.as_str();
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let ranks = RankInfo {
             all_cpus: allowed_cpus(),
             cpus: (0..size)
                 .map(|r| {
-                    self.binding
+                    binding
                         .rank_cpus(job, r)
                         .map(|(cpus, _)| crate::ranges::ranges(cpus))
                 })
@@ -90,10 +123,10 @@ impl Launcher {
         // The first job's sections carry the command line's sets.
         let psets = |i: usize| {
             (job == 0)
-                .then(|| self.cfg.apps.get(i)?.psets.first().cloned())
+                .then(|| cfg.apps.get(i)?.psets.first().cloned())
                 .flatten()
         };
-        let parent_ns = parent.map(|(j, r)| (self.server.job_id(j).to_string(), r));
+        let parent_ns = parent.map(|(j, r)| (server.job_id(j).to_string(), r));
         let infos: Vec<AppInfo> = apps
             .iter()
             .enumerate()
@@ -102,14 +135,14 @@ impl Launcher {
                 pset: psets(i),
             })
             .collect();
-        let xml = self
-            .publish_topology()
-            .and_then(|p| std::fs::read_to_string(p).ok());
-        let held = self.tools.holding_new_jobs();
+        let lib = cfg.pmix_lib.as_deref();
         if held {
-            self.pmix_host(apps)?.held.borrow_mut().insert(job);
+            Self::started(slot, apps, lib, waker)?
+                .held
+                .borrow_mut()
+                .insert(job);
         }
-        self.pmix_host(apps)?
+        Self::started(slot, apps, lib, waker)?
             .register_job(
                 id,
                 &infos,
@@ -122,16 +155,20 @@ impl Launcher {
             .map_err(|e| std::io::Error::other(format!("PMIx job {id}: {e}")))
     }
 
-    /// The environment of PMIx rank `rank` of job `id`.
-    pub(in crate::launcher) fn pmix_rank_env(
-        &mut self,
+    /// The environment of PMIx rank `rank` of job `id`, from the server of
+    /// `slot` (started now if need be, with `--pmix-lib`'s library).
+    pub(in crate::launcher) fn rank_env_in(
+        slot: &mut Option<PmixHost>,
+        server: &mut Server,
         job: JobIdx,
         rank: u32,
+        pmix_lib: Option<&Path>,
+        waker: &Arc<mio::Waker>,
     ) -> std::io::Result<Vec<(OsString, OsString)>> {
-        self.server.pmix_rank(job, rank, PmixStep::Registered);
-        let id = self.server.job_id(job).to_string();
+        server.pmix_rank(job, rank, PmixStep::Registered);
+        let id = server.job_id(job).to_string();
         let id = id.as_str();
-        self.pmix_host(&[])?
+        Self::started(slot, &[], pmix_lib, waker)?
             .rank_env(id, rank)
             .map_err(|e| std::io::Error::other(format!("PMIx rank {rank} of {id}: {e}")))
     }
@@ -139,13 +176,12 @@ impl Launcher {
     /// Let the PMIx ranks of `job` held in `PMIx_Init` (`--stop-in-init`)
     /// go: the library's debugger-release event, once (the server counts
     /// them with the PMI ranks it releases).
-    pub(in crate::launcher) fn pmix_release(&mut self, job: JobIdx) {
-        let Some(host) = &self.pmix else { return };
-        if !self.server.is_pmix_job(job) || !host.held.borrow_mut().remove(&job) {
+    pub(in crate::launcher) fn release(&self, server: &Server, job: JobIdx) {
+        if !server.is_pmix_job(job) || !self.held.borrow_mut().remove(&job) {
             return;
         }
-        let id = self.server.job_id(job).to_string();
-        if let Err(e) = host.server.release_debugger(&id) {
+        let id = server.job_id(job).to_string();
+        if let Err(e) = self.server.release_debugger(&id) {
             crate::errln!("fastpmi: cannot release the PMIx ranks of {id}: {e}");
         }
     }

@@ -11,8 +11,9 @@
 //! offered. Without a shared name server there is no other launcher to
 //! ask, and such a request is answered "not found" at once.
 
+use super::host::PmixHost;
 use super::names::{encode, Completion, LookupSink};
-use fastpmi_server::NameOp;
+use fastpmi_server::{Event, NameOp, Server};
 use pmix_host::NameValue;
 use pmix_host::{InfoList, ModexDone, OpDone, RemoteUpcall};
 
@@ -28,22 +29,27 @@ fn offer_name(nspace: &str, rank: u32) -> String {
     format!("fastpmi-dmodex:{nspace}:{rank}")
 }
 
-impl super::super::Launcher {
+impl PmixHost {
     /// A connect of `procs`: when some belong to another launcher,
     /// register their namespaces (without local processes, so that the
     /// library asks this launcher for their data instead of waiting for
     /// them to start here) and offer this launcher's participants' data
-    /// (once each); then answer. Without a shared name server such a
-    /// connect is refused: no other launcher could be reached.
-    pub(super) fn pmix_connect(&mut self, procs: &[(String, u32)], done: OpDone) {
-        let foreign = procs
-            .iter()
-            .find(|(ns, _)| self.server.job_index(ns).is_none());
+    /// (once each); then answer. Without a shared name server
+    /// (`shared_names`) such a connect is refused: no other launcher could
+    /// be reached.
+    fn connect(
+        &mut self,
+        server: &Server,
+        shared_names: bool,
+        procs: &[(String, u32)],
+        done: OpDone,
+    ) {
+        let foreign = procs.iter().find(|(ns, _)| server.job_index(ns).is_none());
         let Some((stranger, _)) = foreign else {
             done.complete(true);
             return;
         };
-        if self.names.is_none() {
+        if !shared_names {
             // Nothing could ever be had of such a process: fail the connect
             // now rather than every later get of its data.
             tracing::warn!(
@@ -56,34 +62,30 @@ impl super::super::Launcher {
         let mut ours = Vec::new();
         let mut theirs: Vec<&str> = Vec::new();
         for (ns, r) in procs {
-            let Some(job) = self.server.job_index(ns) else {
+            let Some(job) = server.job_index(ns) else {
                 if !theirs.contains(&ns.as_str()) {
                     theirs.push(ns);
                 }
                 continue;
             };
             if *r == WILDCARD {
-                ours.extend((0..self.server.job_size(job)).map(|r| (ns.clone(), r)));
+                ours.extend((0..server.job_size(job)).map(|r| (ns.clone(), r)));
             } else {
                 ours.push((ns.clone(), *r));
             }
         }
-        let Some(host) = self.pmix.as_mut() else {
-            done.complete(false);
-            return;
-        };
         for ns in theirs {
-            if host.foreign.insert(ns.to_string()) {
-                if let Err(e) = host.server.register_nspace(ns, 0, InfoList::default()) {
+            if self.foreign.insert(ns.to_string()) {
+                if let Err(e) = self.server.register_nspace(ns, 0, InfoList::default()) {
                     tracing::warn!("cannot register another launcher's namespace {ns}: {e}");
                 }
             }
         }
         for (ns, r) in ours {
-            if !host.offered.insert((ns.clone(), r)) {
+            if !self.offered.insert((ns.clone(), r)) {
                 continue;
             }
-            if let Err(e) = host.server.request_modex(&ns, r) {
+            if let Err(e) = self.server.request_modex(&ns, r) {
                 tracing::warn!("cannot offer the data of rank {r} of {ns} to other launchers: {e}");
             }
         }
@@ -91,7 +93,14 @@ impl super::super::Launcher {
     }
 
     /// The library gave the data of a participant: offer it.
-    pub(super) fn pmix_offer_modex(&mut self, nspace: &str, rank: u32, data: Option<Vec<u8>>) {
+    fn offer_modex(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        nspace: &str,
+        rank: u32,
+        data: Option<Vec<u8>>,
+    ) {
         let Some(data) = data else {
             tracing::debug!("no data of rank {rank} of {nspace} to offer");
             return;
@@ -103,26 +112,44 @@ impl super::super::Launcher {
             service: service.clone(),
             port,
         };
-        self.pmix_names(nspace, vec![service], vec![op], Completion::Quiet);
+        self.names.request(
+            server,
+            events,
+            nspace,
+            vec![service],
+            vec![op],
+            Completion::Quiet,
+        );
     }
 
     /// The library asks for the data of `rank` of `nspace`, which this
-    /// launcher does not host: look for another launcher's offer.
-    pub(super) fn pmix_dmodex(&mut self, nspace: &str, rank: u32, done: ModexDone) {
+    /// launcher does not host: look for another launcher's offer (in the
+    /// shared name server, when there is one: `shared_names`).
+    fn dmodex(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        shared_names: bool,
+        nspace: &str,
+        rank: u32,
+        done: ModexDone,
+    ) {
         // Job-level data of another launcher's namespace is not offered.
         if rank == WILDCARD
-            || self.names.is_none()
-            || self.server.job_index(nspace).is_some()
-            || self.server.job_count() == 0
+            || !shared_names
+            || server.job_index(nspace).is_some()
+            || server.job_count() == 0
         {
             tracing::debug!("PMIx direct modex for {nspace}:{rank}: not found");
             done.complete(None);
             return;
         }
         // A lookup needs a job of ours to ask in the name of; any will do.
-        let asker = self.server.job_id(0).to_string();
+        let asker = server.job_id(0).to_string();
         let deadline = Some(Some(std::time::Instant::now() + OFFER_WAIT));
-        self.pmix_lookup(
+        self.names.lookup(
+            server,
+            events,
             asker,
             vec![offer_name(nspace, rank)],
             deadline,
@@ -131,14 +158,24 @@ impl super::super::Launcher {
     }
 }
 
-impl super::super::Launcher {
+impl PmixHost {
     /// A connect, or data of a process another server hosts or asked for.
-    pub(super) fn pmix_remote(&mut self, u: RemoteUpcall) {
+    pub(super) fn remote(
+        &mut self,
+        u: RemoteUpcall,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        shared_names: bool,
+    ) {
         match u {
-            RemoteUpcall::Connect { procs, done } => self.pmix_connect(&procs, done),
-            RemoteUpcall::Dmodex { nspace, rank, done } => self.pmix_dmodex(&nspace, rank, done),
+            RemoteUpcall::Connect { procs, done } => {
+                self.connect(server, shared_names, &procs, done)
+            }
+            RemoteUpcall::Dmodex { nspace, rank, done } => {
+                self.dmodex(server, events, shared_names, &nspace, rank, done)
+            }
             RemoteUpcall::LocalModex { nspace, rank, data } => {
-                self.pmix_offer_modex(&nspace, rank, data)
+                self.offer_modex(server, events, &nspace, rank, data)
             }
         }
     }
