@@ -9,10 +9,11 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use fastpmi_server::deaths::DeathCause;
-use fastpmi_server::JobIdx;
+use fastpmi_server::{Event, JobIdx, Server};
 use rustix::process::Signal;
 
-use super::{os, Launcher};
+use super::os;
+use super::supervise::{Procs, RankEnd};
 
 /// How long a rank declared dead may still run (to flush its output and
 /// exit by itself, as a `PMI2_Abort(0, ...)` caller does) before SIGKILL.
@@ -65,83 +66,78 @@ impl Deaths {
     pub(super) fn first_status(&self) -> Option<i32> {
         self.first_status
     }
-}
 
-impl Launcher {
-    /// A rank of a fault-tolerant job died; the job goes on.
+    /// A rank of a fault-tolerant job died; the job goes on. (The other
+    /// node servers hear of it from the caller.)
     pub(super) fn on_rank_died(
         &mut self,
+        procs: &Procs,
         job: JobIdx,
         rank: u32,
         cause: DeathCause,
         message: &str,
     ) {
-        let running = self
-            .procs
+        let running = procs
             .running_rank(job, rank)
-            .and_then(|p| self.procs.index_of(p.pid));
+            .and_then(|p| procs.index_of(p.pid));
         if cause == DeathCause::ConnectionLost && running.is_some() {
             // Most often it is exiting: its status, when reaped, says how.
-            self.deaths.unannounced.push((job, rank));
+            self.unannounced.push((job, rank));
         } else {
             crate::errln!("fastpmi: {message}; the job goes on (fault tolerant)");
-            self.deaths
-                .first_status
+            self.first_status
                 .get_or_insert(fastpmi_server::deaths::exit_status(cause));
         }
         if let Some(i) = running {
-            self.deaths.doomed.push((i, Instant::now() + DEAD_GRACE));
-        }
-        if let Some(n) = &self.nest {
-            n.tell_death(job, rank, cause);
+            self.doomed.push((i, Instant::now() + DEAD_GRACE));
         }
         // PMIx clients hear of it once the PMIx server let go of the dead
         // client (`Launcher::pmix_rank_ended`).
     }
 
     /// SIGKILL to the ranks declared dead whose grace is over.
-    pub(super) fn kill_doomed(&mut self) {
+    pub(super) fn kill_doomed(&mut self, procs: &mut Procs) {
         let now = Instant::now();
-        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.deaths.doomed)
+        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.doomed)
             .into_iter()
             .partition(|(_, at)| *at <= now);
-        self.deaths.doomed = wait;
+        self.doomed = wait;
         for (i, _) in due {
-            self.procs.signal_one(i, Signal::KILL);
+            procs.signal_one(i, Signal::KILL);
         }
     }
 
-    /// `rank` of `job` ended with `status` (`by_us`: of the launcher's
-    /// signal). In a fault-tolerant job, a rank recorded dead already, or
-    /// one that ended badly on its own, is a death: true, the job goes on.
-    /// Else false.
+    /// A rank ended as `end` says. In a fault-tolerant job, a rank
+    /// recorded dead already, or one that ended badly on its own, is a
+    /// death: true, the job goes on. Else false. `tell_death` tells the
+    /// other node servers a death's cause that its status made more
+    /// precise.
     pub(super) fn ended_as_death(
         &mut self,
-        job: JobIdx,
-        rank: u32,
-        status: ExitStatus,
-        by_us: bool,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        end: &RankEnd,
+        tell_death: impl FnOnce(DeathCause),
     ) -> bool {
-        if !self.server.is_fault_tolerant(job) {
+        let RankEnd {
+            job,
+            rank,
+            status,
+            by_us,
+        } = *end;
+        if !server.is_fault_tolerant(job) {
             return false;
         }
-        let activity = self.server.rank_activity(job, rank);
+        let activity = server.rank_activity(job, rank);
         let how = format!("{} {activity}", os::describe_status(status));
         let how = how.trim_end();
-        if self.server.is_dead(job, rank) {
-            if !by_us && self.server.refine_death(job, rank, cause_of(status)) {
-                if let Some(n) = &self.nest {
-                    n.tell_death(job, rank, cause_of(status));
-                }
+        if server.is_dead(job, rank) {
+            if !by_us && server.refine_death(job, rank, cause_of(status)) {
+                tell_death(cause_of(status));
             }
-            if let Some(i) = self
-                .deaths
-                .unannounced
-                .iter()
-                .position(|&d| d == (job, rank))
-            {
-                self.deaths.unannounced.swap_remove(i);
-                let name = self.server.rank_name(job, rank);
+            if let Some(i) = self.unannounced.iter().position(|&d| d == (job, rank)) {
+                self.unannounced.swap_remove(i);
+                let name = server.rank_name(job, rank);
                 let how = if by_us {
                     format!("closed its PMI connection before finalize {activity}; ended by the launcher")
                 } else {
@@ -152,14 +148,13 @@ impl Launcher {
                     how.trim_end()
                 );
                 let code = if by_us { 1 } else { os::status_code(status) };
-                self.deaths.first_status.get_or_insert(code);
+                self.first_status.get_or_insert(code);
             }
             return true;
         }
         if status.success() || by_us {
             return false;
         }
-        self.server
-            .rank_died(job, rank, cause_of(status), how, &mut self.events)
+        server.rank_died(job, rank, cause_of(status), how, events)
     }
 }

@@ -4,13 +4,21 @@
 //! loop), the only file with methods of [`Launcher`]: every other part
 //! owns its state and is reached through its own methods.
 
-use fastpmi_server::{Event, FailCause, JobIdx};
+use std::process::ExitStatus;
+
+use fastpmi_codec::spawn::SpawnRequest;
+use fastpmi_server::deaths::DeathCause;
+use fastpmi_server::{Event, FailCause, JobIdx, SpawnOutcome};
 use mio::Token;
+use rustix::process::Signal;
+use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
 use super::pmix::dispatch::Reaction;
 use super::pmix::register::Registration;
+use super::spawn::{self, PmixAnswer};
+use super::supervise::{self, Failure};
 use super::tools::{self, Query, ReleaseError, ToolsRt, View};
-use super::{nest, peer, pmix, starting, Launcher};
+use super::{nest, os, peer, pmix, starting, Launcher};
 
 impl Launcher {
     /// The nested mode's hook (docs/nested.md): what its exchange thread
@@ -272,6 +280,19 @@ impl Launcher {
     }
 }
 
+// Deaths in fault-tolerant jobs (`deaths`).
+impl Launcher {
+    /// A rank of a fault-tolerant job died; the job goes on, the other
+    /// node servers hear of it.
+    fn on_rank_died(&mut self, job: JobIdx, rank: u32, cause: DeathCause, message: &str) {
+        self.deaths
+            .on_rank_died(&self.procs, job, rank, cause, message);
+        if let Some(n) = &self.nest {
+            n.tell_death(job, rank, cause);
+        }
+    }
+}
+
 // The PMIx part (`pmix::PmixHost`): its upcalls' reactions, the other parts' news.
 impl Launcher {
     /// What PMIx clients asked for since the last look, each served in
@@ -387,6 +408,247 @@ impl Launcher {
     pub(super) fn pmix_record_due(&mut self) {
         if let Some(host) = &mut self.pmix {
             host.record_due(&self.server, &self.procs);
+        }
+    }
+}
+
+// Supervision: reaping, failures, signals, teardown (`supervise::Procs`).
+impl Launcher {
+    pub(super) fn on_signals(&mut self) {
+        let pending: Vec<i32> = self.signals.pending().collect();
+        for sig in pending {
+            match sig {
+                SIGCHLD => self.reap(),
+                SIGUSR1 => self.print_report(),
+                SIGINT | SIGTERM | SIGHUP => {
+                    let (forward, why) = self.procs.interrupt(sig);
+                    for job in 0..self.jobs.len() {
+                        self.server
+                            .fail_job(job, None, 128 + sig, &why, &mut self.events);
+                    }
+                    self.begin_teardown(forward);
+                }
+                _ => {}
+            }
+        }
+        // Signals coalesce; reap anyway so no exit is missed.
+        self.reap();
+    }
+
+    fn reap(&mut self) {
+        // What PMIx ranks told the server before they exited (finalize,
+        // abort) comes first: the exit may be read before its upcall.
+        self.pmix_upcalls();
+        for (pid, status) in os::reap() {
+            super::timeline::step("rank reaped");
+            match self.procs.index_of(pid) {
+                Some(i) => self.rank_ended(i, status),
+                // A rank whose forker has not reported it yet (or no rank).
+                None => self.starter.exited_early(pid, status),
+            }
+        }
+        self.apply_events();
+    }
+
+    /// Rank process `i` ended with `status`.
+    pub(super) fn rank_ended(&mut self, i: usize, status: ExitStatus) {
+        let Some(end) = self.procs.ended(i, status) else {
+            return;
+        };
+        let (job, rank) = (end.job, end.rank);
+        // What it sent before it exited (an abort, a finalize) is read
+        // before its exit is judged: SIGCHLD may come first.
+        if let Some(conn) = self.server.rank_conn(job, rank) {
+            let mut buf = Vec::with_capacity(16 * 1024);
+            self.read_conn(Token(conn), &mut buf);
+        }
+        let nest = &self.nest;
+        let tell = |cause| {
+            if let Some(n) = nest {
+                n.tell_death(job, rank, cause);
+            }
+        };
+        // A fault-tolerant job goes on without a dead rank.
+        if !self
+            .deaths
+            .ended_as_death(&mut self.server, &mut self.events, &end, tell)
+        {
+            if let Some(f) = self.procs.judge(&mut self.server, &mut self.events, &end) {
+                self.record_failure(job, rank, f.message.clone(), f.code, f.activity, false);
+                if !self.jobs.torn_down(job) {
+                    self.server
+                        .fail_job(job, Some(rank), f.code, &f.message, &mut self.events);
+                    self.fail_group(job, f.code, &f.message);
+                }
+            }
+        }
+        self.server
+            .rank_exited(job, rank, status.success(), &mut self.events);
+        self.pmix_rank_ended(job, rank);
+        self.rank_gone(job);
+    }
+
+    pub(super) fn record_failure(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        message: String,
+        code: i32,
+        activity: String,
+        prefer_status: bool,
+    ) {
+        if !self.procs.has_failure() {
+            let detail = self.failure_detail(job);
+            self.procs.record(Failure::new(
+                job,
+                rank,
+                message,
+                code,
+                activity,
+                prefer_status,
+                detail,
+            ));
+        }
+    }
+
+    /// `job` failed: fail every job connected to it too and stop their ranks.
+    pub(super) fn fail_group(&mut self, job: JobIdx, code: i32, message: &str) {
+        let group =
+            supervise::fail_connected(&mut self.server, &mut self.events, job, code, message);
+        self.teardown_jobs(&group, Signal::TERM);
+    }
+
+    /// Send `sig` to the running ranks of `jobs`, drop their ranks not
+    /// started yet, and arm the SIGKILL deadline.
+    fn teardown_jobs(&mut self, jobs: &[JobIdx], sig: Signal) {
+        // PMIx clients hear which rank ended first (their handlers run).
+        self.pmix_notify_failure(jobs);
+        for &j in jobs {
+            self.jobs.tear_down(j);
+        }
+        for j in self.starter.drop_pending(|j| jobs.contains(&j)) {
+            self.rank_gone(j);
+        }
+        self.procs.signal(|j| jobs.contains(&j), sig);
+    }
+
+    /// A rank of `job` was reaped or will never start. When it was the
+    /// last, the job has ended: its watchers stop, its segment goes, its
+    /// binding slots and its port are given back.
+    pub(super) fn rank_gone(&mut self, job: JobIdx) {
+        if !self.jobs.rank_gone(job) {
+            return;
+        }
+        self.binding.release(job);
+        self.conns.unlisten(job);
+        self.pmix_job_ended(job);
+        tracing::debug!(job = %self.server.job_id(job), "job ended");
+    }
+
+    /// Send `sig` to every running rank and arm the SIGKILL deadline.
+    pub(super) fn begin_teardown(&mut self, sig: Signal) {
+        self.jobs.tear_down_all();
+        for j in self.starter.drop_pending(|_| true) {
+            self.rank_gone(j);
+        }
+        self.procs.signal(|_| true, sig);
+    }
+}
+
+// Spawn: a spawn request made a job (`spawn`).
+impl Launcher {
+    fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
+        let mut errors = Vec::new();
+        let (outcome, job) = self.try_spawn(parent, rank, &req, false, &mut errors);
+        spawn::say_errors(&self.server.rank_name(parent, rank), &outcome, &errors);
+        match job {
+            Some(job) => self.starter.answer_when_started(id, job, outcome),
+            None => self.server.finish_spawn(id, outcome, &mut self.events),
+        }
+    }
+
+    /// Answer the spawns whose children have all been started (forked and
+    /// exec'd, or failed to start), as Hydra answers once its proxies have
+    /// launched. Until then the spawning rank sleeps in its read; answered
+    /// at once, an MPI parent busy-polls its progress engine against the
+    /// very children it waits for (8% of a 64-child spawn's wall time here,
+    /// measured in docs/dynamic-jobs.md).
+    pub(super) fn answer_started_spawns(&mut self) {
+        for (id, outcome) in self.starter.started_spawns() {
+            self.server.finish_spawn(id, outcome, &mut self.events);
+        }
+        self.apply_events();
+    }
+
+    /// `PMIx_Spawn` (see [`spawn::pmix_request`]), answered with the new
+    /// namespace once it is registered.
+    pub(in crate::launcher) fn pmix_spawn(&mut self, u: pmix_host::SpawnUpcall) {
+        let pmix_host::SpawnUpcall {
+            nspace,
+            rank,
+            apps,
+            done,
+        } = u;
+        let asked = spawn::pmix_request(&self.server, &nspace, rank, apps);
+        let Some((parent, req, by)) = asked else {
+            done.complete(None);
+            return;
+        };
+        let mut errors = Vec::new();
+        let (outcome, _) = self.try_spawn(parent, rank, &req, true, &mut errors);
+        match spawn::pmix_answer(&by, outcome, &errors) {
+            PmixAnswer::Started(jobid) => done.complete(Some(&jobid)),
+            PmixAnswer::Abandon(jobid) => {
+                if let Some(j) = self.server.job_index(&jobid) {
+                    self.abandon_job(j);
+                }
+                done.complete(None)
+            }
+            PmixAnswer::Failed => done.complete(None),
+        }
+    }
+
+    fn try_spawn(
+        &mut self,
+        parent: JobIdx,
+        rank: u32,
+        req: &SpawnRequest,
+        pmix: bool,
+        errors: &mut Vec<String>,
+    ) -> (SpawnOutcome, Option<JobIdx>) {
+        let failed = |msg: String| (SpawnOutcome::Failed(msg), None);
+        let at = spawn::SpawnCtx {
+            server: &self.server,
+            cfg: &self.cfg,
+            procs: &self.procs,
+            jobs: &self.jobs,
+            starter: &self.starter,
+            pmix_serves: self.pmix.is_some(),
+        };
+        let mut new = match spawn::plan_job(&at, parent, rank, req, pmix, errors) {
+            Ok(new) => new,
+            Err(msg) => return failed(msg),
+        };
+        let plans = std::mem::take(&mut new.plans);
+        let job = match self.create_job(new.jobid.clone(), plans, new.universe, Some(new.by)) {
+            Ok(j) => j,
+            Err(e) => return failed(format!("cannot create the job: {e}")),
+        };
+        match spawn::fill_job(&mut self.server, job, req, new) {
+            Ok(outcome) => (outcome, Some(job)),
+            Err(msg) => {
+                self.abandon_job(job);
+                failed(msg)
+            }
+        }
+    }
+
+    /// A job made for a spawn that cannot go on: drop its ranks unstarted.
+    fn abandon_job(&mut self, job: JobIdx) {
+        let msg = "spawn abandoned";
+        self.server.fail_job(job, None, 1, msg, &mut self.events);
+        for j in self.starter.drop_pending(|j| j == job) {
+            self.rank_gone(j);
         }
     }
 }

@@ -360,7 +360,7 @@ impl Launcher {
                 self.apply_events();
             }
             self.procs.kill_overdue();
-            self.kill_doomed();
+            self.deaths.kill_doomed(&mut self.procs);
             self.tools_republish();
             if self.nest.is_some() {
                 self.nest_tick();
@@ -384,7 +384,10 @@ impl Launcher {
             .finish(self.poll.registry(), Duration::from_millis(500));
         timeline::step("output written");
         if self.cfg.stats {
-            eprint!("{}", self.stats_report());
+            eprint!(
+                "{}",
+                self.procs.stats_report(&self.server, self.jobs.shm_stats())
+            );
         }
         let failed = self.procs.failure_message();
         self.tools.exit(failed.as_deref());

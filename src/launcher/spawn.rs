@@ -4,17 +4,21 @@
 //! (appnum = command index) whose pre-put pairs are in its KVS before any of
 //! its ranks starts. The ranks are then started like the first job's (by the
 //! forker threads, handed out by the event loop), and the spawn is answered
-//! once the last of them is started.
+//! once the last of them is started. The launcher creates the job between
+//! [`plan_job`] and [`fill_job`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::jobs::SpawnedBy;
-use super::starting::AppPlan;
-use super::{os, Launcher};
+use super::jobs::{Jobs, SpawnedBy};
+use super::os;
+use super::starting::{AppPlan, Starter};
+use super::supervise::Procs;
+use crate::config::LaunchConfig;
 use fastpmi_codec::spawn::{SpawnCmd, SpawnRequest};
 use fastpmi_server::spawn::ERRCODE_SPAWN;
-use fastpmi_server::{JobIdx, SpawnOutcome};
+use fastpmi_server::{JobIdx, Server, SpawnOutcome};
+use pmix_host::SpawnApp;
 
 /// Most ranks alive at once over all jobs of a launcher.
 const LIVE_RANKS_MAX: usize = 65536;
@@ -36,205 +40,213 @@ enum CommandError {
     Program(#[from] os::ProgramError),
 }
 
-impl Launcher {
-    pub(super) fn spawn_job(&mut self, id: u64, parent: JobIdx, rank: u32, req: SpawnRequest) {
-        let mut errors = Vec::new();
-        let (outcome, job) = self.try_spawn(parent, rank, &req, false, &mut errors);
-        // One line per command that cannot run, or why nothing could start.
-        let by = self.server.rank_name(parent, rank);
-        match (&outcome, errors.is_empty()) {
-            (SpawnOutcome::Failed(msg), true) => {
-                crate::errln!("fastpmi: spawn by {by} failed: {msg}")
-            }
-            _ => {
-                for e in &errors {
-                    crate::errln!("fastpmi: spawn by {by}: {e}");
-                }
-            }
-        }
-        match job {
-            Some(job) => self.starter.answer_when_started(id, job, outcome),
-            None => self.server.finish_spawn(id, outcome, &mut self.events),
-        }
-    }
+/// What a spawn reads of the launcher's parts.
+pub(super) struct SpawnCtx<'a> {
+    pub server: &'a Server,
+    pub cfg: &'a LaunchConfig,
+    pub procs: &'a Procs,
+    pub jobs: &'a Jobs,
+    pub starter: &'a Starter,
+    /// A PMIx server runs already.
+    pub pmix_serves: bool,
+}
 
-    /// Answer the spawns whose children have all been started (forked and
-    /// exec'd, or failed to start), as Hydra answers once its proxies have
-    /// launched. Until then the spawning rank sleeps in its read; answered
-    /// at once, an MPI parent busy-polls its progress engine against the
-    /// very children it waits for (8% of a 64-child spawn's wall time here,
-    /// measured in docs/dynamic-jobs.md).
-    pub(super) fn answer_started_spawns(&mut self) {
-        for (id, outcome) in self.starter.started_spawns() {
-            self.server.finish_spawn(id, outcome, &mut self.events);
-        }
-        self.apply_events();
-    }
+/// A spawn request checked and planned: the job to create.
+pub(super) struct NewJob {
+    pub jobid: String,
+    pub plans: Vec<AppPlan>,
+    pub universe: u32,
+    pub by: SpawnedBy,
+    /// Per process: 0, or the error code of a command that cannot run.
+    pub errcodes: Vec<i32>,
+}
 
-    /// `PMIx_Spawn` by `rank` of namespace `nspace` (Open MPI's
-    /// `MPI_Comm_spawn`): the same checks and job as a PMI spawn, its
-    /// ranks PMIx ones, answered with the new namespace once it is
-    /// registered (the children then connect to their parent).
-    pub(in crate::launcher) fn pmix_spawn(&mut self, u: pmix_host::SpawnUpcall) {
-        let pmix_host::SpawnUpcall {
-            nspace,
-            rank,
-            apps,
-            done,
-        } = u;
-        let nspace = nspace.as_str();
-        let Some(parent) = self.server.job_index(nspace) else {
-            crate::errln!("fastpmi: PMIx spawn by an unknown namespace {nspace}");
-            done.complete(None);
-            return;
-        };
-        let cmds = apps
-            .into_iter()
-            .map(|a| {
-                let mut info = Vec::new();
-                if let Some(d) = a.cwd.filter(|d| !d.is_empty()) {
-                    info.push(("wdir".to_string(), d));
+/// Check spawn request `req` by `rank` of `parent` and plan its job
+/// (`pmix`: of PMIx ranks). A command that cannot run gets a line in
+/// `errors` and error codes; when nothing can start, why.
+pub(super) fn plan_job(
+    at: &SpawnCtx,
+    parent: JobIdx,
+    rank: u32,
+    req: &SpawnRequest,
+    pmix: bool,
+    errors: &mut Vec<String>,
+) -> Result<NewJob, String> {
+    if at.procs.interrupted().is_some() || at.jobs.torn_down(parent) {
+        return Err("the launcher is shutting down".into());
+    }
+    let live = at.procs.running() + at.starter.queued();
+    let total = req.total_procs() as usize;
+    if live + total > LIVE_RANKS_MAX {
+        return Err(format!(
+            "{total} more processes would exceed {LIVE_RANKS_MAX} live ranks ({live} now)"
+        ));
+    }
+    let mut plans = Vec::with_capacity(req.cmds.len());
+    let mut errcodes = Vec::with_capacity(total);
+    for (i, cmd) in req.cmds.iter().enumerate() {
+        match plan(cmd, &at.cfg.genv) {
+            Ok(mut p) => {
+                p.pmix = pmix;
+                p.fault_tolerant = at.cfg.fault_tolerant;
+                // The running server serves it whatever it links: known
+                // only for the debug line, or for a first server.
+                if pmix
+                    && at.cfg.pmix_lib.is_none()
+                    && (!at.pmix_serves || tracing::enabled!(tracing::Level::DEBUG))
+                {
+                    let v =
+                        super::pmix::detect::probe(&p.program, &p.args, p.wdir.as_deref(), &p.env);
+                    p.pmix_lib = v
+                        .links
+                        .and_then(|f| super::pmix::detect::linked_pmix(&f, &p.env));
                 }
-                if !a.env.is_empty() {
-                    info.push(("env".to_string(), a.env.join("\n")));
-                }
-                SpawnCmd {
-                    exe: a.cmd,
-                    maxprocs: a.maxprocs.max(0) as u32,
-                    // PMIx's argv starts with the program.
-                    args: a.argv.into_iter().skip(1).collect(),
-                    info,
-                }
-            })
-            .collect();
-        let req = SpawnRequest {
-            cmds,
-            preput: Vec::new(),
-        };
-        let by = self.server.rank_name(parent, rank);
-        if let Err(e) = req.validate() {
-            crate::errln!("fastpmi: PMIx spawn by {by}: {e}");
-            done.complete(None);
-            return;
-        }
-        let mut errors = Vec::new();
-        let (outcome, _) = self.try_spawn(parent, rank, &req, true, &mut errors);
-        for e in &errors {
-            crate::errln!("fastpmi: PMIx spawn by {by}: {e}");
-        }
-        match outcome {
-            SpawnOutcome::Started { jobid, .. } if errors.is_empty() => done.complete(Some(&jobid)),
-            SpawnOutcome::Started { jobid, .. } => {
-                // Some applications could not run: PMIx has no per-process
-                // error codes, so the spawn fails; the rest is ended.
-                if let Some(j) = self.server.job_index(&jobid) {
-                    self.abandon_job(j);
-                }
-                done.complete(None)
+                errcodes.extend(std::iter::repeat_n(0, cmd.maxprocs as usize));
+                plans.push(p);
             }
-            SpawnOutcome::Failed(msg) => {
-                crate::errln!("fastpmi: PMIx spawn by {by} failed: {msg}");
-                done.complete(None)
+            Err(e) => {
+                errors.push(format!("command {i}: {e}"));
+                errcodes.extend(std::iter::repeat_n(ERRCODE_SPAWN, cmd.maxprocs as usize));
+                // Keeps the appnum of the commands after it.
+                plans.push(AppPlan {
+                    nranks: 0,
+                    program: PathBuf::new(),
+                    shown: OsString::new(),
+                    args: Vec::new(),
+                    env: Vec::new(),
+                    wdir: None,
+                    image: Default::default(),
+                    pmix: false,
+                    pmix_lib: None,
+                    fault_tolerant: false,
+                });
             }
         }
     }
-
-    fn try_spawn(
-        &mut self,
-        parent: JobIdx,
-        rank: u32,
-        req: &SpawnRequest,
-        pmix: bool,
-        errors: &mut Vec<String>,
-    ) -> (SpawnOutcome, Option<JobIdx>) {
-        let failed = |msg: String| (SpawnOutcome::Failed(msg), None);
-        if self.procs.interrupted().is_some() || self.jobs.torn_down(parent) {
-            return failed("the launcher is shutting down".into());
-        }
-        let live = self.procs.running() + self.starter.queued();
-        let total = req.total_procs() as usize;
-        if live + total > LIVE_RANKS_MAX {
-            return failed(format!(
-                "{total} more processes would exceed {LIVE_RANKS_MAX} live ranks ({live} now)"
-            ));
-        }
-        let mut plans = Vec::with_capacity(req.cmds.len());
-        let mut errcodes = Vec::with_capacity(total);
-        for (i, cmd) in req.cmds.iter().enumerate() {
-            match plan(cmd, &self.cfg.genv) {
-                Ok(mut p) => {
-                    p.pmix = pmix;
-                    p.fault_tolerant = self.cfg.fault_tolerant;
-                    // The running server serves it whatever it links: known
-                    // only for the debug line, or for a first server.
-                    if pmix
-                        && self.cfg.pmix_lib.is_none()
-                        && (self.pmix.is_none() || tracing::enabled!(tracing::Level::DEBUG))
-                    {
-                        let v = super::pmix::detect::probe(
-                            &p.program,
-                            &p.args,
-                            p.wdir.as_deref(),
-                            &p.env,
-                        );
-                        p.pmix_lib = v
-                            .links
-                            .and_then(|f| super::pmix::detect::linked_pmix(&f, &p.env));
-                    }
-                    errcodes.extend(std::iter::repeat_n(0, cmd.maxprocs as usize));
-                    plans.push(p);
-                }
-                Err(e) => {
-                    errors.push(format!("command {i}: {e}"));
-                    errcodes.extend(std::iter::repeat_n(ERRCODE_SPAWN, cmd.maxprocs as usize));
-                    // Keeps the appnum of the commands after it.
-                    plans.push(AppPlan {
-                        nranks: 0,
-                        program: PathBuf::new(),
-                        shown: OsString::new(),
-                        args: Vec::new(),
-                        env: Vec::new(),
-                        wdir: None,
-                        image: Default::default(),
-                        pmix: false,
-                        pmix_lib: None,
-                        fault_tolerant: false,
-                    });
-                }
-            }
-        }
-        if errors.len() == req.cmds.len() {
-            return failed(errors.join("; "));
-        }
-        let n = self.server.job_count();
-        let jobid = format!("fastpmi_{}_{n}", std::process::id());
-        let universe = self.cfg.world_size();
-        let by = SpawnedBy { job: parent, rank };
-        let job = match self.create_job(jobid.clone(), plans, universe, Some(by)) {
-            Ok(j) => j,
-            Err(e) => return failed(format!("cannot create the job: {e}")),
-        };
-        for (k, v) in &req.preput {
-            if let Err(e) = self.server.preput(job, k.as_bytes(), v.as_bytes()) {
-                self.abandon_job(job);
-                return failed(format!("pre-put {k}: {e}"));
-            }
-        }
-        tracing::debug!(
-            job = %jobid,
-            ranks = total,
-            by = %self.server.rank_name(parent, rank),
-            "spawned"
-        );
-        (SpawnOutcome::Started { jobid, errcodes }, Some(job))
+    if errors.len() == req.cmds.len() {
+        return Err(errors.join("; "));
     }
+    let n = at.server.job_count();
+    Ok(NewJob {
+        jobid: format!("fastpmi_{}_{n}", std::process::id()),
+        plans,
+        universe: at.cfg.world_size(),
+        by: SpawnedBy { job: parent, rank },
+        errcodes,
+    })
+}
 
-    /// A job made for a spawn that cannot go on: drop its ranks unstarted.
-    fn abandon_job(&mut self, job: JobIdx) {
-        let msg = "spawn abandoned";
-        self.server.fail_job(job, None, 1, msg, &mut self.events);
-        for j in self.starter.drop_pending(|j| j == job) {
-            self.rank_gone(j);
+/// `job`, created for `req` as `new` planned it (its plans taken), gets
+/// the request's pre-put pairs in its KVS before any of its ranks starts:
+/// the spawn's outcome, or why the job cannot go on.
+pub(super) fn fill_job(
+    server: &mut Server,
+    job: JobIdx,
+    req: &SpawnRequest,
+    new: NewJob,
+) -> Result<SpawnOutcome, String> {
+    for (k, v) in &req.preput {
+        if let Err(e) = server.preput(job, k.as_bytes(), v.as_bytes()) {
+            return Err(format!("pre-put {k}: {e}"));
+        }
+    }
+    let NewJob {
+        jobid,
+        by,
+        errcodes,
+        ..
+    } = new;
+    tracing::debug!(
+        job = %jobid,
+        ranks = req.total_procs() as usize,
+        by = %server.rank_name(by.job, by.rank),
+        "spawned"
+    );
+    Ok(SpawnOutcome::Started { jobid, errcodes })
+}
+/// Say on stderr why the spawn by `by` failed, or which of its commands
+/// cannot run.
+pub(super) fn say_errors(by: &str, outcome: &SpawnOutcome, errors: &[String]) {
+    // One line per command that cannot run, or why nothing could start.
+    match (outcome, errors.is_empty()) {
+        (SpawnOutcome::Failed(msg), true) => {
+            crate::errln!("fastpmi: spawn by {by} failed: {msg}")
+        }
+        _ => {
+            for e in errors {
+                crate::errln!("fastpmi: spawn by {by}: {e}");
+            }
+        }
+    }
+}
+
+/// `PMIx_Spawn` by `rank` of namespace `nspace` (Open MPI's
+/// `MPI_Comm_spawn`) as a PMI spawn: the spawning job, the request (the
+/// same checks and job as a PMI spawn's, its ranks PMIx ones) and who
+/// spawns. None when it cannot be one (said on stderr).
+pub(super) fn pmix_request(
+    server: &Server,
+    nspace: &str,
+    rank: u32,
+    apps: Vec<SpawnApp>,
+) -> Option<(JobIdx, SpawnRequest, String)> {
+    let Some(parent) = server.job_index(nspace) else {
+        crate::errln!("fastpmi: PMIx spawn by an unknown namespace {nspace}");
+        return None;
+    };
+    let cmds = apps
+        .into_iter()
+        .map(|a| {
+            let mut info = Vec::new();
+            if let Some(d) = a.cwd.filter(|d| !d.is_empty()) {
+                info.push(("wdir".to_string(), d));
+            }
+            if !a.env.is_empty() {
+                info.push(("env".to_string(), a.env.join("\n")));
+            }
+            SpawnCmd {
+                exe: a.cmd,
+                maxprocs: a.maxprocs.max(0) as u32,
+                // PMIx's argv starts with the program.
+                args: a.argv.into_iter().skip(1).collect(),
+                info,
+            }
+        })
+        .collect();
+    let req = SpawnRequest {
+        cmds,
+        preput: Vec::new(),
+    };
+    let by = server.rank_name(parent, rank);
+    if let Err(e) = req.validate() {
+        crate::errln!("fastpmi: PMIx spawn by {by}: {e}");
+        return None;
+    }
+    Some((parent, req, by))
+}
+
+/// How a `PMIx_Spawn` is answered.
+pub(super) enum PmixAnswer {
+    /// With the new namespace: its ranks then connect to their parent.
+    Started(String),
+    /// Some applications of the job could not run: PMIx has no
+    /// per-process error codes, so the spawn fails; the rest is ended.
+    Abandon(String),
+    Failed,
+}
+
+/// How to answer the `PMIx_Spawn` by `by` that had `outcome` (`errors`:
+/// its commands that cannot run, said on stderr).
+pub(super) fn pmix_answer(by: &str, outcome: SpawnOutcome, errors: &[String]) -> PmixAnswer {
+    for e in errors {
+        crate::errln!("fastpmi: PMIx spawn by {by}: {e}");
+    }
+    match outcome {
+        SpawnOutcome::Started { jobid, .. } if errors.is_empty() => PmixAnswer::Started(jobid),
+        SpawnOutcome::Started { jobid, .. } => PmixAnswer::Abandon(jobid),
+        SpawnOutcome::Failed(msg) => {
+            crate::errln!("fastpmi: PMIx spawn by {by} failed: {msg}");
+            PmixAnswer::Failed
         }
     }
 }

@@ -1,6 +1,8 @@
 //! Supervision: reaping ranks, failures (a failing rank ends its job and
 //! every job connected to it), signals to the launcher, teardown and the
-//! exit status. [`Procs`] owns the rank processes and the verdict.
+//! exit status. [`Procs`] owns the rank processes and the verdict; what a
+//! rank's end or a teardown makes the other parts do is carried out by the
+//! launcher's glue (`events.rs`).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -8,10 +10,10 @@ use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
-use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
-use super::{os, Launcher};
-use fastpmi_server::JobIdx;
+use super::os;
+use fastpmi_server::{Event, JobIdx, Server};
+use shm_layout::RankStats;
 
 /// Time between SIGTERM and SIGKILL when a job is torn down.
 const KILL_GRACE: Duration = Duration::from_millis(1000);
@@ -46,6 +48,24 @@ impl RankProc {
     }
 }
 
+/// How a rank process ended, as [`Procs::ended`] tells it.
+#[derive(Clone, Copy)]
+pub(super) struct RankEnd {
+    pub job: JobIdx,
+    pub rank: u32,
+    pub status: ExitStatus,
+    /// It was stopped by the launcher (see [`Procs::ended`]).
+    pub by_us: bool,
+}
+
+/// A rank that ended badly on its own: its job fails with `code`.
+pub(super) struct RankFailure {
+    pub message: String,
+    pub code: i32,
+    /// What the rank was doing.
+    pub activity: String,
+}
+
 /// Why the job ended badly, first cause wins.
 pub(super) struct Failure {
     job: JobIdx,
@@ -61,6 +81,31 @@ pub(super) struct Failure {
     detail: Option<String>,
     /// When it was recorded.
     at: Instant,
+}
+
+impl Failure {
+    /// Rank `rank` of `job` fails the launcher with `message` and `code`
+    /// (see the fields), from now on.
+    pub(super) fn new(
+        job: JobIdx,
+        rank: u32,
+        message: String,
+        code: i32,
+        activity: String,
+        prefer_status: bool,
+        detail: Option<String>,
+    ) -> Failure {
+        Failure {
+            job,
+            rank,
+            message,
+            code,
+            activity,
+            prefer_status,
+            detail,
+            at: Instant::now(),
+        }
+    }
 }
 
 /// The rank processes (each once started, in start order) and what the
@@ -149,20 +194,76 @@ impl Procs {
         os::signal(p.pid, Signal::KILL);
     }
 
-    /// Process `i` was reaped with `status`: its job, its rank and the
-    /// signal the launcher had sent it; `None` when it had been before.
-    pub(super) fn ended(
-        &mut self,
-        i: usize,
-        status: ExitStatus,
-    ) -> Option<(JobIdx, u32, Option<i32>)> {
+    /// Process `i` was reaped with `status`: how it ended; `None` when it
+    /// had been before.
+    pub(super) fn ended(&mut self, i: usize, status: ExitStatus) -> Option<RankEnd> {
+        let interrupted = self.interrupted.is_some();
         let p = &mut self.procs[i];
         if p.status.is_some() {
             return None;
         }
         p.status = Some(status);
         p.ended = Some(Instant::now());
-        Some((p.job, p.rank, p.signaled))
+        tracing::debug!(
+            job = p.job,
+            rank = p.rank,
+            "rank {}",
+            os::describe_status(status)
+        );
+        // After SIGINT/SIGTERM/SIGHUP to the launcher, however a rank
+        // ends (killed, or exiting on its own when its fence fails) it
+        // was stopped by us: the exit status says "interrupted".
+        let by_us = interrupted
+            || p.signaled
+                .is_some_and(|s| os::status_code(status) == 128 + s);
+        Some(RankEnd {
+            job: p.job,
+            rank: p.rank,
+            status,
+            by_us,
+        })
+    }
+
+    /// `end` is not a fault-tolerant job's death: when the rank ended
+    /// badly on its own, its job fails, returned for the caller to record
+    /// and carry out. Not when its process groups are marked failed
+    /// instead (`--tolerate-group-failures`), nor when its status only
+    /// tells more of the failure recorded for it.
+    pub(super) fn judge(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        end: &RankEnd,
+    ) -> Option<RankFailure> {
+        let RankEnd {
+            job,
+            rank,
+            status,
+            by_us,
+        } = *end;
+        if status.success() || by_us {
+            return None;
+        }
+        let name = server.rank_name(job, rank);
+        let activity = server.rank_activity(job, rank);
+        let message = format!("{name} {} {activity}", os::describe_status(status))
+            .trim_end()
+            .to_string();
+        if !self.has_failure() && server.group_member_lost(job, rank, &message, events) {
+            crate::errln!(
+                "fastpmi: {message}; tolerated (--tolerate-group-failures): its process groups are marked failed"
+            );
+            return None;
+        }
+        let code = os::status_code(status);
+        if self.refine_failure(job, rank, &name, status) {
+            return None;
+        }
+        Some(RankFailure {
+            message,
+            code,
+            activity,
+        })
     }
 
     /// Send `sig` to the running ranks of the jobs `of` accepts (again
@@ -211,12 +312,19 @@ impl Procs {
         self.interrupted
     }
 
-    /// `sig` interrupts the launcher (the first one counts); returns
-    /// whether it had been interrupted before.
-    pub(super) fn interrupt(&mut self, sig: i32) -> bool {
+    /// `sig` (SIGINT, SIGTERM, SIGHUP) interrupts the launcher (the first
+    /// one counts): the signal to forward to the ranks (SIGKILL when it had
+    /// been interrupted before), and why their jobs fail.
+    pub(super) fn interrupt(&mut self, sig: i32) -> (Signal, String) {
         let again = self.interrupted.is_some();
         self.interrupted.get_or_insert(sig);
-        again
+        let s = if again {
+            Signal::KILL
+        } else {
+            Signal::from_named_raw(sig).unwrap_or(Signal::TERM)
+        };
+        tracing::debug!("forwarding {} to the ranks", os::signal_name(sig));
+        (s, format!("launcher received {}", os::signal_name(sig)))
     }
 
     pub(super) fn has_failure(&self) -> bool {
@@ -245,7 +353,7 @@ impl Procs {
     }
 
     /// The launcher fails with `f`, unless it already fails.
-    fn record(&mut self, f: Failure) {
+    pub(super) fn record(&mut self, f: Failure) {
         if self.failure.is_none() {
             self.failure = Some(f);
         }
@@ -294,30 +402,14 @@ impl Procs {
         }
         0
     }
-}
 
-/// One row of the `--stats` report (as [`Launcher::stats_report`] writes
-/// it): `[puts, gets, fences, node-attr]` of `transport` (`socket` or
-/// `shared-memory`), for tools and tests that read the launcher's stderr.
-pub fn stats_row(report: &str, transport: &str) -> Option<[u64; 4]> {
-    report.lines().find_map(|l| {
-        let mut f = l.split_whitespace();
-        if f.next()? != transport {
-            return None;
-        }
-        let v: Vec<u64> = f.map(|x| x.parse().ok()).collect::<Option<_>>()?;
-        v.try_into().ok()
-    })
-}
-
-impl Launcher {
     /// `--stats`: what each transport served, so a user can see which path
     /// the job took. Socket figures are counted by the server; shared-memory
-    /// ones by the ranks themselves in their state words in the segment.
-    pub fn stats_report(&self) -> String {
-        let sock = self.server.stats;
-        let shm = self.jobs.shm_stats();
-        let ranks = self.procs.count();
+    /// ones (`shm`) by the ranks themselves in their state words in the
+    /// segment.
+    pub(super) fn stats_report(&self, server: &Server, shm: RankStats) -> String {
+        let sock = server.stats;
+        let ranks = self.count();
         let mut out = format!("fastpmi stats: {ranks} ranks\n");
         out += &format!(
             "  {:<14} {:>10} {:>10} {:>10} {:>10}\n",
@@ -333,183 +425,40 @@ impl Launcher {
         );
         out
     }
+}
 
-    pub(super) fn on_signals(&mut self) {
-        let pending: Vec<i32> = self.signals.pending().collect();
-        for sig in pending {
-            match sig {
-                SIGCHLD => self.reap(),
-                SIGUSR1 => self.print_report(),
-                SIGINT | SIGTERM | SIGHUP => {
-                    let again = self.procs.interrupt(sig);
-                    let s = if again {
-                        Signal::KILL
-                    } else {
-                        Signal::from_named_raw(sig).unwrap_or(Signal::TERM)
-                    };
-                    tracing::debug!("forwarding {} to the ranks", os::signal_name(sig));
-                    let msg = format!("launcher received {}", os::signal_name(sig));
-                    for job in 0..self.jobs.len() {
-                        self.server
-                            .fail_job(job, None, 128 + sig, &msg, &mut self.events);
-                    }
-                    self.begin_teardown(s);
-                }
-                _ => {}
-            }
-        }
-        // Signals coalesce; reap anyway so no exit is missed.
-        self.reap();
-    }
-
-    pub(super) fn reap(&mut self) {
-        // What PMIx ranks told the server before they exited (finalize,
-        // abort) comes first: the exit may be read before its upcall.
-        self.pmix_upcalls();
-        for (pid, status) in os::reap() {
-            super::timeline::step("rank reaped");
-            match self.procs.index_of(pid) {
-                Some(i) => self.rank_ended(i, status),
-                // A rank whose forker has not reported it yet (or no rank).
-                None => self.starter.exited_early(pid, status),
-            }
-        }
-        self.apply_events();
-    }
-
-    /// Rank process `i` ended with `status`.
-    pub(super) fn rank_ended(&mut self, i: usize, status: ExitStatus) {
-        let Some((job, rank, ours)) = self.procs.ended(i, status) else {
-            return;
+/// `job` failed: every job connected to it fails too (`job` with
+/// `message`, the others because of it). Returns them all, whose ranks
+/// are to be stopped.
+pub(super) fn fail_connected(
+    server: &mut Server,
+    events: &mut Vec<Event>,
+    job: JobIdx,
+    code: i32,
+    message: &str,
+) -> Vec<JobIdx> {
+    let group = server.connected_group(job);
+    for &j in &group {
+        let why = if j == job {
+            message.to_string()
+        } else {
+            format!("connected job {} failed: {message}", server.job_id(job))
         };
-        let clean = status.success();
-        tracing::debug!(job, rank, "rank {}", os::describe_status(status));
-        // What it sent before it exited (an abort, a finalize) is read
-        // before its exit is judged: SIGCHLD may come first.
-        if let Some(conn) = self.server.rank_conn(job, rank) {
-            let mut buf = Vec::with_capacity(16 * 1024);
-            self.read_conn(mio::Token(conn), &mut buf);
-        }
-        // After SIGINT/SIGTERM/SIGHUP to the launcher, however a rank
-        // ends (killed, or exiting on its own when its fence fails) it
-        // was stopped by us: the exit status says "interrupted".
-        let by_us = self.procs.interrupted().is_some()
-            || ours.is_some_and(|s| os::status_code(status) == 128 + s);
-        if self.ended_as_death(job, rank, status, by_us) {
-            // A fault-tolerant job goes on without it.
-            self.server.rank_exited(job, rank, clean, &mut self.events);
-            self.pmix_rank_ended(job, rank);
-            self.rank_gone(job);
-            return;
-        }
-        if !clean && !by_us {
-            let name = self.server.rank_name(job, rank);
-            let activity = self.server.rank_activity(job, rank);
-            let message = format!("{name} {} {activity}", os::describe_status(status))
-                .trim_end()
-                .to_string();
-            if !self.procs.has_failure()
-                && self
-                    .server
-                    .group_member_lost(job, rank, &message, &mut self.events)
-            {
-                crate::errln!(
-                    "fastpmi: {message}; tolerated (--tolerate-group-failures): its process groups are marked failed"
-                );
-                self.server.rank_exited(job, rank, clean, &mut self.events);
-                self.pmix_rank_ended(job, rank);
-                self.rank_gone(job);
-                return;
-            }
-            let code = os::status_code(status);
-            if !self.procs.refine_failure(job, rank, &name, status) {
-                self.record_failure(job, rank, message.clone(), code, activity, false);
-                if !self.jobs.torn_down(job) {
-                    self.server
-                        .fail_job(job, Some(rank), code, &message, &mut self.events);
-                    self.fail_group(job, code, &message);
-                }
-            }
-        }
-        self.server.rank_exited(job, rank, clean, &mut self.events);
-        self.pmix_rank_ended(job, rank);
-        self.rank_gone(job);
+        server.fail_job(j, None, code, &why, events);
     }
+    group
+}
 
-    pub(super) fn record_failure(
-        &mut self,
-        job: JobIdx,
-        rank: u32,
-        message: String,
-        code: i32,
-        activity: String,
-        prefer_status: bool,
-    ) {
-        if !self.procs.has_failure() {
-            let detail = self.failure_detail(job);
-            self.procs.record(Failure {
-                job,
-                rank,
-                message,
-                code,
-                activity,
-                prefer_status,
-                detail,
-                at: Instant::now(),
-            });
+/// One row of the `--stats` report (as `Procs::stats_report` writes
+/// it): `[puts, gets, fences, node-attr]` of `transport` (`socket` or
+/// `shared-memory`), for tools and tests that read the launcher's stderr.
+pub fn stats_row(report: &str, transport: &str) -> Option<[u64; 4]> {
+    report.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        if f.next()? != transport {
+            return None;
         }
-    }
-
-    /// `job` failed: fail every job connected to it too and stop their ranks.
-    pub(super) fn fail_group(&mut self, job: JobIdx, code: i32, message: &str) {
-        let group = self.server.connected_group(job);
-        for &j in &group {
-            let why = if j == job {
-                message.to_string()
-            } else {
-                format!(
-                    "connected job {} failed: {message}",
-                    self.server.job_id(job)
-                )
-            };
-            self.server.fail_job(j, None, code, &why, &mut self.events);
-        }
-        self.teardown_jobs(&group, Signal::TERM);
-    }
-
-    /// Send `sig` to the running ranks of `jobs`, drop their ranks not
-    /// started yet, and arm the SIGKILL deadline.
-    fn teardown_jobs(&mut self, jobs: &[JobIdx], sig: Signal) {
-        // PMIx clients hear which rank ended first (their handlers run).
-        self.pmix_notify_failure(jobs);
-        for &j in jobs {
-            self.jobs.tear_down(j);
-        }
-        for j in self.starter.drop_pending(|j| jobs.contains(&j)) {
-            self.rank_gone(j);
-        }
-        self.procs.signal(|j| jobs.contains(&j), sig);
-    }
-
-    /// A rank of `job` was reaped or will never start. When it was the
-    /// last, the job has ended: its watchers stop, its segment goes, its
-    /// binding slots and its port are given back.
-    pub(super) fn rank_gone(&mut self, job: JobIdx) {
-        if !self.jobs.rank_gone(job) {
-            return;
-        }
-        self.binding.release(job);
-        self.conns.unlisten(job);
-        self.pmix_job_ended(job);
-        tracing::debug!(job = %self.server.job_id(job), "job ended");
-    }
-
-    /// Send `sig` to every running rank and arm the SIGKILL deadline.
-    pub(super) fn begin_teardown(&mut self, sig: Signal) {
-        self.jobs.tear_down_all();
-        for j in self.starter.drop_pending(|_| true) {
-            self.rank_gone(j);
-        }
-        self.procs.signal(|_| true, sig);
-    }
+        let v: Vec<u64> = f.map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        v.try_into().ok()
+    })
 }
