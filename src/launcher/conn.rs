@@ -8,9 +8,13 @@ use std::net::{IpAddr, SocketAddr};
 use mio::net::{TcpListener, TcpStream, UnixStream};
 use mio::{Interest, Registry, Token};
 
-use super::{peer, Launcher};
+use super::peer;
+use super::supervise::RankProc;
 use fastpmi_server::auth::Trust;
-use fastpmi_server::{ConnId, JobIdx};
+use fastpmi_server::{ConnId, Event, JobIdx, Server};
+
+/// The first token of a PMI connection (those below are the loop's own).
+pub(super) const FIRST_CONN: usize = 16;
 
 /// Bytes read from one connection before others get their turn.
 const READ_BUDGET: usize = 256 * 1024;
@@ -94,7 +98,7 @@ struct ConnIo {
 }
 
 /// What one read of a connection gave.
-pub(super) enum Read {
+enum Read {
     /// This many bytes, in the buffer.
     Data(usize),
     /// End of stream or an error: the connection is to be closed.
@@ -104,7 +108,7 @@ pub(super) enum Read {
 }
 
 /// What became of bytes queued for a connection.
-pub(super) enum Queued {
+enum Queued {
     Yes,
     /// Its unread replies passed [`MAX_QUEUED`]: treat it as dead.
     TooMuch,
@@ -152,7 +156,7 @@ impl Conns {
     }
 
     /// Register `sock` with the event loop; returns its token.
-    pub(super) fn add(&mut self, mut sock: Sock) -> io::Result<Token> {
+    fn add(&mut self, mut sock: Sock) -> io::Result<Token> {
         let tok = self.token();
         self.registry
             .register(sock.source(), tok, Interest::READABLE | Interest::WRITABLE)?;
@@ -174,7 +178,7 @@ impl Conns {
 
     /// A port-mode connection from `peer` (`inode`: its socket's, when it
     /// is local and ours), not identified yet.
-    pub(super) fn add_port(
+    fn add_port(
         &mut self,
         s: TcpStream,
         peer: SocketAddr,
@@ -231,7 +235,7 @@ impl Conns {
 
     /// The next connection waiting on listener `tok`, with its peer and the
     /// job it belongs to; `None` when there is none now.
-    pub(super) fn accept(&mut self, tok: Token) -> Option<(TcpStream, SocketAddr, JobIdx)> {
+    fn accepted(&mut self, tok: Token) -> Option<(TcpStream, SocketAddr, JobIdx)> {
         let (l, job) = self.listeners.get(&tok)?;
         loop {
             match l.accept() {
@@ -251,7 +255,7 @@ impl Conns {
     /// the newcomer instead would let a flood of idle connections keep the
     /// real ranks out for good; a rank identifies itself with its first
     /// messages, so the oldest idle connection is the least likely to be one.
-    pub(super) fn oldest_unidentified(&mut self) -> Option<(Token, String)> {
+    fn oldest_unidentified(&mut self) -> Option<(Token, String)> {
         if self.unidentified < UNIDENTIFIED_MAX {
             return None;
         }
@@ -268,12 +272,12 @@ impl Conns {
         None
     }
 
-    pub(super) fn is_unidentified(&self, tok: Token) -> bool {
+    fn is_unidentified(&self, tok: Token) -> bool {
         self.by_token.get(&tok).is_some_and(|c| c.unidentified)
     }
 
     /// Connection `tok` is bound to its rank now.
-    pub(super) fn identified(&mut self, tok: Token) {
+    fn identified(&mut self, tok: Token) {
         if let Some(c) = self.by_token.get_mut(&tok).filter(|c| c.unidentified) {
             c.unidentified = false;
             self.unidentified -= 1;
@@ -281,13 +285,13 @@ impl Conns {
     }
 
     /// Port mode: the inode of the peer's socket, when it is local and ours.
-    pub(super) fn peer_inode(&self, tok: Token) -> Option<u32> {
+    fn peer_inode(&self, tok: Token) -> Option<u32> {
         self.by_token.get(&tok).and_then(|c| c.peer_inode)
     }
 
     /// Read what `tok` has into `buf` (emptied first, filled up to its
     /// capacity).
-    pub(super) fn read(&mut self, tok: Token, buf: &mut Vec<u8>) -> Read {
+    fn read(&mut self, tok: Token, buf: &mut Vec<u8>) -> Read {
         let Some(c) = self.by_token.get_mut(&tok) else {
             return Read::Nothing;
         };
@@ -307,7 +311,7 @@ impl Conns {
     }
 
     /// `tok` still has input: read it again after the others.
-    pub(super) fn read_later(&mut self, tok: Token) {
+    fn read_later(&mut self, tok: Token) {
         self.ready.push_back(tok);
     }
 
@@ -327,8 +331,8 @@ impl Conns {
         self.ready.pop_front()
     }
 
-    /// Queue `bytes` for `tok` (then [`Conns::flush`] it).
-    pub(super) fn queue(&mut self, tok: Token, bytes: &[u8]) -> Queued {
+    /// Queue `bytes` for `tok` (then [`Conns::write_queued`] it).
+    fn queue(&mut self, tok: Token, bytes: &[u8]) -> Queued {
         let Some(c) = self.by_token.get_mut(&tok) else {
             return Queued::NoConn;
         };
@@ -351,7 +355,7 @@ impl Conns {
 
     /// Write what is queued for `tok`, as far as the socket takes it;
     /// true when it is all written and the connection is to be closed.
-    pub(super) fn flush(&mut self, tok: Token) -> bool {
+    fn write_queued(&mut self, tok: Token) -> bool {
         let Some(c) = self.by_token.get_mut(&tok) else {
             return false;
         };
@@ -392,7 +396,7 @@ impl Conns {
     }
 
     /// Forget `tok`: deregister and close its socket.
-    pub(super) fn remove(&mut self, tok: Token) {
+    fn remove(&mut self, tok: Token) {
         if let Some(mut c) = self.by_token.remove(&tok) {
             if c.unidentified {
                 self.unidentified -= 1;
@@ -402,75 +406,97 @@ impl Conns {
     }
 }
 
-impl Launcher {
+impl Conns {
     /// A rank's socketpair end (`bound`: the job and rank it is).
-    pub(super) fn add_conn(&mut self, sock: Sock, bound: Option<(JobIdx, u32)>) -> io::Result<()> {
-        let tok = self.conns.add(sock)?;
-        self.server.connect(tok.0, bound, None);
+    pub(super) fn add_conn(
+        &mut self,
+        server: &mut Server,
+        sock: Sock,
+        bound: Option<(JobIdx, u32)>,
+    ) -> io::Result<()> {
+        let tok = self.add(sock)?;
+        server.connect(tok.0, bound, None);
         Ok(())
     }
 
     /// A rank's out-of-band socketpair end (FD mode).
-    pub(super) fn add_oob_conn(&mut self, sock: Sock, job: JobIdx, rank: u32) -> io::Result<()> {
-        let tok = self.conns.add(sock)?;
-        self.server.connect_oob(tok.0, job, rank);
+    pub(super) fn add_oob_conn(
+        &mut self,
+        server: &mut Server,
+        sock: Sock,
+        job: JobIdx,
+        rank: u32,
+    ) -> io::Result<()> {
+        let tok = self.add(sock)?;
+        server.connect_oob(tok.0, job, rank);
         Ok(())
     }
 
-    /// Send out-of-band `signal` to rank `rank` of `job` once the notice
-    /// queued on its channel `conn` is written (or cannot be: a rank that
-    /// does not read its channel still gets the signal).
-    pub(super) fn oob_signal(&mut self, conn: ConnId, job: JobIdx, rank: u32, signal: &str) {
-        self.flush(Token(conn));
-        let (Some(sig), Some(p)) = (
-            super::os::signal_by_name(signal),
-            self.procs.running_rank(job, rank),
-        ) else {
+    /// Send out-of-band `signal` to the rank running as `to` once the
+    /// notice queued on its channel `conn` is written (or cannot be: a rank
+    /// that does not read its channel still gets the signal).
+    pub(super) fn oob_signal(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        conn: ConnId,
+        to: Option<&RankProc>,
+        signal: &str,
+    ) {
+        self.flush(server, events, Token(conn));
+        let (Some(sig), Some(p)) = (super::os::signal_by_name(signal), to) else {
             return;
         };
+        let (job, rank) = (p.job, p.rank);
         tracing::debug!(job, rank, "out-of-band {signal} to pid {}", p.pid);
         super::os::signal(p.pid, sig);
     }
 
     /// Take the port-mode connections waiting on listener `tok`.
-    pub(super) fn accept(&mut self, tok: Token) {
-        while let Some((s, peer, job)) = self.conns.accept(tok) {
-            if let Some((old, old_peer)) = self.conns.oldest_unidentified() {
+    pub(super) fn accept(&mut self, server: &mut Server, events: &mut Vec<Event>, tok: Token) {
+        while let Some((s, peer, job)) = self.accepted(tok) {
+            if let Some((old, old_peer)) = self.oldest_unidentified() {
                 crate::errln!(
                     "fastpmi: refused PMI connection {} from {old_peer}: closed unidentified to \
                      make room ({UNIDENTIFIED_MAX} connections had not identified themselves)",
                     old.0
                 );
-                self.close(old);
+                self.close(server, events, old);
             }
             let _ = s.set_nodelay(true);
             let (trust, inode) = classify(&s, peer);
-            let ctok = match self.conns.add_port(s, peer, inode) {
+            let ctok = match self.add_port(s, peer, inode) {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::warn!("cannot register PMI connection: {e}");
                     continue;
                 }
             };
-            self.server.connect(ctok.0, None, Some(job));
-            self.server.set_peer(ctok.0, trust, peer.to_string());
+            server.connect(ctok.0, None, Some(job));
+            server.set_peer(ctok.0, trust, peer.to_string());
             tracing::debug!("PMI connection {} from {peer} ({trust:?})", ctok.0);
         }
     }
 
     /// Hand what `tok` has to the server, up to [`READ_BUDGET`] bytes.
-    pub(super) fn read_conn(&mut self, tok: Token, buf: &mut Vec<u8>) {
+    pub(super) fn read_conn(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        tok: Token,
+        buf: &mut Vec<u8>,
+    ) {
         let mut budget = READ_BUDGET;
         loop {
-            match self.conns.read(tok, buf) {
+            match self.read(tok, buf) {
                 Read::Nothing => return,
                 Read::Closed => {
-                    self.close(tok);
+                    self.close(server, events, tok);
                     return;
                 }
                 Read::Data(n) => {
-                    self.server.on_bytes(tok.0, &buf[..n], &mut self.events);
-                    self.note_identified(tok);
+                    server.on_bytes(tok.0, &buf[..n], events);
+                    self.note_identified(server, tok);
                     budget = budget.saturating_sub(n);
                     // A short read drained the socket; later data raises a new
                     // edge, so the usual WouldBlock read can be skipped.
@@ -479,7 +505,7 @@ impl Launcher {
                     }
                     if budget == 0 {
                         // Fairness: come back after the others.
-                        self.conns.read_later(tok);
+                        self.read_later(tok);
                         return;
                     }
                 }
@@ -487,35 +513,62 @@ impl Launcher {
         }
     }
 
+    /// Tell the server whether the socket of port-mode connection `conn`
+    /// belongs to the process `claimed` runs as the rank it claims to be
+    /// (or one of its descendants; `None`: no such rank runs).
+    pub(super) fn check_peer(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        conn: ConnId,
+        claimed: Option<&RankProc>,
+    ) {
+        let tok = Token(conn);
+        let ok = match (self.peer_inode(tok), claimed) {
+            (Some(inode), Some(p)) => peer::tree_holds_socket(p.pid, inode),
+            _ => false,
+        };
+        server.peer_checked(conn, ok, events);
+        self.note_identified(server, tok);
+    }
+
     /// A port-mode connection that identified itself no longer counts
     /// against [`UNIDENTIFIED_MAX`].
-    pub(super) fn note_identified(&mut self, tok: Token) {
-        if self.conns.is_unidentified(tok) && self.server.is_bound(tok.0) {
-            self.conns.identified(tok);
+    fn note_identified(&mut self, server: &Server, tok: Token) {
+        if self.is_unidentified(tok) && server.is_bound(tok.0) {
+            self.identified(tok);
         }
     }
 
     /// Queue the server's reply `bytes` for `conn` and write what it takes.
-    pub(super) fn send(&mut self, conn: ConnId, bytes: &[u8]) {
+    pub(super) fn send(
+        &mut self,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        conn: ConnId,
+        bytes: &[u8],
+    ) {
         let tok = Token(conn);
-        match self.conns.queue(tok, bytes) {
-            Queued::Yes => self.flush(tok),
+        match self.queue(tok, bytes) {
+            Queued::Yes => self.flush(server, events, tok),
             Queued::TooMuch => {
                 tracing::warn!("connection {conn} does not read its replies; closing it");
-                self.close(tok);
+                self.close(server, events, tok);
             }
             Queued::NoConn => {}
         }
     }
 
-    pub(super) fn close(&mut self, tok: Token) {
-        self.conns.remove(tok);
-        self.server.on_closed(tok.0, &mut self.events);
+    fn close(&mut self, server: &mut Server, events: &mut Vec<Event>, tok: Token) {
+        self.remove(tok);
+        server.on_closed(tok.0, events);
     }
 
-    pub(super) fn flush(&mut self, tok: Token) {
-        if self.conns.flush(tok) {
-            self.close(tok);
+    /// Write what is queued for `tok`; close it if it was to be closed
+    /// once written.
+    pub(super) fn flush(&mut self, server: &mut Server, events: &mut Vec<Event>, tok: Token) {
+        if self.write_queued(tok) {
+            self.close(server, events, tok);
         }
     }
 }

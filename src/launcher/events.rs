@@ -4,6 +4,7 @@
 //! loop), the only file with methods of [`Launcher`]: every other part
 //! owns its state and is reached through its own methods.
 
+use std::io;
 use std::process::ExitStatus;
 
 use fastpmi_codec::spawn::SpawnRequest;
@@ -13,12 +14,14 @@ use mio::Token;
 use rustix::process::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
+use super::jobs::{self, LaunchError, SpawnedBy};
 use super::pmix::dispatch::Reaction;
 use super::pmix::register::Registration;
 use super::spawn::{self, PmixAnswer};
+use super::starting::{AppPlan, Arrival, Fork, PendingRank};
 use super::supervise::{self, Failure};
 use super::tools::{self, Query, ReleaseError, ToolsRt, View};
-use super::{nest, os, peer, pmix, starting, Launcher};
+use super::{nest, os, pmix, starting, Launcher};
 
 impl Launcher {
     /// The nested mode's hook (docs/nested.md): what its exchange thread
@@ -65,17 +68,6 @@ impl Launcher {
         }
     }
 
-    /// Whether the socket of port-mode connection `tok` belongs to the
-    /// process started as `rank` of `job` (or one of its descendants).
-    pub(super) fn peer_is_rank(&self, tok: Token, job: JobIdx, rank: u32) -> bool {
-        let Some(inode) = self.conns.peer_inode(tok) else {
-            return false;
-        };
-        self.procs
-            .running_rank(job, rank)
-            .is_some_and(|p| peer::tree_holds_socket(p.pid, inode))
-    }
-
     /// Answers of the shared name server, handed to the waiting ranks.
     pub(super) fn name_replies(&mut self) {
         let Some(n) = &self.names else { return };
@@ -90,10 +82,14 @@ impl Launcher {
             let batch = std::mem::take(&mut self.events);
             for ev in batch {
                 match ev {
-                    Event::Send { conn, bytes } => self.send(conn, &bytes),
+                    Event::Send { conn, bytes } => {
+                        self.conns
+                            .send(&mut self.server, &mut self.events, conn, &bytes)
+                    }
                     Event::Close { conn } => {
                         if self.conns.close_when_flushed(Token(conn)) {
-                            self.flush(Token(conn));
+                            self.conns
+                                .flush(&mut self.server, &mut self.events, Token(conn));
                         }
                     }
                     Event::JobFailed {
@@ -122,16 +118,22 @@ impl Launcher {
                             self.starter.check_when_started(conn, job, rank);
                             continue;
                         }
-                        let ok = self.peer_is_rank(Token(conn), job, rank);
-                        self.server.peer_checked(conn, ok, &mut self.events);
-                        self.note_identified(Token(conn));
+                        let claimed = self.procs.running_rank(job, rank);
+                        self.conns
+                            .check_peer(&mut self.server, &mut self.events, conn, claimed);
                     }
                     Event::Signal {
                         conn,
                         job,
                         rank,
                         signal,
-                    } => self.oob_signal(conn, job, rank, signal),
+                    } => self.conns.oob_signal(
+                        &mut self.server,
+                        &mut self.events,
+                        conn,
+                        self.procs.running_rank(job, rank),
+                        signal,
+                    ),
                     Event::NameDone { token, result } => self.pmix_name_done(token, result),
                     Event::OuterGet { id, key } => match &self.nest {
                         Some(n) => n.outer_get(id, key, &mut self.server, &mut self.events),
@@ -650,5 +652,159 @@ impl Launcher {
         for j in self.starter.drop_pending(|j| j == job) {
             self.rank_gone(j);
         }
+    }
+}
+
+// Conns: PMI connections.
+impl Launcher {
+    /// Hand what `tok` has to the server, up to the read budget.
+    pub(super) fn read_conn(&mut self, tok: Token, buf: &mut Vec<u8>) {
+        self.conns
+            .read_conn(&mut self.server, &mut self.events, tok, buf);
+    }
+}
+
+// Starter: ranks on their way.
+impl Launcher {
+    /// Hand queued ranks to the forkers while one is free. The event loop
+    /// calls this between polls, so early ranks are served while later ones
+    /// are still being created.
+    pub(super) fn spawn_next(&mut self) {
+        while let Some(p) = self.starter.next() {
+            self.tools.touched();
+            if self.jobs.torn_down(p.job) || self.procs.interrupted().is_some() {
+                self.rank_gone(p.job);
+                continue;
+            }
+            let mut fork = Fork {
+                server: &mut self.server,
+                conns: &mut self.conns,
+                binding: &self.binding,
+                knobs: &self.cfg.knobs,
+                job: self.jobs.view(p.job),
+            };
+            if let Err((p, e)) = self.starter.start(p, &mut fork) {
+                self.not_started(p, e);
+            }
+        }
+    }
+
+    /// Take in what the forkers report: started ranks are supervised,
+    /// failed ones fail their job.
+    pub(super) fn forks_done(&mut self) {
+        let mut any = false;
+        while let Some((p, result)) = self.starter.finished() {
+            any = true;
+            let s = match result {
+                Ok(s) => s,
+                Err(e) => {
+                    self.not_started(p, e);
+                    continue;
+                }
+            };
+            let mut arrival = Arrival {
+                server: &mut self.server,
+                events: &mut self.events,
+                conns: &mut self.conns,
+                procs: &mut self.procs,
+                output: &mut self.output,
+                registry: self.poll.registry(),
+                job: self.jobs.view(p.job),
+            };
+            if let Some((i, status)) = self.starter.started(p, s, &mut arrival) {
+                self.rank_ended(i, status);
+            }
+        }
+        if any {
+            if self.starter.is_idle() {
+                tracing::debug!("all ranks started");
+            }
+            self.tools_all_started();
+            self.apply_events();
+        }
+    }
+
+    /// Rank `p` could not be started: its job fails.
+    fn not_started(&mut self, p: PendingRank, e: io::Error) {
+        let (job, rank) = (p.job, p.rank);
+        let message = self.starter.not_started(
+            p,
+            e,
+            &mut self.conns,
+            &mut self.server,
+            &mut self.events,
+            &self.procs,
+        );
+        self.rank_gone(job);
+        self.record_failure(job, rank, message.clone(), 127, String::new(), false);
+        self.server
+            .fail_job(job, Some(rank), 127, &message, &mut self.events);
+        self.fail_group(job, 127, &message);
+    }
+}
+
+// Jobs: creating jobs.
+impl Launcher {
+    /// Create the first job and queue its ranks.
+    pub(super) fn launch(&mut self) -> Result<(), LaunchError> {
+        let (plans, jobid, universe) = jobs::first_job(&self.cfg, self.nest.as_ref())?;
+        let job = self.create_job(jobid, plans, universe, None)?;
+        super::timeline::step("first job created");
+        self.server
+            .set_psets(job, crate::config::psets::of_config(&self.cfg));
+        // The first ranks go to the forkers now; what only the loop needs
+        // (the topology's XML, the tools' rendezvous) is set up while they
+        // start: no request is served before it. Their output pipes are
+        // held by the loop until one has output (`output::Output`).
+        self.spawn_next();
+        super::timeline::step("first ranks handed to the forkers");
+        self.publish_topology();
+        super::timeline::step("topology published");
+        self.tools.listen(self.poll.registry(), super::RENDEZVOUS);
+        super::timeline::step("rendezvous ready");
+        Ok(())
+    }
+
+    /// Create a job (first or spawned) and queue its ranks. `apps` may hold
+    /// applications of 0 ranks (a spawn command that failed keeps its appnum).
+    pub(super) fn create_job(
+        &mut self,
+        id: String,
+        apps: Vec<AppPlan>,
+        universe_size: u32,
+        spawned_by: Option<SpawnedBy>,
+    ) -> io::Result<JobIdx> {
+        let held = self.tools.holding_new_jobs();
+        let entry = jobs::Entry {
+            cfg: &self.cfg,
+            server: &mut self.server,
+            nest: self.nest.as_mut(),
+            waker: &self.waker,
+        };
+        let mut new = self
+            .jobs
+            .create(entry, id, &apps, universe_size, spawned_by, held)?;
+        let job = new.job;
+        self.tools.job_created(job, &mut self.server);
+        self.jobs.settle(&mut new, &mut self.binding, &self.cfg);
+        // Before its ranks are registered (each gets its environment), with
+        // their binding.
+        if apps.iter().any(|a| a.pmix && a.nranks > 0) {
+            let parent = spawned_by.map(|s| (s.job, s.rank));
+            self.register_pmix_job(job, &apps, universe_size, parent)?;
+        }
+        new.open(&mut self.conns, &mut self.server, &self.cfg, &self.binding)?;
+        for (appnum, app) in apps.into_iter().enumerate() {
+            let app = new.app(appnum, app, &mut self.singletons);
+            for rank in app.ranks() {
+                let mut env = Vec::with_capacity(8);
+                if app.pmix() {
+                    // PMIx's environment only: one personality per rank.
+                    env = self.pmix_rank_env(job, rank)?;
+                }
+                self.starter.queue(new.rank(&app, rank, env));
+            }
+        }
+        Ok(new.queued())
     }
 }

@@ -1,24 +1,33 @@
 //! Creating a job (store, segment, watchers, port listener, server entry)
 //! and queueing its ranks (started in [`super::starting`]). [`Jobs`] owns
-//! the launcher's side of each job.
+//! the launcher's side of each job; [`NewJob`] carries one being created
+//! from step to step.
 
 use std::ffi::OsString;
 use std::io;
+use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::starting::{AppPlan, PendingRank};
-use super::watch::{self, FenceWatcher};
-use super::{
-    os, Launcher, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK,
+use super::binding::Binding;
+use super::conn::Conns;
+use super::impi::JobHints;
+use super::nest::Nest;
+use super::os;
+use super::singletons;
+use super::starting::{
+    AppPlan, JobView, PendingRank, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK,
+    SEGMENT_FD_IN_RANK,
 };
+use super::watch::{self, FenceWatcher};
 use crate::config::{LaunchConfig, Personality};
 use fastpmi_codec::names::{self, attr, parent_segment, pool};
 use fastpmi_segment::{JobSegment, MemPool};
 use fastpmi_server::place::NodePlace;
 use fastpmi_server::store::{MemStore, ShmStore, Store};
-use fastpmi_server::{JobIdx, JobSpec};
+use fastpmi_server::{JobIdx, JobSpec, Server};
 
 /// A new job's store and, when it has one, its segment.
 type JobStore = (Box<dyn Store>, Option<Arc<JobSegment>>);
@@ -107,6 +116,16 @@ impl Jobs {
 
     pub(super) fn torn_down(&self, job: JobIdx) -> bool {
         self.jobs[job].torn_down
+    }
+
+    /// What starting a rank of `job` reads of it.
+    pub(super) fn view(&self, job: JobIdx) -> JobView<'_> {
+        JobView {
+            segment: self.segment(job),
+            parent_segment: self.parent_segment(job),
+            foreign_fd: self.foreign_fd(),
+            torn_down: self.torn_down(job),
+        }
     }
 
     pub(super) fn tear_down(&mut self, job: JobIdx) {
@@ -304,227 +323,309 @@ pub(super) enum LaunchError {
     Io(#[from] io::Error),
 }
 
-impl Launcher {
-    /// Create the first job and queue its ranks.
-    pub(super) fn launch(&mut self) -> Result<(), LaunchError> {
-        let cfg = self.cfg.clone();
-        let size = cfg.world_size();
-        // Resolve programs first: one clear error instead of one per rank.
-        let mut plans = Vec::new();
-        for app in &cfg.apps {
-            if let Some(d) = &app.wdir {
-                if !d.is_dir() {
-                    return Err(LaunchError::Wdir(d.clone()));
-                }
+/// The applications of the first job, their programs resolved (one clear
+/// error instead of one per rank), its id and universe size: a node
+/// server's ranks are part of the outer job, under its id.
+pub(super) fn first_job(
+    cfg: &LaunchConfig,
+    nest: Option<&Nest>,
+) -> Result<(Vec<AppPlan>, String, u32), LaunchError> {
+    let mut plans = Vec::new();
+    for app in &cfg.apps {
+        if let Some(d) = &app.wdir {
+            if !d.is_dir() {
+                return Err(LaunchError::Wdir(d.clone()));
             }
-            let program = os::resolve_program(&app.program, app.wdir.as_deref())?;
-            let mut env = cfg.genv.clone();
-            env.extend(app.env.iter().cloned());
-            let (pmix, pmix_lib) = personality(&cfg, app, &program, &env);
-            plans.push(AppPlan {
-                nranks: app.nranks,
-                program,
-                shown: app.program.clone(),
-                args: app.args.clone(),
-                env,
-                wdir: app.wdir.clone(),
-                image: OnceLock::new(),
-                pmix,
-                pmix_lib,
-                fault_tolerant: cfg.fault_tolerant,
-            });
         }
-        super::timeline::step("programs resolved");
-        // A node server's ranks are part of the outer job, under its id.
-        let (jobid, universe) = match &self.nest {
-            Some(n) => (n.jobid.clone(), n.place.total),
-            None => (format!("fastpmi_{}_0", std::process::id()), size),
-        };
-        let job = self.create_job(jobid, plans, universe, None)?;
-        super::timeline::step("first job created");
-        self.server
-            .set_psets(job, crate::config::psets::of_config(&cfg));
-        // The first ranks go to the forkers now; what only the loop needs
-        // (the topology's XML, the tools' rendezvous) is set up while they
-        // start: no request is served before it. Their output pipes are
-        // held by the loop until one has output (`output::Output`).
-        self.spawn_next();
-        super::timeline::step("first ranks handed to the forkers");
-        self.publish_topology();
-        super::timeline::step("topology published");
-        self.tools.listen(self.poll.registry(), super::RENDEZVOUS);
-        super::timeline::step("rendezvous ready");
-        Ok(())
+        let program = os::resolve_program(&app.program, app.wdir.as_deref())?;
+        let mut env = cfg.genv.clone();
+        env.extend(app.env.iter().cloned());
+        let (pmix, pmix_lib) = personality(cfg, app, &program, &env);
+        plans.push(AppPlan {
+            nranks: app.nranks,
+            program,
+            shown: app.program.clone(),
+            args: app.args.clone(),
+            env,
+            wdir: app.wdir.clone(),
+            image: OnceLock::new(),
+            pmix,
+            pmix_lib,
+            fault_tolerant: cfg.fault_tolerant,
+        });
+    }
+    super::timeline::step("programs resolved");
+    let (jobid, universe) = match nest {
+        Some(n) => (n.jobid.clone(), n.place.total),
+        None => (
+            format!("fastpmi_{}_0", std::process::id()),
+            cfg.world_size(),
+        ),
+    };
+    Ok((plans, jobid, universe))
+}
+
+/// What creating a job's server entry reaches of the other parts.
+pub(super) struct Entry<'a> {
+    pub cfg: &'a LaunchConfig,
+    pub server: &'a mut Server,
+    /// Nested mode: the first job is part of the outer one.
+    pub nest: Option<&'a mut Nest>,
+    pub waker: &'a Arc<mio::Waker>,
+}
+
+/// A job being created (first or spawned), from its server entry until
+/// its ranks are queued: what each step leaves the next.
+pub(super) struct NewJob {
+    pub(super) job: JobIdx,
+    id: String,
+    size: u32,
+    spawned_by: Option<SpawnedBy>,
+    /// A node server's job: the outer job's rank of its first.
+    nested: Option<u32>,
+    /// Ranks of the whole job (a node server's outer job's).
+    world: u32,
+    /// What its ranks need to attach to the segment at init.
+    direct: Vec<(&'static str, String)>,
+    /// Until [`Jobs::settle`] takes them.
+    segment: Option<Arc<JobSegment>>,
+    parent_segment: Option<Arc<JobSegment>>,
+    /// Port mode: where its ranks connect, and the job's secret.
+    port: Option<(SocketAddr, String)>,
+    /// Intel MPI's hints for its ranks.
+    impi: Option<JobHints>,
+    /// The next rank to queue.
+    next_rank: u32,
+}
+
+/// One application of a [`NewJob`], its ranks to queue.
+pub(super) struct NewApp {
+    app: Arc<AppPlan>,
+    appnum: usize,
+    ranks: Range<u32>,
+    /// Its environment leaves `I_MPI_PIN_INFO` to the launcher.
+    pin_info: bool,
+}
+
+impl NewApp {
+    /// Its ranks are PMIx clients (their environment is PMIx's).
+    pub(super) fn pmix(&self) -> bool {
+        self.app.pmix
     }
 
-    /// Create a job (first or spawned) and queue its ranks. `apps` may hold
-    /// applications of 0 ranks (a spawn command that failed keeps its appnum).
-    pub(super) fn create_job(
+    /// Its ranks' numbers in their job.
+    pub(super) fn ranks(&self) -> Range<u32> {
+        self.ranks.clone()
+    }
+}
+
+impl Jobs {
+    /// The first steps of creating a job (first or spawned) of `apps`: its
+    /// store and segment, and its entry in the server's job table. `held`:
+    /// its ranks are held in init (`--stop-in-init`).
+    pub(super) fn create(
         &mut self,
+        to: Entry<'_>,
         id: String,
-        apps: Vec<AppPlan>,
+        apps: &[AppPlan],
         universe_size: u32,
         spawned_by: Option<SpawnedBy>,
-    ) -> io::Result<JobIdx> {
+        held: bool,
+    ) -> io::Result<NewJob> {
         let size: u32 = apps.iter().map(|a| a.nranks).sum();
         let spawned = spawned_by.is_some();
-        let spawner = spawned_by.map(|s| self.server.job_id(s.job).to_string());
-        let parent_segment = spawned_by.and_then(|s| self.jobs.segment(s.job).cloned());
+        let spawner = spawned_by.map(|s| to.server.job_id(s.job).to_string());
+        let parent_segment = spawned_by.and_then(|s| self.segment(s.job).cloned());
         // The first job of a node server is part of a bigger one; what it
         // spawns runs on this node alone.
-        let place = match (&self.nest, spawned) {
+        let place = match (&to.nest, spawned) {
             (Some(n), false) => Some(n.place.clone()),
             _ => None,
         };
-        let (store, segment) = self.jobs.new_store(
-            &self.cfg,
-            size,
-            &id,
-            parent_segment.as_deref(),
-            place.as_ref(),
-        )?;
+        let (store, segment) =
+            self.new_store(to.cfg, size, &id, parent_segment.as_deref(), place.as_ref())?;
         let nested = place.as_ref().map(|p| p.first);
-        let first = nested.unwrap_or(0);
-        let global = |rank: u32| first + rank;
         let world = place.as_ref().map_or(size, |p| p.total);
         // Ranks held in init (`--stop-in-init`) are held at the socket
         // handshake, so they must not attach without one.
-        let direct = if self.tools.holding_new_jobs() {
+        let direct = if held {
             Vec::new()
         } else {
             direct_env(&*store, spawner.as_deref())
         };
-        let job = self.server.add_job(JobSpec {
+        let job = to.server.add_job(JobSpec {
             id: id.clone(),
             apps: apps.iter().map(|a| a.nranks).collect(),
             universe_size,
             spawner,
             store,
         });
-        if self.cfg.fault_tolerant {
-            self.server.set_fault_tolerant(job, true);
+        if to.cfg.fault_tolerant {
+            to.server.set_fault_tolerant(job, true);
         }
         if let Some(p) = place {
-            self.server.set_place(job, p);
-            if let (Some(n), Some(seg)) = (&mut self.nest, &segment) {
-                n.start(job, seg.clone(), self.waker.clone());
+            to.server.set_place(job, p);
+            if let (Some(n), Some(seg)) = (to.nest, &segment) {
+                n.start(job, seg.clone(), to.waker.clone());
             }
         }
-        self.tools.job_created(job, &mut self.server);
-        let added = self.jobs.add(segment, parent_segment, size);
-        debug_assert_eq!(job, added);
-        self.binding
-            .assign(job, size, spawned_by.map(|s| (s.job, s.rank)));
-        self.set_fence_cohorts(job);
-        // Before its ranks are registered (each gets its environment), with
-        // their binding.
-        if apps.iter().any(|a| a.pmix && a.nranks > 0) {
-            let parent = spawned_by.map(|s| (s.job, s.rank));
-            self.register_pmix_job(job, &apps, universe_size, parent)?;
-        }
-        let port = if self.cfg.pmi_port {
-            let bind = self.cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());
-            Some(self.conns.listen(bind, job)?)
-        } else {
-            None
-        };
-        // Port mode: a secret per job, for the challenge-response.
-        let secret = match port {
-            Some(_) => {
-                let mut raw = [0u8; 32];
-                getrandom::fill(&mut raw).map_err(|e| {
-                    io::Error::other(format!("no randomness for the job secret: {e}"))
-                })?;
-                let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
-                self.server.set_job_secret(job, hex.clone());
-                Some(hex)
-            }
-            None => None,
-        };
-        let mut rank = 0u32;
-        let impi = self.binding.impi().map(|h| {
-            h.for_job(size, nested, |r| {
-                self.binding.rank_cpus(job, r).map(|(c, _)| c)
-            })
-        });
-        for (appnum, mut app) in apps.into_iter().enumerate() {
-            if let Some(h) = &impi {
-                let add = h.app_env(&app.env);
-                app.env.extend(add);
-            }
-            let pin_info = impi.as_ref().filter(|h| h.sets_pin_info(&app.env));
-            let app = Arc::new(app);
-            if !app.pmix {
-                self.singletons.watch(job, rank..rank + app.nranks);
-            }
-            for _ in 0..app.nranks {
-                let mut env: Vec<(OsString, OsString)> = Vec::with_capacity(8);
-                if app.pmix {
-                    // PMIx's environment only: one personality per rank.
-                    env = self.pmix_rank_env(job, rank)?;
-                }
-                let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
-                if app.pmix {
-                    // Nothing of PMI's.
-                } else if let Some(addr) = port {
-                    set(names::env::PMI_PORT, addr.to_string());
-                    set(names::env::PMI_ID, global(rank).to_string());
-                    if let Some(sec) = &secret {
-                        set(fastpmi_codec::names::env::AUTH_SECRET, sec.clone());
-                    }
-                } else {
-                    // Always fd 3 in the rank (even `sh` can use it).
-                    set(names::env::PMI_FD, PMI_FD_IN_RANK.to_string());
-                    set(names::env::PMI_OOB_FD, OOB_FD_IN_RANK.to_string());
-                    set(names::env::PMI_RANK, global(rank).to_string());
-                    set(names::env::PMI_SIZE, world.to_string());
-                    for (k, v) in &direct {
-                        set(k, v.clone());
-                    }
-                    if !direct.is_empty() {
-                        set(fastpmi_codec::names::env::APPNUM, appnum.to_string());
-                    }
-                }
-                if !app.pmix {
-                    set(names::env::PMI_JOBID, id.clone());
-                    if spawned {
-                        set(names::env::PMI_SPAWNED, "1".into());
-                    }
-                }
-                set("MPI_LOCALNRANKS", size.to_string());
-                set("MPI_LOCALRANKID", rank.to_string());
-                if let Some(h) = pin_info {
-                    let (k, v) = h.rank_env(rank);
-                    set(k, v);
-                }
-                self.starter.queue(PendingRank::new(
-                    job,
-                    rank,
-                    app.clone(),
-                    env,
-                    port.is_none() && !app.pmix,
-                ));
-                rank += 1;
-            }
-        }
-        tracing::debug!(ranks = size, job = %id, "starting ranks");
-        Ok(job)
+        Ok(NewJob {
+            job,
+            id,
+            size,
+            spawned_by,
+            nested,
+            world,
+            direct,
+            segment,
+            parent_segment,
+            port: None,
+            impi: None,
+            next_rank: 0,
+        })
+    }
+
+    /// The launcher's side of `new`, and its ranks' binding.
+    pub(super) fn settle(&mut self, new: &mut NewJob, binding: &mut Binding, cfg: &LaunchConfig) {
+        let added = self.add(new.segment.take(), new.parent_segment.take(), new.size);
+        debug_assert_eq!(new.job, added);
+        binding.assign(new.job, new.size, new.spawned_by.map(|s| (s.job, s.rank)));
+        self.set_fence_cohorts(new.job, cfg, binding);
     }
 
     /// Ranks bound to the same CPUs wake each other from the fence
     /// (`placement::fence_cohorts`), unless `Knobs::fence_cohorts` is off.
-    fn set_fence_cohorts(&self, job: JobIdx) {
-        let Some(seg) = self.jobs.segment(job) else {
+    fn set_fence_cohorts(&self, job: JobIdx, cfg: &LaunchConfig, binding: &Binding) {
+        let Some(seg) = self.segment(job) else {
             return;
         };
-        if !self.cfg.knobs.fence_cohorts {
+        if !cfg.knobs.fence_cohorts {
             return;
         }
-        if let Some(of_rank) = self.binding.fence_cohorts(job) {
+        if let Some(of_rank) = binding.fence_cohorts(job) {
             let fence = seg.seg().fence();
             fence.set_cohorts(&of_rank);
             tracing::debug!(cohorts = fence.cohort_count(), "fence released by cohorts");
         }
+    }
+}
+
+impl NewJob {
+    /// Port mode: listen for its ranks, with a secret for the
+    /// challenge-response; and Intel MPI's hints for them.
+    pub(super) fn open(
+        &mut self,
+        conns: &mut Conns,
+        server: &mut Server,
+        cfg: &LaunchConfig,
+        binding: &Binding,
+    ) -> io::Result<()> {
+        let job = self.job;
+        if cfg.pmi_port {
+            let bind = cfg.pmi_port_bind.unwrap_or([127, 0, 0, 1].into());
+            let addr = conns.listen(bind, job)?;
+            // A secret per job, for the challenge-response.
+            let mut raw = [0u8; 32];
+            getrandom::fill(&mut raw)
+                .map_err(|e| io::Error::other(format!("no randomness for the job secret: {e}")))?;
+            let hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+            server.set_job_secret(job, hex.clone());
+            self.port = Some((addr, hex));
+        }
+        self.impi = binding.impi().map(|h| {
+            h.for_job(self.size, self.nested, |r| {
+                binding.rank_cpus(job, r).map(|(c, _)| c)
+            })
+        });
+        Ok(())
+    }
+
+    /// Application `appnum` of the job, next in line: its ranks follow the
+    /// previous application's. Its PMI ranks are watched for Open MPI's
+    /// library.
+    pub(super) fn app(
+        &mut self,
+        appnum: usize,
+        mut app: AppPlan,
+        singletons: &mut singletons::Watch,
+    ) -> NewApp {
+        if let Some(h) = &self.impi {
+            let add = h.app_env(&app.env);
+            app.env.extend(add);
+        }
+        let pin_info = self
+            .impi
+            .as_ref()
+            .is_some_and(|h| h.sets_pin_info(&app.env));
+        let app = Arc::new(app);
+        let ranks = self.next_rank..self.next_rank + app.nranks;
+        self.next_rank = ranks.end;
+        if !app.pmix {
+            singletons.watch(self.job, ranks.clone());
+        }
+        NewApp {
+            app,
+            appnum,
+            ranks,
+            pin_info,
+        }
+    }
+
+    /// Rank `rank` of `app`, to queue, with its PMI variables added to
+    /// `env` (a PMIx rank's: PMIx's own).
+    pub(super) fn rank(
+        &self,
+        app: &NewApp,
+        rank: u32,
+        mut env: Vec<(OsString, OsString)>,
+    ) -> PendingRank {
+        let global = self.nested.unwrap_or(0) + rank;
+        let port = self.port.as_ref();
+        let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
+        if app.app.pmix {
+            // Nothing of PMI's.
+        } else if let Some((addr, secret)) = port {
+            set(names::env::PMI_PORT, addr.to_string());
+            set(names::env::PMI_ID, global.to_string());
+            set(fastpmi_codec::names::env::AUTH_SECRET, secret.clone());
+        } else {
+            // Always fd 3 in the rank (even `sh` can use it).
+            set(names::env::PMI_FD, PMI_FD_IN_RANK.to_string());
+            set(names::env::PMI_OOB_FD, OOB_FD_IN_RANK.to_string());
+            set(names::env::PMI_RANK, global.to_string());
+            set(names::env::PMI_SIZE, self.world.to_string());
+            for (k, v) in &self.direct {
+                set(k, v.clone());
+            }
+            if !self.direct.is_empty() {
+                set(fastpmi_codec::names::env::APPNUM, app.appnum.to_string());
+            }
+        }
+        if !app.app.pmix {
+            set(names::env::PMI_JOBID, self.id.clone());
+            if self.spawned_by.is_some() {
+                set(names::env::PMI_SPAWNED, "1".into());
+            }
+        }
+        set("MPI_LOCALNRANKS", self.size.to_string());
+        set("MPI_LOCALRANKID", rank.to_string());
+        if let Some(h) = self.impi.as_ref().filter(|_| app.pin_info) {
+            let (k, v) = h.rank_env(rank);
+            set(k, v);
+        }
+        PendingRank::new(
+            self.job,
+            rank,
+            app.app.clone(),
+            env,
+            port.is_none() && !app.app.pmix,
+        )
+    }
+
+    /// Its ranks are queued: the job is created.
+    pub(super) fn queued(self) -> JobIdx {
+        tracing::debug!(ranks = self.size, job = %self.id, "starting ranks");
+        self.job
     }
 }
 

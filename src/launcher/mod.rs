@@ -49,7 +49,7 @@ use signal_hook_mio::v1_0::Signals;
 
 use crate::config::LaunchConfig;
 use binding::Binding;
-use conn::Conns;
+use conn::{Conns, FIRST_CONN};
 use fastpmi_server::{Event, Server};
 use jobs::Jobs;
 use output::Output;
@@ -65,20 +65,6 @@ const STUCK_CHECK: Duration = Duration::from_millis(100);
 /// How often to look for continued commands that stopped coming, and for
 /// PMIx ranks whose finalize was not heard before their exit.
 const CONTINUED_CHECK: Duration = Duration::from_millis(250);
-/// Descriptor number of the PMI socket inside every rank.
-const PMI_FD_IN_RANK: i32 = 3;
-/// Descriptor number of the job segment's memfd inside every rank
-/// (advertised as the node attribute `memAnonMMAPfd`).
-const SEGMENT_FD_IN_RANK: i32 = 4;
-/// Descriptor number of the parent job's memfd in a spawned job's ranks
-/// (node attribute `fastpmi-parentSegment` = `fd:5`): fastpmi's clients
-/// read the parent's KVS from it.
-const PARENT_SEGMENT_FD_IN_RANK: i32 = 5;
-/// Descriptor number of the rank's out-of-band channel (`PMI_OOB_FD`,
-/// docs/oob.md).
-const OOB_FD_IN_RANK: i32 = 6;
-/// The first token of a PMI connection (those below are the loop's own).
-const FIRST_CONN: usize = 16;
 /// Event-loop tokens of the ranks' output pipes it holds (`output::Output`),
 /// far above the connections'.
 const FIRST_HELD_OUTPUT: usize = usize::MAX / 2;
@@ -321,13 +307,15 @@ impl Launcher {
                     }
                     RENDEZVOUS => self.tools.accept(self.poll.registry()),
                     tok if self.output.holds(tok) => self.output.ready(self.poll.registry(), tok),
-                    tok if self.conns.is_listener(tok) => self.accept(tok),
+                    tok if self.conns.is_listener(tok) => {
+                        self.conns.accept(&mut self.server, &mut self.events, tok)
+                    }
                     tok => {
                         if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                             self.read_conn(tok, &mut buf);
                         }
                         if ev.is_writable() {
-                            self.flush(tok);
+                            self.conns.flush(&mut self.server, &mut self.events, tok);
                         }
                     }
                 }

@@ -6,20 +6,36 @@
 use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::{Arc, OnceLock};
 
 use mio::net::UnixStream;
+use mio::Registry;
 
-use super::conn::{stream_nonblocking, Sock};
-use super::supervise::RankProc;
-use super::{
-    os, Launcher, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK, SEGMENT_FD_IN_RANK,
-};
+use super::binding::Binding;
+use super::conn::{stream_nonblocking, Conns, Sock};
+use super::os;
+use super::output::Output;
+use super::supervise::{Procs, RankProc};
+use crate::config::Knobs;
 use fastpmi_codec::names;
-use fastpmi_server::{ConnId, JobIdx, SpawnOutcome};
+use fastpmi_segment::JobSegment;
+use fastpmi_server::{ConnId, Event, JobIdx, Server, SpawnOutcome};
+
+/// Descriptor number of the PMI socket inside every rank.
+pub(super) const PMI_FD_IN_RANK: i32 = 3;
+/// Descriptor number of the job segment's memfd inside every rank
+/// (advertised as the node attribute `memAnonMMAPfd`).
+pub(super) const SEGMENT_FD_IN_RANK: i32 = 4;
+/// Descriptor number of the parent job's memfd in a spawned job's ranks
+/// (node attribute `fastpmi-parentSegment` = `fd:5`): fastpmi's clients
+/// read the parent's KVS from it.
+pub(super) const PARENT_SEGMENT_FD_IN_RANK: i32 = 5;
+/// Descriptor number of the rank's out-of-band channel (`PMI_OOB_FD`,
+/// docs/oob.md).
+pub(super) const OOB_FD_IN_RANK: i32 = 6;
 
 /// One application (MPMD section or spawn command) of a job to start.
 pub(super) struct AppPlan {
@@ -177,7 +193,7 @@ impl Starter {
     }
 
     /// The id of the next start handed to a forker.
-    pub(super) fn next_id(&mut self) -> u64 {
+    fn next_id(&mut self) -> u64 {
         let id = self.next_start;
         self.next_start += 1;
         id
@@ -185,11 +201,7 @@ impl Starter {
 
     /// Hand `p` to a forker as `job` (its id from [`Starter::next_id`]); on
     /// failure `p` comes back with the error.
-    pub(super) fn submit(
-        &mut self,
-        p: PendingRank,
-        job: os::ForkJob,
-    ) -> Result<(), (PendingRank, io::Error)> {
+    fn submit(&mut self, p: PendingRank, job: os::ForkJob) -> Result<(), (PendingRank, io::Error)> {
         let id = job.id;
         let alone = self.pending.is_empty();
         match self.forkers.submit(job, alone) {
@@ -234,7 +246,7 @@ impl Starter {
     }
 
     /// The connections waiting for `rank` of `job` to be known, in order.
-    pub(super) fn take_checks(&mut self, job: JobIdx, rank: u32) -> Vec<ConnId> {
+    fn take_checks(&mut self, job: JobIdx, rank: u32) -> Vec<ConnId> {
         let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.checks_waiting)
             .into_iter()
             .partition(|&(_, j, r)| j == job && r == rank);
@@ -248,7 +260,7 @@ impl Starter {
     }
 
     /// How `pid` ended, if it was reaped before it was known.
-    pub(super) fn take_early_exit(&mut self, pid: u32) -> Option<ExitStatus> {
+    fn take_early_exit(&mut self, pid: u32) -> Option<ExitStatus> {
         self.unclaimed_exits.remove(&pid)
     }
 
@@ -267,7 +279,7 @@ impl Starter {
     }
 
     /// Whether ranks start sessions of their own.
-    pub(super) fn rank_sessions(&self) -> bool {
+    fn rank_sessions(&self) -> bool {
         self.rank_sessions
     }
 
@@ -300,76 +312,98 @@ impl Starter {
     }
 }
 
-impl Launcher {
-    /// Hand queued ranks to the forkers while one is free. The event loop
-    /// calls this between polls, so early ranks are served while later ones
-    /// are still being created.
-    pub(super) fn spawn_next(&mut self) {
-        while let Some(p) = self.starter.next() {
-            self.tools.touched();
-            if self.jobs.torn_down(p.job) || self.procs.interrupted().is_some() {
-                self.rank_gone(p.job);
-                continue;
-            }
-            let id = self.starter.next_id();
-            let submitted = match self.fork_job(id, &p) {
-                Ok(job) => self.starter.submit(p, job),
-                Err(e) => Err((p, e)),
-            };
-            if let Err((p, e)) = submitted {
-                self.not_started(p, e);
-            }
-        }
-    }
+/// What starting a rank reads of its job (the launcher's side of it, in
+/// `Jobs`).
+pub(super) struct JobView<'a> {
+    /// The job segment, mapped by its ranks.
+    pub segment: Option<&'a Arc<JobSegment>>,
+    /// A spawned job's parent's segment, handed to its ranks.
+    pub parent_segment: Option<&'a Arc<JobSegment>>,
+    /// The decoy segment's descriptor, handed to ranks instead of their
+    /// job's (`Knobs::advertise_foreign_segment`).
+    pub foreign_fd: Option<RawFd>,
+    /// Its ranks were sent SIGTERM because the job failed.
+    pub torn_down: bool,
+}
 
-    /// Take in what the forkers report: started ranks are supervised,
-    /// failed ones fail their job.
-    pub(super) fn forks_done(&mut self) {
-        let mut any = false;
-        while let Some((p, result)) = self.starter.finished() {
-            any = true;
-            match result {
-                Ok(s) => self.started(p, s),
-                Err(e) => self.not_started(p, e),
-            }
-        }
-        if any {
-            if self.starter.is_idle() {
-                tracing::debug!("all ranks started");
-            }
-            self.tools_all_started();
-            self.apply_events();
+/// What preparing a rank's start reaches of the other parts.
+pub(super) struct Fork<'a> {
+    pub server: &'a mut Server,
+    /// Where the rank's PMI and out-of-band sockets are registered.
+    pub conns: &'a mut Conns,
+    pub binding: &'a Binding,
+    pub knobs: &'a Knobs,
+    /// The rank's job.
+    pub job: JobView<'a>,
+}
+
+/// What taking in a started rank reaches of the other parts.
+pub(super) struct Arrival<'a> {
+    pub server: &'a mut Server,
+    pub events: &'a mut Vec<Event>,
+    pub conns: &'a mut Conns,
+    pub procs: &'a mut Procs,
+    pub output: &'a mut Output,
+    /// The event loop's, for the rank's output pipes.
+    pub registry: &'a Registry,
+    /// The rank's job.
+    pub job: JobView<'a>,
+}
+
+impl Starter {
+    /// Prepare `p` and hand it to a forker (the event loop does so between
+    /// polls, so early ranks are served while later ones are still being
+    /// created); on failure `p` comes back with the error.
+    pub(super) fn start(
+        &mut self,
+        p: PendingRank,
+        fork: &mut Fork<'_>,
+    ) -> Result<(), (PendingRank, io::Error)> {
+        let id = self.next_id();
+        match self.fork_job(id, &p, fork) {
+            Ok(job) => self.submit(p, job),
+            Err(e) => Err((p, e)),
         }
     }
 
     /// Port-mode identity checks that waited for rank `rank` of `job` to be
     /// known (it started, or failed to: then no socket is its).
-    fn run_waiting_checks(&mut self, job: JobIdx, rank: u32) {
-        for conn in self.starter.take_checks(job, rank) {
-            let tok = mio::Token(conn);
-            let ok = self.peer_is_rank(tok, job, rank);
-            self.server.peer_checked(conn, ok, &mut self.events);
-            self.note_identified(tok);
+    fn run_waiting_checks(
+        &mut self,
+        job: JobIdx,
+        rank: u32,
+        conns: &mut Conns,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        procs: &Procs,
+    ) {
+        for conn in self.take_checks(job, rank) {
+            conns.check_peer(server, events, conn, procs.running_rank(job, rank));
         }
     }
 
-    fn not_started(&mut self, p: PendingRank, e: io::Error) {
-        self.run_waiting_checks(p.job, p.rank);
-        let message = format!(
+    /// `p` could not be started: the checks that waited for it are
+    /// answered; returns the message its job fails with.
+    pub(super) fn not_started(
+        &mut self,
+        p: PendingRank,
+        e: io::Error,
+        conns: &mut Conns,
+        server: &mut Server,
+        events: &mut Vec<Event>,
+        procs: &Procs,
+    ) -> String {
+        self.run_waiting_checks(p.job, p.rank, conns, server, events, procs);
+        format!(
             "cannot start {} ({}): {e}",
-            self.server.rank_name(p.job, p.rank),
+            server.rank_name(p.job, p.rank),
             p.app.shown.to_string_lossy()
-        );
-        self.rank_gone(p.job);
-        self.record_failure(p.job, p.rank, message.clone(), 127, String::new(), false);
-        self.server
-            .fail_job(p.job, Some(p.rank), 127, &message, &mut self.events);
-        self.fail_group(p.job, 127, &message);
+        )
     }
 
     /// Prepare rank `p` (its PMI socket, its descriptors) as start `id` of
     /// a forker.
-    fn fork_job(&mut self, id: u64, p: &PendingRank) -> io::Result<os::ForkJob> {
+    fn fork_job(&self, id: u64, p: &PendingRank, fork: &mut Fork<'_>) -> io::Result<os::ForkJob> {
         let mut pass = Vec::new();
         let mut owned = Vec::new();
         let mut keep: Vec<Arc<dyn Send + Sync>> = Vec::new();
@@ -377,15 +411,15 @@ impl Launcher {
             let (ours, theirs) = os::socketpair()?;
             pass.push((theirs.as_raw_fd(), PMI_FD_IN_RANK));
             owned.push(theirs);
-            let segment = self.jobs.segment(p.job).cloned();
-            let foreign = self.jobs.foreign_fd();
+            let segment = fork.job.segment.cloned();
+            let foreign = fork.job.foreign_fd;
             if let Some(fd) = foreign.or_else(|| segment.as_ref().and_then(|s| s.mapping().fd())) {
                 pass.push((fd, SEGMENT_FD_IN_RANK));
             }
             if let Some(seg) = segment {
                 keep.push(seg);
             }
-            if let Some(seg) = self.jobs.parent_segment(p.job).cloned() {
+            if let Some(seg) = fork.job.parent_segment.cloned() {
                 if let Some(fd) = seg.mapping().fd() {
                     pass.push((fd, PARENT_SEGMENT_FD_IN_RANK));
                 }
@@ -393,14 +427,16 @@ impl Launcher {
             }
             let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
             stream_nonblocking(&stream)?;
-            self.add_conn(Sock::Unix(stream), Some((p.job, p.rank)))?;
+            fork.conns
+                .add_conn(fork.server, Sock::Unix(stream), Some((p.job, p.rank)))?;
             // Its out-of-band channel, used only if the rank opens it.
             let (ours, theirs) = os::socketpair()?;
             pass.push((theirs.as_raw_fd(), OOB_FD_IN_RANK));
             owned.push(theirs);
             let stream = UnixStream::from_std(std::os::unix::net::UnixStream::from(ours));
             stream_nonblocking(&stream)?;
-            self.add_oob_conn(Sock::Unix(stream), p.job, p.rank)?;
+            fork.conns
+                .add_oob_conn(fork.server, Sock::Unix(stream), p.job, p.rank)?;
         }
         let image = p.image()?;
         // Rank 0 of the first job reads the terminal's stdin.
@@ -418,43 +454,42 @@ impl Launcher {
             // share one group's CPU against every other busy session's. The
             // rank on the terminal's stdin keeps the launcher's session and
             // process group (job control). docs/launch.md.
-            new_session: self.starter.rank_sessions() && !on_terminal,
+            new_session: self.rank_sessions() && !on_terminal,
             timer_slack_ns: if p.app.pmix {
-                super::pmix::wait_timer_slack(self.server.job_size(p.job), &self.cfg.knobs)
+                super::pmix::wait_timer_slack(fork.server.job_size(p.job), fork.knobs)
             } else {
                 0
             },
-            cpus: self
+            cpus: fork
                 .binding
                 .rank_cpus(p.job, p.rank)
                 .map(|(_, set)| set.clone()),
         })
     }
 
-    /// Rank `p` runs as `s`: supervise it.
-    fn started(&mut self, p: PendingRank, s: os::Spawned) {
+    /// Rank `p` runs as `s`: supervise it. Returns its process and how it
+    /// ended when it was reaped before it was known here.
+    pub(super) fn started(
+        &mut self,
+        p: PendingRank,
+        s: os::Spawned,
+        a: &mut Arrival<'_>,
+    ) -> Option<(usize, ExitStatus)> {
         super::timeline::step("rank started");
-        self.output
-            .add_rank(self.poll.registry(), &p.tag, s.stdout, s.stderr);
-        if let Some(state) = self
-            .jobs
-            .segment(p.job)
-            .and_then(|seg| seg.seg().rank(p.rank))
-        {
+        a.output.add_rank(a.registry, &p.tag, s.stdout, s.stderr);
+        if let Some(state) = a.job.segment.and_then(|seg| seg.seg().rank(p.rank)) {
             state.set_pid(s.pid);
         }
-        let i = self
+        let i = a
             .procs
             .add(RankProc::new(s.pid, p.job, p.rank, p.app.program.clone()));
         // Its job was torn down while it was being created.
-        if self.jobs.torn_down(p.job) || self.procs.interrupted().is_some() {
-            self.procs.kill(i);
+        if a.job.torn_down || a.procs.interrupted().is_some() {
+            a.procs.kill(i);
         }
-        self.run_waiting_checks(p.job, p.rank);
+        self.run_waiting_checks(p.job, p.rank, a.conns, a.server, a.events, a.procs);
         // It may already have ended, reaped before it was known here.
-        if let Some(status) = self.starter.take_early_exit(s.pid) {
-            self.rank_ended(i, status);
-        }
+        self.take_early_exit(s.pid).map(|status| (i, status))
     }
 }
 
