@@ -2,15 +2,21 @@
 //! ranks spawn), serves PMI on one non-blocking event loop, supervises the
 //! processes and tears jobs down on failure.
 //!
-//! One room per concern, each owning its state in one part that
-//! [`Launcher`] holds and orchestrates: [`conn`] (PMI connections and their
-//! I/O: `Conns`), [`jobs`] (creating a job: `Jobs`), [`starting`] (starting
-//! its ranks: `Starter`), [`supervise`] (reaping, failures, signals, exit
-//! status: `Procs`), [`binding`] (topology and CPU binding: `Binding`),
-//! [`tools`] (rendezvous, MPIR, reports: `ToolsRt`; [`fence_timeout`]). Besides: [`spawn`]
-//! (turning a spawn request into a job), [`watch`] (threads that sleep on a
-//! job's segment), [`names`] (the shared name server's client), and the
-//! computations [`placement`], [`topology`], [`impi`]; [`os`] is the OS glue.
+//! One room per concern, each a part that owns its state and is reached
+//! through its own methods: [`conn`] (PMI connections and their I/O:
+//! `Conns`), [`jobs`] (creating a job: `Jobs`), [`starting`] (starting its
+//! ranks: `Starter`), [`supervise`] (reaping, failures, signals, exit
+//! status: `Procs`), [`deaths`] (fault-tolerant jobs), [`binding`]
+//! (topology and CPU binding: `Binding`), [`tools`] (rendezvous, MPIR,
+//! reports, [`fence_timeout`]: `ToolsRt`), [`pmix`] (`PmixHost`), [`nest`],
+//! [`singletons`], [`output`]. Besides: [`spawn`] (turning a spawn request
+//! into a job), [`watch`] (threads that sleep on a job's segment),
+//! [`names`] (the shared name server's client), and the computations
+//! [`placement`], [`topology`], [`impi`]; [`os`] is the OS glue.
+//!
+//! [`Launcher`] holds the parts; its methods are here (set-up, the event
+//! loop and the loop's hooks: [`Woken`], [`Due`]) and in [`events`] (what
+//! the server core asked for, and the reactions that span parts).
 
 mod binding;
 mod conn;
@@ -68,6 +74,62 @@ const CONTINUED_CHECK: Duration = Duration::from_millis(250);
 /// Event-loop tokens of the ranks' output pipes it holds (`output::Output`),
 /// far above the connections'.
 const FIRST_HELD_OUTPUT: usize = usize::MAX / 2;
+
+/// What the parts' threads hand over (forks done, upcalls, replies, tool
+/// queries), taken when the waker fires, in this order.
+#[derive(Clone, Copy)]
+enum Woken {
+    PmixUpcalls,
+    Forks,
+    Store,
+    Names,
+    Outer,
+    ToolQueries,
+}
+
+const WOKEN: [Woken; 6] = [
+    Woken::PmixUpcalls,
+    Woken::Forks,
+    Woken::Store,
+    Woken::Names,
+    Woken::Outer,
+    Woken::ToolQueries,
+];
+
+/// What the parts do after each round of the loop, in this order.
+#[derive(Clone, Copy)]
+enum Due {
+    /// Group timers and continued commands that stopped coming.
+    ServerTimers,
+    /// PMIx ranks whose finalize was not heard before their exit.
+    PmixExits,
+    /// Fence watchers pointed at the fences socket ranks wait in.
+    Watchers,
+    FenceTimeouts,
+    /// Fences that a finalized or exited shared-memory rank blocks.
+    StuckFences,
+    /// SIGKILL to ranks past their grace (teardown, dead ranks).
+    Kills,
+    /// `fastpmi ps`'s snapshot.
+    ToolsSnapshot,
+    Nest,
+    /// Name lookups, recorded files, dead PMIx ranks.
+    Pmix,
+    Singletons,
+}
+
+const DUE: [Due; 10] = [
+    Due::ServerTimers,
+    Due::PmixExits,
+    Due::Watchers,
+    Due::FenceTimeouts,
+    Due::StuckFences,
+    Due::Kills,
+    Due::ToolsSnapshot,
+    Due::Nest,
+    Due::Pmix,
+    Due::Singletons,
+];
 
 /// The launcher: the event loop's own state, and the parts it orchestrates,
 /// each the only way to its state.
@@ -244,7 +306,9 @@ impl Launcher {
         Some(path)
     }
 
-    /// The event loop: until every rank of every job has been reaped.
+    /// The event loop: until every rank of every job has been reaped. It
+    /// knows the parts only through their hooks ([`Due`], [`Woken`],
+    /// [`Launcher::deadline`]): a new part adds hooks, not branches here.
     fn serve(&mut self) -> i32 {
         let mut events = Events::with_capacity(1024);
         // Filled by reads, never zeroed (see `Conns::read`).
@@ -258,30 +322,7 @@ impl Launcher {
             let timeout = if self.conns.has_ready() || self.starter.can_start() {
                 Some(Duration::ZERO)
             } else {
-                let kill = self.procs.kill_wait();
-                // Shared-memory ranks stuck in a fence send nothing: look.
-                let stuck = self.server.needs_stuck_check().then_some(STUCK_CHECK);
-                // Group invitations and joins that time out.
-                let groups = self
-                    .server
-                    .next_group_deadline()
-                    .map(|t| t.saturating_duration_since(Instant::now()));
-                let continued = (self.server.has_continuations() || self.server.has_pmix_exits())
-                    .then_some(CONTINUED_CHECK);
-                kill.into_iter()
-                    .chain(self.deaths.wait())
-                    .chain(stuck)
-                    .chain(continued)
-                    .chain(groups)
-                    .chain(self.tools.tick(self.cfg.fence_timeout))
-                    .chain(
-                        self.nest
-                            .as_ref()
-                            .and_then(|n| n.wait(self.procs.has_failure())),
-                    )
-                    .chain(self.pmix.as_ref().and_then(pmix::PmixHost::tick))
-                    .chain(self.singletons.wait())
-                    .min()
+                self.deadline()
             };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
@@ -296,14 +337,9 @@ impl Launcher {
                 match ev.token() {
                     SIGNALS => self.on_signals(),
                     WAKER => {
-                        self.pmix_upcalls();
-                        self.forks_done();
-                        self.server.poll_store(&mut self.events);
-                        self.name_replies();
-                        if let Some(n) = &self.nest {
-                            n.outer_replies(&mut self.server, &mut self.events);
+                        for w in WOKEN {
+                            self.woken(w);
                         }
-                        self.serve_tool_queries();
                     }
                     RENDEZVOUS => self.tools.accept(self.poll.registry()),
                     tok if self.output.holds(tok) => self.output.ready(self.poll.registry(), tok),
@@ -328,38 +364,9 @@ impl Launcher {
                     self.apply_events();
                 }
             }
-            self.server.group_timers(Instant::now(), &mut self.events);
-            if self.server.has_continuations() {
-                self.server
-                    .expire_continuations(Instant::now(), &mut self.events);
+            for d in DUE {
+                self.due(d);
             }
-            if self.server.has_pmix_exits() {
-                self.pmix_upcalls();
-                self.server
-                    .check_pmix_exits(Instant::now(), &mut self.events);
-                self.pmix_end_ranks_and_jobs();
-                self.apply_events();
-            }
-            self.apply_events();
-            self.update_watchers();
-            self.check_fence_timeouts();
-            if self.server.needs_stuck_check() {
-                self.server.check_stuck_all(&mut self.events);
-                self.apply_events();
-            }
-            self.procs.kill_overdue();
-            self.deaths.kill_doomed(&mut self.procs);
-            self.tools_republish();
-            if self.nest.is_some() {
-                self.nest_tick();
-                self.apply_events();
-            }
-            self.pmix_retry_lookups();
-            self.pmix_record_due();
-            if self.pmix.as_ref().and_then(pmix::PmixHost::dead_tick) == Some(Duration::ZERO) {
-                self.pmix_end_ranks_and_jobs();
-            }
-            self.singletons.check(&self.server, &self.procs);
         }
         self.nest_tick();
         let interrupted = self.procs.interrupted().is_some();
@@ -383,6 +390,95 @@ impl Launcher {
             // `--fail-on-death`: the first dead rank's status.
             (0, Some(status)) if self.cfg.fail_on_death => status,
             (code, _) => code,
+        }
+    }
+
+    /// How long the loop may sleep: until the first part has work due.
+    fn deadline(&self) -> Option<Duration> {
+        let kill = self.procs.kill_wait();
+        // Shared-memory ranks stuck in a fence send nothing: look.
+        let stuck = self.server.needs_stuck_check().then_some(STUCK_CHECK);
+        // Group invitations and joins that time out.
+        let groups = self
+            .server
+            .next_group_deadline()
+            .map(|t| t.saturating_duration_since(Instant::now()));
+        let continued = (self.server.has_continuations() || self.server.has_pmix_exits())
+            .then_some(CONTINUED_CHECK);
+        let failed = self.procs.has_failure();
+        kill.into_iter()
+            .chain(self.deaths.wait())
+            .chain(stuck)
+            .chain(continued)
+            .chain(groups)
+            .chain(self.tools.tick(self.cfg.fence_timeout))
+            .chain(self.nest.as_ref().and_then(|n| n.wait(failed)))
+            .chain(self.pmix.as_ref().and_then(pmix::PmixHost::tick))
+            .chain(self.singletons.wait())
+            .min()
+    }
+
+    fn woken(&mut self, w: Woken) {
+        match w {
+            Woken::PmixUpcalls => self.pmix_upcalls(),
+            Woken::Forks => self.forks_done(),
+            Woken::Store => self.server.poll_store(&mut self.events),
+            Woken::Names => self.name_replies(),
+            Woken::Outer => {
+                if let Some(n) = &self.nest {
+                    n.outer_replies(&mut self.server, &mut self.events);
+                }
+            }
+            Woken::ToolQueries => self.serve_tool_queries(),
+        }
+    }
+
+    fn due(&mut self, d: Due) {
+        match d {
+            Due::ServerTimers => {
+                self.server.group_timers(Instant::now(), &mut self.events);
+                if self.server.has_continuations() {
+                    self.server
+                        .expire_continuations(Instant::now(), &mut self.events);
+                }
+            }
+            Due::PmixExits => {
+                if self.server.has_pmix_exits() {
+                    self.pmix_upcalls();
+                    self.server
+                        .check_pmix_exits(Instant::now(), &mut self.events);
+                    self.pmix_end_ranks_and_jobs();
+                    self.apply_events();
+                }
+                self.apply_events();
+            }
+            Due::Watchers => self.update_watchers(),
+            Due::FenceTimeouts => self.check_fence_timeouts(),
+            Due::StuckFences => {
+                if self.server.needs_stuck_check() {
+                    self.server.check_stuck_all(&mut self.events);
+                    self.apply_events();
+                }
+            }
+            Due::Kills => {
+                self.procs.kill_overdue();
+                self.deaths.kill_doomed(&mut self.procs);
+            }
+            Due::ToolsSnapshot => self.tools_republish(),
+            Due::Nest => {
+                if self.nest.is_some() {
+                    self.nest_tick();
+                    self.apply_events();
+                }
+            }
+            Due::Pmix => {
+                self.pmix_retry_lookups();
+                self.pmix_record_due();
+                if self.pmix.as_ref().and_then(pmix::PmixHost::dead_tick) == Some(Duration::ZERO) {
+                    self.pmix_end_ranks_and_jobs();
+                }
+            }
+            Due::Singletons => self.singletons.check(&self.server, &self.procs),
         }
     }
 }
