@@ -132,10 +132,21 @@ impl Deaths {
         let how = format!("{} {activity}", os::describe_status(status));
         let how = how.trim_end();
         if server.is_dead(job, rank) {
-            if !by_us && server.refine_death(job, rank, cause_of(status)) {
+            let refined = !by_us && server.refine_death(job, rank, cause_of(status));
+            if refined {
                 tell_death(cause_of(status));
             }
-            if let Some(i) = self.unannounced.iter().position(|&d| d == (job, rank)) {
+            // Its lost connection was read as it was reaped: the notice of
+            // it is still waiting in `events`. Its status says it better.
+            let notice = events.iter().position(|e| {
+                matches!(e, Event::RankDied { job: j, rank: r, cause: DeathCause::ConnectionLost, .. } if (*j, *r) == (job, rank))
+            });
+            if let Some(n) = notice.filter(|_| refined) {
+                events.remove(n);
+                let name = server.rank_name(job, rank);
+                crate::errln!("fastpmi: {name} {how}; the job goes on (fault tolerant)");
+                self.first_status.get_or_insert(os::status_code(status));
+            } else if let Some(i) = self.unannounced.iter().position(|&d| d == (job, rank)) {
                 self.unannounced.swap_remove(i);
                 let name = server.rank_name(job, rank);
                 let how = if by_us {
@@ -156,5 +167,77 @@ impl Deaths {
             return false;
         }
         server.rank_died(job, rank, cause_of(status), how, events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use fastpmi_server::store::MemStore;
+    use fastpmi_server::JobSpec;
+
+    use super::*;
+
+    fn tolerant_job(n: u32) -> (Server, JobIdx) {
+        let mut s = Server::new();
+        let job = s.add_job(JobSpec {
+            id: "fastpmi_ft_0".into(),
+            apps: vec![n],
+            universe_size: n,
+            spawner: None,
+            store: Box::new(MemStore::new(n, fastpmi_codec::VALLEN_MAX)),
+        });
+        s.set_fault_tolerant(job, true);
+        (s, job)
+    }
+
+    #[test]
+    fn a_connection_lost_as_the_rank_is_reaped_is_said_by_its_status() {
+        let (mut s, job) = tolerant_job(4);
+        let mut events = Vec::new();
+        // Its connection's end read while reaping it: the notice waits.
+        assert!(s.rank_died(job, 1, DeathCause::ConnectionLost, "closed", &mut events));
+        assert!(events
+            .iter()
+            .any(|e| matches!(e, Event::RankDied { rank: 1, .. })));
+        let mut deaths = Deaths::default();
+        let mut told = None;
+        let end = RankEnd {
+            job,
+            rank: 1,
+            status: ExitStatus::from_raw(3 << 8),
+            by_us: false,
+        };
+        assert!(deaths.ended_as_death(&mut s, &mut events, &end, |c| told = Some(c)));
+        // Said once, by its status: the notice is gone, the cause refined.
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, Event::RankDied { rank: 1, .. })),
+            "{events:?}"
+        );
+        assert_eq!(told, Some(DeathCause::Exited(3)));
+        assert_eq!(deaths.first_status(), Some(3));
+    }
+
+    #[test]
+    fn a_connection_lost_before_the_reaping_is_said_at_the_reaping() {
+        let (mut s, job) = tolerant_job(4);
+        let mut events = Vec::new();
+        assert!(s.rank_died(job, 2, DeathCause::ConnectionLost, "closed", &mut events));
+        events.clear();
+        let mut deaths = Deaths::default();
+        // The notice came while it ran (`on_rank_died`): said when reaped.
+        deaths.unannounced.push((job, 2));
+        let end = RankEnd {
+            job,
+            rank: 2,
+            status: ExitStatus::from_raw(9),
+            by_us: false,
+        };
+        assert!(deaths.ended_as_death(&mut s, &mut events, &end, |_| {}));
+        assert!(deaths.unannounced.is_empty());
+        assert_eq!(deaths.first_status(), Some(137));
     }
 }
