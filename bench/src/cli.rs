@@ -106,6 +106,16 @@ pub struct Cli {
     /// (configuration name `ulfm`; at least 4 ranks; `none` to skip).
     #[arg(long, value_name = "LIST", default_value = "64", value_parser = ulfm_list)]
     ulfm_sizes: List,
+    /// Job sizes of the Python rows: N Python ranks exchange one address
+    /// each, the wheel's `fastpmi -n N python bench/python/pmi_exchange.py`
+    /// (fastpmi.Pmi put, fence, get of every rank's) vs the `mpich` wheel's
+    /// `mpiexec -n N python bench/python/mpi4py_allgather.py` (mpi4py
+    /// allgather); whole job; both from a venv the harness makes in
+    /// --out/.build with pip (the wheel built from this checkout, mpich,
+    /// mpi4py; PyPI needed the first time) (configuration name `python`;
+    /// `none` to skip).
+    #[arg(long, value_name = "LIST", default_value = "256", value_parser = list)]
+    python_sizes: List,
     /// Rank counts of the placement rows: Intel MPI hello
     /// and allreduce under fastpmi in each PMI mode and with -bind-to none
     /// and core vs Intel's mpiexec.hydra; Debian MPICH and the MPICH 5 wheel
@@ -127,7 +137,7 @@ pub struct Cli {
     #[arg(
         long,
         value_name = "NAME",
-        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes", "death_sizes", "ulfm_sizes", "nest_sizes"]
+        conflicts_with_all = ["sizes", "configs", "launch_sizes", "placement_sizes", "startup_sizes", "spawn_sizes", "group_sizes", "ps_sizes", "death_sizes", "ulfm_sizes", "python_sizes", "nest_sizes"]
     )]
     profile: Option<Profile>,
 }
@@ -231,6 +241,8 @@ fn config_list(s: &str) -> Result<ConfigList, String> {
             configs::DEATH.to_vec()
         } else if name == "ulfm" {
             configs::ULFM.to_vec()
+        } else if name == "python" {
+            configs::PYTHON.to_vec()
         } else if name == "placement" {
             Config::ALL
                 .into_iter()
@@ -271,6 +283,7 @@ pub struct Options {
     pub ps_sizes: Vec<u32>,
     pub death_sizes: Vec<u32>,
     pub ulfm_sizes: Vec<u32>,
+    pub python_sizes: Vec<u32>,
     pub nest_sizes: Vec<u32>,
     pub params: RunParams,
     /// `--profile`, and the core count it was sized from.
@@ -314,6 +327,7 @@ impl From<Cli> for Options {
             ps_sizes: c.ps_sizes.0,
             death_sizes: c.death_sizes.0,
             ulfm_sizes: c.ulfm_sizes.0,
+            python_sizes: c.python_sizes.0,
             nest_sizes: c.nest_sizes.0,
             params: RunParams {
                 timeout: Duration::from_secs(u64::from(c.timeout)),
@@ -356,6 +370,7 @@ impl Options {
                 self.death_sizes = vec![];
                 // Like the Open MPI placement rows, not part of the profile.
                 self.ulfm_sizes = vec![];
+                self.python_sizes = vec![];
                 self.nest_sizes = vec![];
             }
         }
@@ -437,6 +452,16 @@ mod tests {
             .unwrap()
             .ulfm_sizes
             .is_empty());
+        let o = parse(&["--configs", "python", "--python-sizes", "64,16"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.configs, [Config::PythonFastpmi, Config::PythonMpiexec]);
+        assert_eq!(o.python_sizes, [16, 64]);
+        assert!(parse(&["--python-sizes", "none"])
+            .unwrap()
+            .unwrap()
+            .python_sizes
+            .is_empty());
     }
 
     #[test]
@@ -453,6 +478,7 @@ mod tests {
         );
         assert_eq!(o.death_sizes, [64, 256, 1024]);
         assert_eq!(o.ulfm_sizes, [64]);
+        assert_eq!(o.python_sizes, [256]);
         assert_eq!(o.out, PathBuf::from("results"));
         let o = parse(&["--quick", "--fence-loop", "0", "--reps", "2", "--reps", "5"])
             .unwrap()
@@ -488,6 +514,7 @@ mod tests {
         assert!(o.startup_sizes.is_empty() && o.spawn_sizes.is_empty());
         assert!(o.group_sizes.is_empty() && o.ps_sizes.is_empty());
         assert!(o.death_sizes.is_empty() && o.ulfm_sizes.is_empty());
+        assert!(o.python_sizes.is_empty());
         let names: Vec<&str> = o.configs.iter().map(|c| c.name()).collect();
         for want in MANY_CORE_CONFIGS {
             assert!(names.contains(&want), "{want} in {names:?}");

@@ -24,7 +24,7 @@
 //! * [`tools`] (the launchers and the core configurations' programs),
 //!   [`record`] (one run's result, summaries), [`cells`] (what the report's
 //!   sections share), [`plan`] (the order of the runs);
-//! * the families: [`launch`], [`groups`], [`ps`], [`deaths`], [`ulfm`], [`placement`], [`nested`] (their
+//! * the families: [`launch`], [`groups`], [`ps`], [`deaths`], [`ulfm`], [`python`], [`placement`], [`nested`] (their
 //!   programs, commands, checks and report sections);
 //! * [`suite`] (tools, command and judging over every configuration),
 //!   [`plot`], [`report`];
@@ -42,6 +42,7 @@ mod plan;
 mod plot;
 mod proc;
 mod ps;
+mod python;
 mod rank;
 mod record;
 mod report;
@@ -95,6 +96,29 @@ fn load_average() -> String {
         .unwrap_or_else(|| "?".into())
 }
 
+/// Why `c` is left out of this run by the command line, or None.
+fn not_run(opts: &Options, c: Config) -> Option<&'static str> {
+    let sizes = |k: Kind| match k {
+        Kind::Startup => Some((&opts.startup_sizes, "not run (--startup-sizes none)")),
+        Kind::Placement => Some((&opts.placement_sizes, "not run (no --placement-sizes)")),
+        Kind::Spawn => Some((&opts.spawn_sizes, "not run (--spawn-sizes none)")),
+        Kind::Launch => Some((&opts.launch_sizes, "not run (--launch-sizes none)")),
+        Kind::Group => Some((&opts.group_sizes, "not run (--group-sizes none)")),
+        Kind::Ps => Some((&opts.ps_sizes, "not run (--ps-sizes none)")),
+        Kind::Death => Some((&opts.death_sizes, "not run (--death-sizes none)")),
+        Kind::Ulfm => Some((&opts.ulfm_sizes, "not run (--ulfm-sizes none)")),
+        Kind::Python => Some((&opts.python_sizes, "not run (--python-sizes none)")),
+        Kind::Exchange | Kind::Floor | Kind::Nested => None,
+    };
+    if !opts.configs.contains(&c) {
+        return Some("not selected (--configs)");
+    }
+    match sizes(c.kind()) {
+        Some((s, why)) if s.is_empty() => Some(why),
+        _ => None,
+    }
+}
+
 fn run(opts: &Options) -> Result<(), String> {
     let t_run = Instant::now();
     let started = SystemTime::now();
@@ -104,31 +128,23 @@ fn run(opts: &Options) -> Result<(), String> {
     // Compiled helpers go to a hidden subdirectory that git ignores, so that
     // results/ can be committed with only the report in it.
     let build_dir = opts.out.join(".build");
-    let suite = Suite::prepare(&build_dir, &opts.configs)?;
+    // Only what will run is found or built (the Python rows' venv and
+    // wheel take minutes the first time).
+    let will_run: Vec<Config> = opts
+        .configs
+        .iter()
+        .copied()
+        .filter(|&c| not_run(opts, c).is_none())
+        .collect();
+    let suite = Suite::prepare(&build_dir, &will_run)?;
     proc::become_subreaper();
     let _ = std::fs::write(opts.out.join(".gitignore"), ".build/\n");
 
     let availability: Vec<(Config, Availability)> = Config::ALL
         .into_iter()
         .map(|c| {
-            let a = if !opts.configs.contains(&c) {
-                Availability::NotSelected("not selected (--configs)")
-            } else if c.kind() == Kind::Startup && opts.startup_sizes.is_empty() {
-                Availability::NotSelected("not run (--startup-sizes none)")
-            } else if c.kind() == Kind::Placement && opts.placement_sizes.is_empty() {
-                Availability::NotSelected("not run (no --placement-sizes)")
-            } else if c.kind() == Kind::Spawn && opts.spawn_sizes.is_empty() {
-                Availability::NotSelected("not run (--spawn-sizes none)")
-            } else if c.kind() == Kind::Launch && opts.launch_sizes.is_empty() {
-                Availability::NotSelected("not run (--launch-sizes none)")
-            } else if c.kind() == Kind::Group && opts.group_sizes.is_empty() {
-                Availability::NotSelected("not run (--group-sizes none)")
-            } else if c.kind() == Kind::Ps && opts.ps_sizes.is_empty() {
-                Availability::NotSelected("not run (--ps-sizes none)")
-            } else if c.kind() == Kind::Death && opts.death_sizes.is_empty() {
-                Availability::NotSelected("not run (--death-sizes none)")
-            } else if c.kind() == Kind::Ulfm && opts.ulfm_sizes.is_empty() {
-                Availability::NotSelected("not run (--ulfm-sizes none)")
+            let a = if let Some(why) = not_run(opts, c) {
+                Availability::NotSelected(why)
             } else if let Some(why) = suite.missing(c) {
                 Availability::Missing(why)
             } else {

@@ -96,6 +96,7 @@ pub fn plan(opts: &Options, present: &[Config]) -> Vec<Case> {
     add(&opts.ps_sizes, &[Kind::Ps]);
     add(&opts.death_sizes, &[Kind::Death]);
     add(&opts.ulfm_sizes, &[Kind::Ulfm]);
+    add(&opts.python_sizes, &[Kind::Python]);
     add(&opts.placement_sizes, &[Kind::Placement]);
     add(&opts.nest_sizes, &[Kind::Nested]);
     cases

@@ -36,6 +36,8 @@ fn color(c: Config) -> RGBColor {
         Config::DeathDetect => RGBColor(0xd6, 0x27, 0x28),
         Config::UlfmFastpmi => RGBColor(0x1f, 0x77, 0xb4),
         Config::UlfmMpirun => RGBColor(0xd6, 0x27, 0x28),
+        Config::PythonFastpmi => RGBColor(0x1f, 0x77, 0xb4),
+        Config::PythonMpiexec => RGBColor(0xd6, 0x27, 0x28),
     }
 }
 

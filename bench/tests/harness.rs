@@ -48,6 +48,11 @@ const ULFM: &[&str] = &["ompi5-ulfm@fastpmi", "ompi5-ulfm@mpirun"];
 /// raw.csv column of the ULFM runs: survivors that printed their line.
 const ULFM_COLUMNS: &[&str] = &["ulfm_survivors"];
 
+/// Python ranks exchanging addresses, the wheel's fastpmi vs the `mpich`
+/// wheel's `mpiexec`: not run here (`--python-sizes none`: the venv and
+/// the wheel take minutes and PyPI), but listed as such.
+const PYTHON: &[&str] = &["python-pmi@fastpmi", "python-mpi4py@mpiexec"];
+
 /// The configurations whose medians a target compares (they get
 /// `--target-reps`, as does the whole start-up table).
 const TARGET_COMPARED: &[&str] = &[
@@ -170,6 +175,8 @@ fn quick_run_writes_a_well_formed_report() {
             "4",
             "--ulfm-sizes",
             "4",
+            "--python-sizes",
+            "none",
             // The nested rows start a private Slurm: not in a quick run.
             "--nest-sizes",
             "none",
@@ -259,6 +266,21 @@ fn quick_run_writes_a_well_formed_report() {
         assert_eq!(cells.len(), 5, "ULFM row {name}: {cells:?}");
         assert_status_cell(cells[2], name);
     }
+    let python = md
+        .split("## Python")
+        .nth(1)
+        .expect("no Python section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    assert!(
+        python.contains("Not run (`--python-sizes none`)."),
+        "{python}"
+    );
+    for name in PYTHON {
+        let cells = row(&md, &[name]).unwrap_or_else(|| panic!("no configuration row for {name}"));
+        assert_eq!(cells[1], "not run (--python-sizes none)", "{name}");
+    }
     for name in LAUNCH {
         let cells =
             row(&md, &["2", name]).unwrap_or_else(|| panic!("no start-up row for {name}:\n{md}"));
@@ -288,6 +310,7 @@ fn quick_run_writes_a_well_formed_report() {
         "## fastpmi ps during a job",
         "## Death detection",
         "## ULFM",
+        "## Python",
         "## Beyond one node: node servers under Slurm",
         "## Memory",
         "## Failures",

@@ -43,6 +43,9 @@ pub enum Kind {
     /// An Open MPI 5 ULFM job after a rank's death: whole-job wall time,
     /// fastpmi vs `mpirun --with-ft ulfm`.
     Ulfm,
+    /// Python ranks exchanging addresses: whole-job wall time, the wheel's
+    /// fastpmi and module vs the `mpich` wheel's `mpiexec` and mpi4py.
+    Python,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -78,6 +81,10 @@ pub enum Config {
     UlfmFastpmi,
     /// The same under the Open MPI wheel's `mpirun --with-ft ulfm`.
     UlfmMpirun,
+    /// `fastpmi -n N python pmi_exchange.py` from the wheel ([`crate::python`]).
+    PythonFastpmi,
+    /// `mpiexec -n N python mpi4py_allgather.py` from the `mpich` wheel.
+    PythonMpiexec,
     /// A row of [`placement::CASES`] (index).
     Placement(u8),
 }
@@ -122,12 +129,15 @@ pub const DEATH: [Config; 1] = [Config::DeathDetect];
 /// The ULFM family ([`crate::ulfm`]).
 pub const ULFM: [Config; 2] = [Config::UlfmFastpmi, Config::UlfmMpirun];
 
+/// The Python family ([`crate::python`]).
+pub const PYTHON: [Config; 2] = [Config::PythonFastpmi, Config::PythonMpiexec];
+
 /// The rank the ULFM runs' program SIGKILLs (its argument): their jobs
 /// need at least one more rank.
 pub const ULFM_VICTIM: u32 = 3;
 
 /// The families' own lists, in the report's order after [`CORE`].
-const FAMILIES: [&[Config]; 6] = [&LAUNCH, &GROUP, &PS, &DEATH, &ULFM, &NEST];
+const FAMILIES: [&[Config]; 7] = [&LAUNCH, &GROUP, &PS, &DEATH, &ULFM, &PYTHON, &NEST];
 
 const fn families_len() -> usize {
     let mut n = 0;
@@ -195,6 +205,8 @@ impl Config {
             Config::DeathDetect => "death-detect@fastpmi-shm",
             Config::UlfmFastpmi => "ompi5-ulfm@fastpmi",
             Config::UlfmMpirun => "ompi5-ulfm@mpirun",
+            Config::PythonFastpmi => "python-pmi@fastpmi",
+            Config::PythonMpiexec => "python-mpi4py@mpiexec",
             Config::Placement(i) => placement::CASES[i as usize].name,
         }
     }
@@ -216,6 +228,7 @@ impl Config {
             Config::NestSrun | Config::NestNodes => Kind::Nested,
             Config::DeathDetect => Kind::Death,
             Config::UlfmFastpmi | Config::UlfmMpirun => Kind::Ulfm,
+            Config::PythonFastpmi | Config::PythonMpiexec => Kind::Python,
             _ => Kind::Exchange,
         }
     }
@@ -297,6 +310,12 @@ impl Config {
             }
             Config::UlfmMpirun => {
                 "the same under the wheel's mpirun --with-ft ulfm (prterun does not take --with-ft)"
+            }
+            Config::PythonFastpmi => {
+                "bench/python/pmi_exchange.py under the wheel's fastpmi: fastpmi.Pmi() put of the rank's address, fence, get of every rank's (shared memory); whole job"
+            }
+            Config::PythonMpiexec => {
+                "bench/python/mpi4py_allgather.py under the mpich wheel's mpiexec (Hydra 5): mpi4py COMM_WORLD.allgather of the address; whole job"
             }
         }
     }

@@ -10,7 +10,7 @@ use crate::cli::Options;
 use crate::configs::{placement, Availability, Config, Kind};
 use crate::record::{summarize, Record, Status, METRICS};
 use crate::suite::Suite;
-use crate::{deaths, groups, launch, nested, ps, ulfm};
+use crate::{deaths, groups, launch, nested, ps, python, ulfm};
 
 mod memory;
 mod mpi;
@@ -250,6 +250,8 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
                     *opts.placement_sizes.last().unwrap_or(&show_n)
                 } else if c.kind() == Kind::Ulfm {
                     *opts.ulfm_sizes.last().unwrap_or(&show_n)
+                } else if c.kind() == Kind::Python {
+                    *opts.python_sizes.last().unwrap_or(&show_n)
                 } else {
                     show_n
                 };
@@ -333,6 +335,7 @@ pub fn markdown(ctx: &Context, suite: &Suite) -> String {
     ps::section(ctx, w);
     deaths::section(ctx, w);
     ulfm::section(ctx, w);
+    python::section(ctx, &suite.python, w);
     nested::section(ctx, w);
 
     placement_section(ctx, w);

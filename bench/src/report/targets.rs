@@ -3,7 +3,7 @@
 use crate::cells::{median, num, why_absent, Context};
 use crate::configs::{Config, Kind};
 use crate::record::Record;
-use crate::{deaths, groups, launch, nested, ps, ulfm};
+use crate::{deaths, groups, launch, nested, ps, python, ulfm};
 
 /// The N the targets are defined at.
 const TARGET_N: u32 = 256;
@@ -155,6 +155,7 @@ pub fn target_lines(ctx: &Context) -> Vec<String> {
     out.extend(ps::target_lines(ctx));
     out.extend(deaths::target_lines(ctx));
     out.extend(ulfm::target_lines(ctx));
+    out.extend(python::target_lines(ctx));
     out.extend(nested::target_lines(ctx));
     out.extend(stall_lines(ctx));
     out

@@ -8,7 +8,7 @@ use crate::proc::{End, Outcome};
 use crate::record::{
     parse_exchange_line, parse_floor_line, parse_spawn_line, Record, Status, METRICS,
 };
-use crate::{deaths, groups, launch, nested, ps, ulfm};
+use crate::{deaths, groups, launch, nested, ps, python, ulfm};
 
 fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -136,6 +136,11 @@ pub fn judge(config: Config, n: u32, rep: u32, o: &Outcome, timeout_s: u64) -> R
         }
         Kind::Ulfm => {
             if let Err(why) = ulfm::judge(n, o, &mut r) {
+                fail(&mut r, Status::Failed, why);
+            }
+        }
+        Kind::Python => {
+            if let Err(why) = python::judge(config, n, o, &mut r) {
                 fail(&mut r, Status::Failed, why);
             }
         }

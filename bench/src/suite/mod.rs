@@ -1,5 +1,5 @@
 //! What goes over every configuration, the core ones and the families'
-//! (start-up, group fence, `fastpmi ps`, death detection, ULFM, placement) alike: the tools they
+//! (start-up, group fence, `fastpmi ps`, death detection, ULFM, Python, placement) alike: the tools they
 //! need ([`Suite::prepare`], [`Suite::missing`]), the command of one run
 //! ([`Suite::spec`], in `spec.rs`) and how a finished run is judged
 //! ([`judge()`]). The families sit below this module; nothing but `main` and
@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::configs::{Config, Kind};
 use crate::launch::{self, LaunchTools};
 use crate::nested::{self, NestTools};
+use crate::python::PythonTools;
 use crate::tools::Tools;
 use crate::ulfm::UlfmTools;
 use crate::{deaths, groups, placement, ps};
@@ -32,6 +33,8 @@ pub struct Suite {
     pub nest: NestTools,
     /// The Open MPI wheel and program of the ULFM rows.
     pub ulfm: UlfmTools,
+    /// The venv (the wheel, mpich, mpi4py) and programs of the Python rows.
+    pub python: PythonTools,
 }
 
 impl Suite {
@@ -56,12 +59,18 @@ impl Suite {
             want.iter().any(|c| c.kind() == Kind::Nested),
         );
         let ulfm = UlfmTools::prepare(build_dir, want.iter().any(|c| c.kind() == Kind::Ulfm));
+        let python = PythonTools::prepare(
+            build_dir,
+            &exe_dir,
+            want.iter().any(|c| c.kind() == Kind::Python),
+        );
         Ok(Suite {
             tools,
             launch,
             placement,
             nest,
             ulfm,
+            python,
         })
     }
 
@@ -95,6 +104,7 @@ impl Suite {
                     (_, why) => why,
                 };
             }
+            Config::PythonFastpmi | Config::PythonMpiexec => return self.python.missing(),
             _ => launch::needs(t, &self.launch, c),
         };
         let reasons: Vec<&str> = need

@@ -8,7 +8,7 @@ use super::Suite;
 use crate::configs::{hydra_args, Config, RunParams, SPAWN_PARENTS};
 use crate::proc::{MemProbe, Spec};
 use crate::rank::FENCE_LOOP_ENV;
-use crate::{deaths, groups, launch, nested, ps, ulfm};
+use crate::{deaths, groups, launch, nested, ps, python, ulfm};
 use fastpmi_codec::names::env::FENCE_YIELDS;
 
 /// Environment of the spawn runs, for both launchers: MPICH 5's default
@@ -112,6 +112,9 @@ impl Suite {
             Config::DeathDetect => return deaths::spec(t, n, p),
             Config::UlfmFastpmi | Config::UlfmMpirun => {
                 return ulfm::spec(&self.ulfm, &path(&t.fastpmi), c, n, p)
+            }
+            Config::PythonFastpmi | Config::PythonMpiexec => {
+                return python::spec(&self.python, c, n, p)
             }
             Config::NestSrun | Config::NestNodes => return nested::spec(t, &self.nest, c, n, p),
             Config::PsQuiet | Config::PsPolled | Config::PsSitting => return ps::spec(t, c, n, p),
