@@ -14,13 +14,13 @@ use mio::Token;
 use rustix::process::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
-use super::jobs::{self, LaunchError, SpawnedBy};
+use super::jobs::{self, SpawnedBy};
 use super::pmix::dispatch::Reaction;
 use super::pmix::register::Registration;
 use super::spawn::{self, PmixAnswer};
 use super::starting::{AppPlan, Arrival, Fork, PendingRank};
 use super::supervise::{self, Failure};
-use super::tools::{self, Query, ReleaseError, ToolsRt, View};
+use super::tools::{self, ToolsRt, View};
 use super::{nest, os, pmix, starting, Launcher};
 
 impl Launcher {
@@ -31,9 +31,7 @@ impl Launcher {
         let Some(n) = &mut self.nest else { return };
         for why in n.tick(&mut self.server, &mut self.events) {
             if !self.procs.has_failure() {
-                self.record_failure(0, 0, why.clone(), 1, String::new(), false);
-                self.server.fail_job(0, None, 1, &why, &mut self.events);
-                self.fail_group(0, 1, &why);
+                self.fail(0, 0, None, 1, &why);
             }
         }
         if self.procs.interrupted().is_some() {
@@ -185,59 +183,35 @@ impl Launcher {
         (&mut self.tools, view)
     }
 
+    /// What answering the tools reaches of the other parts.
+    fn served(&mut self) -> (&mut ToolsRt, tools::queries::Served<'_>) {
+        let served = tools::queries::Served {
+            server: &mut self.server,
+            events: &mut self.events,
+            jobs: &self.jobs,
+            procs: &self.procs,
+            starter: &self.starter,
+            binding: &self.binding,
+            cfg: &self.cfg,
+            pmix: self.pmix.as_ref(),
+        };
+        (&mut self.tools, served)
+    }
+
     /// Answer what the tools' connection threads asked.
     pub(super) fn serve_tool_queries(&mut self) {
-        while let Some(q) = self.tools.next_query() {
-            match q {
-                Query::Info(tx) => {
-                    let _ = tx.send(self.tools.launcher_info(&self.server, &self.jobs));
-                }
-                Query::Snapshot(tx) => {
-                    let (tools, view) = self.tools_view();
-                    let _ = tx.send(tools.snapshot_asked(view));
-                }
-                Query::Release(job, tx) => {
-                    let _ = tx.send(self.release(job.as_deref()));
-                }
-                Query::Checkpoint(job, tx) => {
-                    let (server, events) = (&mut self.server, &mut self.events);
-                    let _ = tx.send(tools::checkpoint(
-                        job.as_deref(),
-                        server,
-                        events,
-                        &self.jobs,
-                    ));
-                }
-            }
-        }
+        let (tools, mut served) = self.served();
+        tools.serve_queries(&mut served);
         self.apply_events();
     }
 
-    /// Release the ranks held in init, by the server and the PMIx host: of
-    /// `job` (an id), or of every job (then later jobs are not held either).
-    fn release(&mut self, job: Option<&str>) -> Result<usize, ReleaseError> {
-        let mut n = 0;
-        for j in self
-            .tools
-            .release_targets(job, &self.server, self.jobs.len())?
-        {
-            n += self.server.release_init(j, &mut self.events);
-            self.pmix_release(j);
-        }
-        tracing::debug!("released {n} ranks held in init");
-        Ok(n)
-    }
-
-    /// Ranks started: the MPIR proc table; the ranks of a job whose
-    /// debugger continued go on (`--stop-in-init`).
+    /// Ranks started: the MPIR proc table, and the jobs the debugger let go.
     pub(super) fn tools_all_started(&mut self) {
-        let stop = self.cfg.stop_in_init;
-        while let Some(job) =
-            self.tools
-                .mpir_all_started(self.jobs.len(), &self.starter, &self.procs, stop)
-        {
-            let id = (job > 0).then(|| self.server.job_id(job).to_string());
-            let _ = self.release(id.as_deref());
+        loop {
+            let (tools, mut served) = self.served();
+            if !tools.all_started(&mut served) {
+                break;
+            }
             self.apply_events();
         }
     }
@@ -271,12 +245,7 @@ impl Launcher {
             let Some(t) = tools.fence_timeout(job, due, view) else {
                 continue;
             };
-            // Recorded first: its `--verbose` report is taken now, before
-            // the failure releases the ranks (which then end).
-            self.record_failure(t.job, t.rank, t.message.clone(), 1, String::new(), false);
-            self.server
-                .fail_job(t.job, Some(t.rank), 1, &t.message, &mut self.events);
-            self.fail_group(t.job, 1, &t.message);
+            self.fail(t.job, t.rank, Some(t.rank), 1, &t.message);
             self.apply_events();
         }
     }
@@ -312,10 +281,7 @@ impl Launcher {
                     code,
                     message,
                 }) => {
-                    self.record_failure(job, rank, message.clone(), code, String::new(), false);
-                    self.server
-                        .fail_job(job, Some(rank), code, &message, &mut self.events);
-                    self.fail_group(job, code, &message);
+                    self.fail(job, rank, Some(rank), code, &message);
                 }
                 Some(Reaction::Spawn(u)) => self.pmix_spawn(u),
                 None => {}
@@ -361,12 +327,6 @@ impl Launcher {
     }
 
     // The other parts' news, handed on while a PMIx server runs.
-
-    pub(super) fn pmix_release(&self, job: JobIdx) {
-        if let Some(host) = &self.pmix {
-            host.release(&self.server, job);
-        }
-    }
 
     pub(super) fn pmix_notify_failure(&self, jobs: &[JobIdx]) {
         if let Some(host) = &self.pmix {
@@ -490,7 +450,18 @@ impl Launcher {
         self.rank_gone(job);
     }
 
-    pub(super) fn record_failure(
+    /// `job` failed of `message` (blaming `rank`; the server is told
+    /// `blamed`): the launcher's failure recorded first (its `--verbose`
+    /// report is taken before the ranks are released), then the job and
+    /// every job connected to it fail.
+    fn fail(&mut self, job: JobIdx, rank: u32, blamed: Option<u32>, code: i32, message: &str) {
+        self.record_failure(job, rank, message.to_string(), code, String::new(), false);
+        self.server
+            .fail_job(job, blamed, code, message, &mut self.events);
+        self.fail_group(job, code, message);
+    }
+
+    fn record_failure(
         &mut self,
         job: JobIdx,
         rank: u32,
@@ -514,7 +485,7 @@ impl Launcher {
     }
 
     /// `job` failed: fail every job connected to it too and stop their ranks.
-    pub(super) fn fail_group(&mut self, job: JobIdx, code: i32, message: &str) {
+    fn fail_group(&mut self, job: JobIdx, code: i32, message: &str) {
         let group =
             supervise::fail_connected(&mut self.server, &mut self.events, job, code, message);
         self.teardown_jobs(&group, Signal::TERM);
@@ -736,35 +707,12 @@ impl Launcher {
             &self.procs,
         );
         self.rank_gone(job);
-        self.record_failure(job, rank, message.clone(), 127, String::new(), false);
-        self.server
-            .fail_job(job, Some(rank), 127, &message, &mut self.events);
-        self.fail_group(job, 127, &message);
+        self.fail(job, rank, Some(rank), 127, &message);
     }
 }
 
 // Jobs: creating jobs.
 impl Launcher {
-    /// Create the first job and queue its ranks.
-    pub(super) fn launch(&mut self) -> Result<(), LaunchError> {
-        let (plans, jobid, universe) = jobs::first_job(&self.cfg, self.nest.as_ref())?;
-        let job = self.create_job(jobid, plans, universe, None)?;
-        super::timeline::step("first job created");
-        self.server
-            .set_psets(job, crate::config::psets::of_config(&self.cfg));
-        // The first ranks go to the forkers now; what only the loop needs
-        // (the topology's XML, the tools' rendezvous) is set up while they
-        // start: no request is served before it. Their output pipes are
-        // held by the loop until one has output (`output::Output`).
-        self.spawn_next();
-        super::timeline::step("first ranks handed to the forkers");
-        self.publish_topology();
-        super::timeline::step("topology published");
-        self.tools.listen(self.poll.registry(), super::RENDEZVOUS);
-        super::timeline::step("rendezvous ready");
-        Ok(())
-    }
-
     /// Create a job (first or spawned) and queue its ranks. `apps` may hold
     /// applications of 0 ranks (a spawn command that failed keeps its appnum).
     pub(super) fn create_job(

@@ -8,7 +8,7 @@
 //! ranks: `Starter`), [`supervise`] (reaping, failures, signals, exit
 //! status: `Procs`), [`deaths`] (fault-tolerant jobs), [`binding`]
 //! (topology and CPU binding: `Binding`), [`tools`] (rendezvous, MPIR,
-//! reports, [`fence_timeout`]: `ToolsRt`), [`pmix`] (`PmixHost`), [`nest`],
+//! reports, `--fence-timeout`: `ToolsRt`), [`pmix`] (`PmixHost`), [`nest`],
 //! [`singletons`], [`output`]. Besides: [`spawn`] (turning a spawn request
 //! into a job), [`watch`] (threads that sleep on a job's segment),
 //! [`names`] (the shared name server's client), and the computations
@@ -23,7 +23,6 @@ mod conn;
 mod deaths;
 mod events;
 mod fabric;
-mod fence_timeout;
 mod impi;
 mod jobs;
 pub mod mpir;
@@ -296,6 +295,26 @@ impl Launcher {
             nest: None,
             deaths: Default::default(),
         })
+    }
+
+    /// Create the first job and queue its ranks.
+    fn launch(&mut self) -> Result<(), jobs::LaunchError> {
+        let (plans, jobid, universe) = jobs::first_job(&self.cfg, self.nest.as_ref())?;
+        let job = self.create_job(jobid, plans, universe, None)?;
+        timeline::step("first job created");
+        self.server
+            .set_psets(job, crate::config::psets::of_config(&self.cfg));
+        // The first ranks go to the forkers now; what only the loop needs
+        // (the topology's XML, the tools' rendezvous) is set up while they
+        // start: no request is served before it. Their output pipes are
+        // held by the loop until one has output (`output::Output`).
+        self.spawn_next();
+        timeline::step("first ranks handed to the forkers");
+        self.publish_topology();
+        timeline::step("topology published");
+        self.tools.listen(self.poll.registry(), RENDEZVOUS);
+        timeline::step("rendezvous ready");
+        Ok(())
     }
 
     /// Export the topology's XML (once) and answer `PMI_hwloc_xmlfile` with

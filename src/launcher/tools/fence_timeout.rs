@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::tools::{ToolsRt, View};
+use super::{ToolsRt, View};
 use crate::ranges::ranges;
 use crate::tools::group_view;
 use crate::tools::proto::{GroupFenceRow, JobTable};
@@ -13,16 +13,16 @@ use fastpmi_server::JobIdx;
 
 /// A wait past `--fence-timeout`: its job fails, blaming `rank` (of this
 /// launcher's part of the job) with `message`.
-pub(super) struct TimedOut {
-    pub(super) job: JobIdx,
-    pub(super) rank: u32,
-    pub(super) message: String,
+pub(in crate::launcher) struct TimedOut {
+    pub(in crate::launcher) job: JobIdx,
+    pub(in crate::launcher) rank: u32,
+    pub(in crate::launcher) message: String,
 }
 
 impl ToolsRt {
     /// `--fence-timeout` (`limit`): whether it is time to look for waits
     /// past it; then the limit, and the moment they are measured at.
-    pub(super) fn fence_check_due(
+    pub(in crate::launcher) fn fence_check_due(
         &mut self,
         limit: Option<Duration>,
     ) -> Option<(Duration, Instant)> {
@@ -39,7 +39,7 @@ impl ToolsRt {
     /// Whether `job`'s fence or node-attribute wait has been incomplete for
     /// `limit` at `now` (from [`ToolsRt::fence_check_due`]): then the
     /// failure of the job, the who-is-missing report printed.
-    pub(super) fn fence_timeout(
+    pub(in crate::launcher) fn fence_timeout(
         &mut self,
         job: JobIdx,
         (limit, now): (Duration, Instant),

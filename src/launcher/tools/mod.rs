@@ -1,6 +1,7 @@
 //! The launcher's side of the tools: the rendezvous, `--stop-in-init` and
 //! release, the MPIR proc table, SIGUSR1 reports and `--verbose` failure
-//! details (`--fence-timeout` is [`super::fence_timeout`]).
+//! details (`--fence-timeout` is [`fence_timeout`], the answers to the
+//! tools' queries [`queries`]).
 //!
 //! `ps` is answered on the connection thread without waiting for the event
 //! loop: the first `ps` asks the loop for a snapshot of its state, and from
@@ -18,20 +19,23 @@ use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 
-use super::binding::Binding;
-use super::jobs::Jobs;
-use super::starting::Starter;
-use super::supervise::{Procs, RankProc};
-use super::{mpir, os};
 use crate::config::LaunchConfig;
+use crate::launcher::binding::Binding;
+use crate::launcher::jobs::Jobs;
+use crate::launcher::starting::Starter;
+use crate::launcher::supervise::{Procs, RankProc};
+use crate::launcher::{mpir, os};
 use crate::ranges::ranges;
 
 use crate::tools::instant_ns;
-use crate::tools::proto::{CheckpointSent, JobBrief, LauncherInfo, Op, Reply, Request};
+use crate::tools::proto::{CheckpointSent, LauncherInfo, Op, Reply, Request};
 use crate::tools::rendezvous::{self, Rendezvous};
 use crate::tools::report;
 use crate::tools::view::{self, JobSnap, ProcSnap, Snapshot};
-use fastpmi_server::{Event, JobIdx, Server};
+use fastpmi_server::{JobIdx, Server};
+
+mod fence_timeout;
+pub(in crate::launcher) mod queries;
 
 /// How long a connection thread waits for the event loop.
 const LOOP_DEADLINE: Duration = Duration::from_secs(2);
@@ -43,7 +47,7 @@ const REPUBLISH: Duration = Duration::from_millis(20);
 type Published = Arc<Mutex<Option<Arc<Snapshot>>>>;
 
 /// What a connection thread asks of the event loop.
-pub(super) enum Query {
+pub(in crate::launcher) enum Query {
     Info(Sender<LauncherInfo>),
     Snapshot(Sender<Arc<Snapshot>>),
     Release(Option<String>, Sender<Result<usize, ReleaseError>>),
@@ -55,7 +59,7 @@ pub(super) enum Query {
 
 /// Why `fastpmi checkpoint` sent nothing.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum CheckpointRefused {
+pub(in crate::launcher) enum CheckpointRefused {
     #[error("no running job in this launcher")]
     NoRunningJob,
     #[error(transparent)]
@@ -64,7 +68,7 @@ pub(super) enum CheckpointRefused {
 
 /// Why `fastpmi release` released nothing.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ReleaseError {
+pub(in crate::launcher) enum ReleaseError {
     #[error("no job {0} in this launcher")]
     NoJob(String),
 }
@@ -72,16 +76,16 @@ pub(super) enum ReleaseError {
 /// What the tools read of the launcher's other parts (snapshots, reports,
 /// fence timeouts).
 #[derive(Clone, Copy)]
-pub(super) struct View<'a> {
-    pub(super) server: &'a Server,
-    pub(super) jobs: &'a Jobs,
-    pub(super) procs: &'a Procs,
-    pub(super) starter: &'a Starter,
-    pub(super) binding: &'a Binding,
-    pub(super) cfg: &'a LaunchConfig,
+pub(in crate::launcher) struct View<'a> {
+    pub(in crate::launcher) server: &'a Server,
+    pub(in crate::launcher) jobs: &'a Jobs,
+    pub(in crate::launcher) procs: &'a Procs,
+    pub(in crate::launcher) starter: &'a Starter,
+    pub(in crate::launcher) binding: &'a Binding,
+    pub(in crate::launcher) cfg: &'a LaunchConfig,
 }
 
-pub(super) struct ToolsRt {
+pub(in crate::launcher) struct ToolsRt {
     rendezvous: Option<Rendezvous>,
     /// What [`ToolsRt::listen`] hands the rendezvous' connection threads.
     to_listen: Option<(Sender<Query>, Arc<mio::Waker>)>,
@@ -97,9 +101,9 @@ pub(super) struct ToolsRt {
     mpir_jobs: usize,
     /// When each job was created (index = job).
     created: Vec<Instant>,
-    pub(super) next_check: Instant,
+    pub(in crate::launcher) next_check: Instant,
     /// Jobs seen waiting: (fences completed then, first seen).
-    pub(super) waiting: HashMap<JobIdx, (u64, Instant)>,
+    pub(in crate::launcher) waiting: HashMap<JobIdx, (u64, Instant)>,
     /// Where `ps` finds the loop's latest snapshot; `publishing` once a
     /// `ps` asked, `dirty` when the loop handled events since the last one.
     published: Published,
@@ -110,7 +114,7 @@ pub(super) struct ToolsRt {
 
 impl ToolsRt {
     /// The tools' state; the rendezvous opens with [`ToolsRt::listen`].
-    pub(super) fn new(waker: Arc<mio::Waker>, stop_in_init: bool) -> ToolsRt {
+    pub(in crate::launcher) fn new(waker: Arc<mio::Waker>, stop_in_init: bool) -> ToolsRt {
         let (tx, rx) = mpsc::channel();
         let published: Published = Arc::new(Mutex::new(None));
         let command = std::env::args_os()
@@ -141,7 +145,7 @@ impl ToolsRt {
     /// ranks are on their way: no tool can ask about a job before it
     /// exists, and its socket is not on the ranks' path. Its listener
     /// wakes the event loop as `token` until [`ToolsRt::accept`].
-    pub(super) fn listen(&mut self, registry: &mio::Registry, token: mio::Token) {
+    pub(in crate::launcher) fn listen(&mut self, registry: &mio::Registry, token: mio::Token) {
         let Some((tx, waker)) = self.to_listen.take() else {
             return;
         };
@@ -149,7 +153,7 @@ impl ToolsRt {
         let bound = Rendezvous::bind(&dir);
         // What launchers killed with SIGKILL left on the node goes with
         // their sockets, off the ranks' path as the rendezvous is.
-        super::pmix::remove_dead(&dir);
+        crate::launcher::pmix::remove_dead(&dir);
         let bound = bound.and_then(|(r, listener)| {
             let fd = listener.as_raw_fd();
             registry.register(&mut SourceFd(&fd), token, mio::Interest::READABLE)?;
@@ -166,7 +170,7 @@ impl ToolsRt {
     }
 
     /// A tool connected: from now on the rendezvous' own thread accepts.
-    pub(super) fn accept(&mut self, registry: &mio::Registry) {
+    pub(in crate::launcher) fn accept(&mut self, registry: &mio::Registry) {
         let Some((listener, handler)) = self.unserved.take() else {
             return;
         };
@@ -178,7 +182,7 @@ impl ToolsRt {
     }
 
     /// Remove the rendezvous now (also done on drop).
-    pub(super) fn close(&mut self) {
+    pub(in crate::launcher) fn close(&mut self) {
         self.rendezvous = None;
         self.to_listen = None;
         self.unserved = None;
@@ -276,7 +280,7 @@ fn answer<T, E: std::fmt::Display>(
 
 impl ToolsRt {
     /// A job was created: note when, and hold it under `--stop-in-init`.
-    pub(super) fn job_created(&mut self, job: JobIdx, server: &mut Server) {
+    pub(in crate::launcher) fn job_created(&mut self, job: JobIdx, server: &mut Server) {
         while self.created.len() <= job {
             self.created.push(Instant::now());
         }
@@ -287,7 +291,7 @@ impl ToolsRt {
 
     /// Whether a job created now is held in init (`--stop-in-init`, not
     /// released yet).
-    pub(super) fn holding_new_jobs(&self) -> bool {
+    pub(in crate::launcher) fn holding_new_jobs(&self) -> bool {
         self.hold_new_jobs
     }
 
@@ -304,20 +308,20 @@ impl ToolsRt {
 
     /// The first `ps` asked for a snapshot: publish one now, and from now
     /// on republish it (see [`ToolsRt::republish`]).
-    pub(super) fn snapshot_asked(&mut self, view: View<'_>) -> Arc<Snapshot> {
+    pub(in crate::launcher) fn snapshot_asked(&mut self, view: View<'_>) -> Arc<Snapshot> {
         self.publishing = true;
         self.publish_snapshot(view)
     }
 
     /// The loop handled events (its state may have changed since the
     /// snapshot `ps` answers from).
-    pub(super) fn touched(&mut self) {
+    pub(in crate::launcher) fn touched(&mut self) {
         self.dirty = true;
     }
 
     /// Once `ps` has asked: republish the snapshot if the loop's state may
     /// have changed, at most every [`REPUBLISH`].
-    pub(super) fn republish(&mut self, view: View<'_>) {
+    pub(in crate::launcher) fn republish(&mut self, view: View<'_>) {
         if self.publishing && self.dirty && self.last_published.elapsed() >= REPUBLISH {
             self.publish_snapshot(view);
         }
@@ -325,7 +329,7 @@ impl ToolsRt {
 
     /// Poll timeout the tools need (a pending republish, the fence-timeout
     /// check; `fence_timeout` is `--fence-timeout`).
-    pub(super) fn tick(&self, fence_timeout: Option<Duration>) -> Option<Duration> {
+    pub(in crate::launcher) fn tick(&self, fence_timeout: Option<Duration>) -> Option<Duration> {
         let republish = (self.publishing && self.dirty)
             .then(|| REPUBLISH.saturating_sub(self.last_published.elapsed()));
         let Some(limit) = fence_timeout else {
@@ -339,33 +343,7 @@ impl ToolsRt {
         Some(republish.map_or(check, |r| r.min(check)))
     }
 
-    /// The next thing a connection thread asked.
-    pub(super) fn next_query(&self) -> Option<Query> {
-        self.queries.try_recv().ok()
-    }
-
-    pub(super) fn launcher_info(&self, server: &Server, jobs: &Jobs) -> LauncherInfo {
-        LauncherInfo {
-            pid: std::process::id(),
-            command: self.command.clone(),
-            age_seconds: self.started.elapsed().as_secs_f64(),
-            jobs: (0..jobs.len())
-                .filter(|&j| jobs.live(j) > 0)
-                .map(|j| {
-                    let st = server.job_status(j);
-                    JobBrief {
-                        id: st.id,
-                        size: st.size,
-                        live: jobs.live(j),
-                        held: st.holding,
-                    }
-                })
-                .collect(),
-        }
-    }
-
-    /// Every job whose ranks are not all reaped.
-    pub(super) fn snapshot(&self, view: View<'_>) -> Snapshot {
+    pub(in crate::launcher) fn snapshot(&self, view: View<'_>) -> Snapshot {
         Snapshot {
             launcher_pid: std::process::id(),
             command: self.command.clone(),
@@ -377,7 +355,7 @@ impl ToolsRt {
         }
     }
 
-    pub(super) fn job_snap(&self, job: JobIdx, view: View<'_>) -> JobSnap {
+    pub(in crate::launcher) fn job_snap(&self, job: JobIdx, view: View<'_>) -> JobSnap {
         let status = view.server.job_status(job);
         let created = self.created.get(job).map_or(0, |&t| instant_ns(t));
         let mut procs: Vec<ProcSnap> = (0..status.size)
@@ -415,7 +393,7 @@ impl ToolsRt {
         }
         for (rank, cause) in view.server.dead_ranks(job) {
             if let Some(slot) = procs.get_mut(rank as usize) {
-                slot.death = Some(super::deaths::death_text(cause));
+                slot.death = Some(crate::launcher::deaths::death_text(cause));
             }
         }
         let sock_since_ns = status.ranks.iter().map(|r| instant_ns(r.since)).collect();
@@ -427,36 +405,13 @@ impl ToolsRt {
         }
     }
 
-    /// The jobs `fastpmi release` releases the held ranks of: `job` (an
-    /// id), or every one of the `jobs` created so far (then later jobs are
-    /// not held either).
-    pub(super) fn release_targets(
-        &mut self,
-        job: Option<&str>,
-        server: &Server,
-        jobs: usize,
-    ) -> Result<Vec<JobIdx>, ReleaseError> {
-        match job {
-            None => {
-                self.hold_new_jobs = false;
-                Ok((0..jobs).collect())
-            }
-            Some(id) => {
-                let j = (0..jobs)
-                    .find(|&j| server.job_id(j) == id)
-                    .ok_or_else(|| ReleaseError::NoJob(id.to_string()))?;
-                Ok(vec![j])
-            }
-        }
-    }
-
     /// Once every rank of the first job has started: the MPIR proc table
     /// and `MPIR_Breakpoint`; then once every rank of each spawned job has
     /// started, its ranks appended and `MPIR_Breakpoint` again. A debugger
     /// that set `MPIR_being_debugged` has continued when it returns: with
     /// `stop_in_init`, the job returned, whose ranks held in init must go
     /// on (then call again, for the jobs after it).
-    pub(super) fn mpir_all_started(
+    pub(in crate::launcher) fn mpir_all_started(
         &mut self,
         jobs: usize,
         starter: &Starter,
@@ -502,7 +457,7 @@ impl ToolsRt {
     }
 
     /// SIGUSR1: the report of every running job on stderr; nothing changes.
-    pub(super) fn print_report(&self, view: View<'_>) {
+    pub(in crate::launcher) fn print_report(&self, view: View<'_>) {
         let snap = self.snapshot(view);
         let mut out = String::new();
         for js in &snap.jobs {
@@ -515,7 +470,11 @@ impl ToolsRt {
     }
 
     /// `--verbose`: the report of `job` at the moment it fails.
-    pub(super) fn failure_detail(&self, job: JobIdx, view: View<'_>) -> Option<String> {
+    pub(in crate::launcher) fn failure_detail(
+        &self,
+        job: JobIdx,
+        view: View<'_>,
+    ) -> Option<String> {
         if !view.cfg.verbose || job >= view.jobs.len() {
             return None;
         }
@@ -523,7 +482,7 @@ impl ToolsRt {
     }
 
     /// The launcher is exiting (with `failed`, a failure): tell a debugger.
-    pub(super) fn exit(&mut self, failed: Option<&str>) {
+    pub(in crate::launcher) fn exit(&mut self, failed: Option<&str>) {
         if let Some(why) = failed {
             if self.mpir_jobs > 0 {
                 mpir::aborting(why);
@@ -531,36 +490,4 @@ impl ToolsRt {
         }
         self.close();
     }
-}
-
-/// `fastpmi checkpoint`: ask the ranks of `job` (an id), or of every job
-/// still running, for a checkpoint on their out-of-band channels.
-pub(super) fn checkpoint(
-    job: Option<&str>,
-    server: &mut Server,
-    events: &mut Vec<Event>,
-    jobs: &Jobs,
-) -> Result<Vec<CheckpointSent>, CheckpointRefused> {
-    let ids: Vec<String> = match job {
-        Some(id) => vec![id.to_string()],
-        None => (0..jobs.len())
-            .filter(|&j| !jobs.torn_down(j) && !server.job_failed(j))
-            .map(|j| server.job_id(j).to_string())
-            .collect(),
-    };
-    if ids.is_empty() {
-        return Err(CheckpointRefused::NoRunningJob);
-    }
-    let mut sent = Vec::new();
-    for id in ids {
-        let r = server.checkpoint(&id, events)?;
-        tracing::debug!(job = %id, "checkpoint {} sent to {} of {} ranks", r.seq, r.ranks, r.size);
-        sent.push(CheckpointSent {
-            job: id,
-            seq: r.seq,
-            ranks: r.ranks,
-            size: r.size,
-        });
-    }
-    Ok(sent)
 }
