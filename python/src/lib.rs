@@ -337,6 +337,8 @@ impl Pmi {
 
 #[pymodule]
 fn _fastpmi(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // As the C libraries: warnings and errors, or what FASTPMI_LOG says.
+    fastpmi_client::logging::init(fastpmi_client::logging::Unset::Warnings);
     m.add_class::<Pmi>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
