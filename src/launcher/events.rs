@@ -14,7 +14,7 @@ use mio::Token;
 use rustix::process::Signal;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
-use super::jobs::{self, SpawnedBy};
+use super::jobs::create::{self as jobs, SpawnedBy};
 use super::pmix::dispatch::Reaction;
 use super::pmix::register::Registration;
 use super::spawn::{self, PmixAnswer};

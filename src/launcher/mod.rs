@@ -225,11 +225,11 @@ pub fn run(cfg: &LaunchConfig) -> i32 {
             code
         }
         // Shell convention for a program that cannot be found or run.
-        Err(e @ (jobs::LaunchError::Wdir(_) | jobs::LaunchError::Program(_))) => {
+        Err(e @ (jobs::create::LaunchError::Wdir(_) | jobs::create::LaunchError::Program(_))) => {
             crate::errln!("fastpmi: {e}");
             127
         }
-        Err(e @ jobs::LaunchError::Io(_)) => {
+        Err(e @ jobs::create::LaunchError::Io(_)) => {
             crate::errln!("fastpmi: {e}");
             1
         }
@@ -298,8 +298,8 @@ impl Launcher {
     }
 
     /// Create the first job and queue its ranks.
-    fn launch(&mut self) -> Result<(), jobs::LaunchError> {
-        let (plans, jobid, universe) = jobs::first_job(&self.cfg, self.nest.as_ref())?;
+    fn launch(&mut self) -> Result<(), jobs::create::LaunchError> {
+        let (plans, jobid, universe) = jobs::create::first_job(&self.cfg, self.nest.as_ref())?;
         let job = self.create_job(jobid, plans, universe, None)?;
         timeline::step("first job created");
         self.server

@@ -10,7 +10,8 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::jobs::{Jobs, SpawnedBy};
+use super::jobs::create::SpawnedBy;
+use super::jobs::Jobs;
 use super::os;
 use super::starting::{AppPlan, Starter};
 use super::supervise::Procs;

@@ -1,201 +1,34 @@
-//! Creating a job (store, segment, watchers, port listener, server entry)
-//! and queueing its ranks (started in [`super::starting`]). [`Jobs`] owns
-//! the launcher's side of each job; [`NewJob`] carries one being created
-//! from step to step.
+//! Creating a job: its store and segment, its server entry and node
+//! server, its binding, port and Intel MPI hints, and its ranks' queue
+//! entries, one step after the other ([`NewJob`]).
 
 use std::ffi::OsString;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::binding::Binding;
-use super::conn::Conns;
-use super::impi::JobHints;
-use super::nest::Nest;
-use super::os;
-use super::singletons;
-use super::starting::{
-    AppPlan, JobView, PendingRank, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK,
+use crate::config::{LaunchConfig, Personality};
+use crate::launcher::binding::Binding;
+use crate::launcher::conn::Conns;
+use crate::launcher::impi::JobHints;
+use crate::launcher::nest::Nest;
+use crate::launcher::os;
+use crate::launcher::singletons;
+use crate::launcher::starting::{
+    AppPlan, PendingRank, OOB_FD_IN_RANK, PARENT_SEGMENT_FD_IN_RANK, PMI_FD_IN_RANK,
     SEGMENT_FD_IN_RANK,
 };
-use super::watch::{self, FenceWatcher};
-use crate::config::{LaunchConfig, Personality};
 use fastpmi_codec::names::{self, attr, parent_segment, pool};
 use fastpmi_segment::{JobSegment, MemPool};
 use fastpmi_server::place::NodePlace;
 use fastpmi_server::store::{MemStore, ShmStore, Store};
 use fastpmi_server::{JobIdx, JobSpec, Server};
 
-/// A new job's store and, when it has one, its segment.
-type JobStore = (Box<dyn Store>, Option<Arc<JobSegment>>);
-
-/// What the launcher keeps of each job besides the server's protocol state
-/// (same index as the server's job table).
-struct JobRt {
-    /// The job segment (None: socket-only job, or the job has ended).
-    segment: Option<Arc<JobSegment>>,
-    /// A spawned job's parent's segment, handed to its ranks.
-    parent_segment: Option<Arc<JobSegment>>,
-    /// The fence watcher (stopped with the job).
-    fence_watcher: Option<FenceWatcher>,
-    /// The watcher threads were started (see [`Jobs::watch`]).
-    watched: bool,
-    /// Tells this job's watcher threads to exit.
-    stop: Arc<AtomicBool>,
-    /// Ranks not reaped yet (started or pending).
-    live: u32,
-    /// Its ranks were sent SIGTERM because the job failed.
-    torn_down: bool,
-}
-
-/// The launcher's side of its jobs (first and spawned): their segments and
-/// watcher threads, how many of their ranks live, whether they were torn
-/// down, and the shared-memory counts of those that have ended.
-pub(super) struct Jobs {
-    jobs: Vec<JobRt>,
-    /// Shared-memory operation counts of jobs whose segment is gone.
-    shm_stats_done: shm_layout::RankStats,
-    /// Decoy segment with an unknown stamp (`Knobs::advertise_foreign_segment`).
-    foreign: Option<fastpmi_segment::Mapping>,
-}
+use super::{JobStore, Jobs};
 
 impl Jobs {
-    pub(super) fn new() -> Jobs {
-        Jobs {
-            jobs: Vec::new(),
-            shm_stats_done: Default::default(),
-            foreign: None,
-        }
-    }
-
-    /// Jobs created so far (job indexes are `0..len`).
-    pub(super) fn len(&self) -> usize {
-        self.jobs.len()
-    }
-
-    /// A new job of `size` ranks with its segments; returns its index.
-    fn add(
-        &mut self,
-        segment: Option<Arc<JobSegment>>,
-        parent_segment: Option<Arc<JobSegment>>,
-        size: u32,
-    ) -> JobIdx {
-        self.jobs.push(JobRt {
-            segment,
-            parent_segment,
-            fence_watcher: None,
-            watched: false,
-            stop: Arc::new(AtomicBool::new(false)),
-            live: size,
-            torn_down: false,
-        });
-        self.jobs.len() - 1
-    }
-
-    pub(super) fn segment(&self, job: JobIdx) -> Option<&Arc<JobSegment>> {
-        self.jobs.get(job)?.segment.as_ref()
-    }
-
-    pub(super) fn parent_segment(&self, job: JobIdx) -> Option<&Arc<JobSegment>> {
-        self.jobs.get(job)?.parent_segment.as_ref()
-    }
-
-    /// The descriptor of the decoy segment handed to ranks instead of
-    /// their job's, when there is one.
-    pub(super) fn foreign_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.foreign.as_ref().and_then(|m| m.fd())
-    }
-
-    /// Ranks of `job` not reaped yet (0: the job has ended).
-    pub(super) fn live(&self, job: JobIdx) -> u32 {
-        self.jobs[job].live
-    }
-
-    pub(super) fn torn_down(&self, job: JobIdx) -> bool {
-        self.jobs[job].torn_down
-    }
-
-    /// What starting a rank of `job` reads of it.
-    pub(super) fn view(&self, job: JobIdx) -> JobView<'_> {
-        JobView {
-            segment: self.segment(job),
-            parent_segment: self.parent_segment(job),
-            foreign_fd: self.foreign_fd(),
-            torn_down: self.torn_down(job),
-        }
-    }
-
-    pub(super) fn tear_down(&mut self, job: JobIdx) {
-        self.jobs[job].torn_down = true;
-    }
-
-    pub(super) fn tear_down_all(&mut self) {
-        for j in &mut self.jobs {
-            j.torn_down = true;
-        }
-    }
-
-    /// A rank of `job` was reaped or will never start; true when it was
-    /// the last: then the job's watchers stop and its segments go.
-    pub(super) fn rank_gone(&mut self, job: JobIdx) -> bool {
-        let j = &mut self.jobs[job];
-        j.live = j.live.saturating_sub(1);
-        if j.live > 0 {
-            return false;
-        }
-        j.stop.store(true, Ordering::Relaxed);
-        j.fence_watcher = None;
-        j.parent_segment = None;
-        if let Some(seg) = j.segment.take() {
-            add_stats(&mut self.shm_stats_done, &seg);
-        }
-        true
-    }
-
-    /// The launcher is exiting: every watcher thread stops.
-    pub(super) fn stop_all(&self) {
-        for j in &self.jobs {
-            j.stop.store(true, Ordering::Relaxed);
-        }
-    }
-
-    /// Shared-memory operation counts of every job, ended or not.
-    pub(super) fn shm_stats(&self) -> shm_layout::RankStats {
-        let mut shm = self.shm_stats_done;
-        for seg in self.jobs.iter().filter_map(|j| j.segment.as_ref()) {
-            add_stats(&mut shm, seg);
-        }
-        shm
-    }
-
-    /// The fence watcher of `job`, its watcher threads started now if they
-    /// were not ([`watch::start`]; only a job with a segment has them).
-    /// They are started when a socket rank first waits: until then nothing
-    /// needs the loop woken, and a job that never has one (every job of
-    /// fastpmi's own libraries) runs two threads fewer.
-    pub(super) fn watch(&mut self, job: JobIdx, waker: &Arc<mio::Waker>) -> Option<&FenceWatcher> {
-        let j = self.jobs.get_mut(job)?;
-        if !j.watched && j.live > 0 {
-            j.watched = true;
-            j.fence_watcher = j
-                .segment
-                .as_ref()
-                .and_then(|s| watch::start(s, &j.stop, waker));
-        }
-        j.fence_watcher.as_ref()
-    }
-
-    /// The fence watcher of each job that has one.
-    pub(super) fn fence_watchers(&self) -> impl Iterator<Item = (JobIdx, &FenceWatcher)> {
-        self.jobs
-            .iter()
-            .enumerate()
-            .filter_map(|(job, j)| Some((job, j.fence_watcher.as_ref()?)))
-    }
-
     /// The store of a new job: its segment when one is configured, with the
     /// node attributes that tell clients how to map it.
     fn new_store(
@@ -302,19 +135,9 @@ impl Jobs {
     }
 }
 
-fn add_stats(sum: &mut shm_layout::RankStats, seg: &JobSegment) {
-    for r in seg.seg().ranks() {
-        let st = r.stats();
-        sum.puts += st.puts;
-        sum.gets += st.gets;
-        sum.fences += st.fences;
-        sum.node_attr_ops += st.node_attr_ops;
-    }
-}
-
 /// Why the first job cannot be launched.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum LaunchError {
+pub(in crate::launcher) enum LaunchError {
     #[error("-wdir {}: not a directory", .0.display())]
     Wdir(PathBuf),
     #[error(transparent)]
@@ -326,7 +149,7 @@ pub(super) enum LaunchError {
 /// The applications of the first job, their programs resolved (one clear
 /// error instead of one per rank), its id and universe size: a node
 /// server's ranks are part of the outer job, under its id.
-pub(super) fn first_job(
+pub(in crate::launcher) fn first_job(
     cfg: &LaunchConfig,
     nest: Option<&Nest>,
 ) -> Result<(Vec<AppPlan>, String, u32), LaunchError> {
@@ -354,7 +177,7 @@ pub(super) fn first_job(
             fault_tolerant: cfg.fault_tolerant,
         });
     }
-    super::timeline::step("programs resolved");
+    crate::launcher::timeline::step("programs resolved");
     let (jobid, universe) = match nest {
         Some(n) => (n.jobid.clone(), n.place.total),
         None => (
@@ -366,7 +189,7 @@ pub(super) fn first_job(
 }
 
 /// What creating a job's server entry reaches of the other parts.
-pub(super) struct Entry<'a> {
+pub(in crate::launcher) struct Entry<'a> {
     pub cfg: &'a LaunchConfig,
     pub server: &'a mut Server,
     /// Nested mode: the first job is part of the outer one.
@@ -376,8 +199,8 @@ pub(super) struct Entry<'a> {
 
 /// A job being created (first or spawned), from its server entry until
 /// its ranks are queued: what each step leaves the next.
-pub(super) struct NewJob {
-    pub(super) job: JobIdx,
+pub(in crate::launcher) struct NewJob {
+    pub(in crate::launcher) job: JobIdx,
     id: String,
     size: u32,
     spawned_by: Option<SpawnedBy>,
@@ -399,7 +222,7 @@ pub(super) struct NewJob {
 }
 
 /// One application of a [`NewJob`], its ranks to queue.
-pub(super) struct NewApp {
+pub(in crate::launcher) struct NewApp {
     app: Arc<AppPlan>,
     appnum: usize,
     ranks: Range<u32>,
@@ -409,12 +232,12 @@ pub(super) struct NewApp {
 
 impl NewApp {
     /// Its ranks are PMIx clients (their environment is PMIx's).
-    pub(super) fn pmix(&self) -> bool {
+    pub(in crate::launcher) fn pmix(&self) -> bool {
         self.app.pmix
     }
 
     /// Its ranks' numbers in their job.
-    pub(super) fn ranks(&self) -> Range<u32> {
+    pub(in crate::launcher) fn ranks(&self) -> Range<u32> {
         self.ranks.clone()
     }
 }
@@ -423,7 +246,7 @@ impl Jobs {
     /// The first steps of creating a job (first or spawned) of `apps`: its
     /// store and segment, and its entry in the server's job table. `held`:
     /// its ranks are held in init (`--stop-in-init`).
-    pub(super) fn create(
+    pub(in crate::launcher) fn create(
         &mut self,
         to: Entry<'_>,
         id: String,
@@ -486,7 +309,12 @@ impl Jobs {
     }
 
     /// The launcher's side of `new`, and its ranks' binding.
-    pub(super) fn settle(&mut self, new: &mut NewJob, binding: &mut Binding, cfg: &LaunchConfig) {
+    pub(in crate::launcher) fn settle(
+        &mut self,
+        new: &mut NewJob,
+        binding: &mut Binding,
+        cfg: &LaunchConfig,
+    ) {
         let added = self.add(new.segment.take(), new.parent_segment.take(), new.size);
         debug_assert_eq!(new.job, added);
         binding.assign(new.job, new.size, new.spawned_by.map(|s| (s.job, s.rank)));
@@ -513,7 +341,7 @@ impl Jobs {
 impl NewJob {
     /// Port mode: listen for its ranks, with a secret for the
     /// challenge-response; and Intel MPI's hints for them.
-    pub(super) fn open(
+    pub(in crate::launcher) fn open(
         &mut self,
         conns: &mut Conns,
         server: &mut Server,
@@ -543,7 +371,7 @@ impl NewJob {
     /// Application `appnum` of the job, next in line: its ranks follow the
     /// previous application's. Its PMI ranks are watched for Open MPI's
     /// library.
-    pub(super) fn app(
+    pub(in crate::launcher) fn app(
         &mut self,
         appnum: usize,
         mut app: AppPlan,
@@ -573,7 +401,7 @@ impl NewJob {
 
     /// Rank `rank` of `app`, to queue, with its PMI variables added to
     /// `env` (a PMIx rank's: PMIx's own).
-    pub(super) fn rank(
+    pub(in crate::launcher) fn rank(
         &self,
         app: &NewApp,
         rank: u32,
@@ -623,7 +451,7 @@ impl NewJob {
     }
 
     /// Its ranks are queued: the job is created.
-    pub(super) fn queued(self) -> JobIdx {
+    pub(in crate::launcher) fn queued(self) -> JobIdx {
         tracing::debug!(ranks = self.size, job = %self.id, "starting ranks");
         self.job
     }
@@ -638,7 +466,7 @@ fn personality(
     program: &std::path::Path,
     env: &[(OsString, OsString)],
 ) -> (bool, Option<PathBuf>) {
-    use super::pmix::detect;
+    use crate::launcher::pmix::detect;
     let probe = || detect::probe(program, &app.args, app.wdir.as_deref(), env);
     let (pmix, links) = match app.personality {
         Personality::Pmi => return (false, None),
@@ -659,9 +487,9 @@ fn personality(
 /// binding slot last among equally loaded ones
 /// ([`super::placement::SlotLoad`]).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct SpawnedBy {
-    pub(super) job: JobIdx,
-    pub(super) rank: u32,
+pub(in crate::launcher) struct SpawnedBy {
+    pub(in crate::launcher) job: JobIdx,
+    pub(in crate::launcher) rank: u32,
 }
 
 /// What fastpmi's client needs to attach to the job segment at init with
