@@ -92,7 +92,7 @@ impl Deaths {
             self.doomed.push((i, Instant::now() + DEAD_GRACE));
         }
         // PMIx clients hear of it once the PMIx server let go of the dead
-        // client (`Launcher::pmix_rank_ended`).
+        // client (`PmixHost::rank_ended`).
     }
 
     /// SIGKILL to the ranks declared dead whose grace is over.

@@ -47,33 +47,6 @@ impl Launcher {
         }
     }
 
-    /// Point each job's fence watcher at the fence its socket ranks wait
-    /// in, starting a job's watchers when its socket ranks first wait for a
-    /// fence or a node attribute.
-    pub(super) fn update_watchers(&mut self) {
-        for job in 0..self.jobs.len() {
-            let gen = self.server.fence_wait_generation(job);
-            if gen.is_some() || self.server.waits_for_attr(job) {
-                if let Some(w) = self.jobs.watch(job, &self.waker) {
-                    w.point_at(gen);
-                }
-            }
-        }
-        for (job, w) in self.jobs.fence_watchers() {
-            if self.server.fence_wait_generation(job).is_none() {
-                w.point_at(None);
-            }
-        }
-    }
-
-    /// Answers of the shared name server, handed to the waiting ranks.
-    pub(super) fn name_replies(&mut self) {
-        let Some(n) = &self.names else { return };
-        for (id, result) in n.replies() {
-            self.server.name_reply(id, result, &mut self.events);
-        }
-    }
-
     /// Carry out what the server asked for.
     pub(super) fn apply_events(&mut self) {
         while !self.events.is_empty() {
@@ -132,7 +105,11 @@ impl Launcher {
                         self.procs.running_rank(job, rank),
                         signal,
                     ),
-                    Event::NameDone { token, result } => self.pmix_name_done(token, result),
+                    Event::NameDone { token, result } => {
+                        if let Some(host) = &mut self.pmix {
+                            host.name_done(token, result);
+                        }
+                    }
                     Event::OuterGet { id, key } => match &self.nest {
                         Some(n) => n.outer_get(id, key, &mut self.server, &mut self.events),
                         None => self.server.outer_get_reply(
@@ -326,50 +303,9 @@ impl Launcher {
         pmix::PmixHost::rank_env_in(slot, &mut self.server, job, rank, lib, &self.waker)
     }
 
-    // The other parts' news, handed on while a PMIx server runs.
-
-    pub(super) fn pmix_notify_failure(&self, jobs: &[JobIdx]) {
-        if let Some(host) = &self.pmix {
-            host.notify_failure(jobs, &self.server, &self.procs);
-        }
-    }
-
-    pub(super) fn pmix_rank_ended(&mut self, job: JobIdx, rank: u32) {
-        if let Some(host) = &mut self.pmix {
-            host.rank_ended(&self.server, job, rank);
-        }
-    }
-
-    pub(super) fn pmix_job_ended(&mut self, job: JobIdx) {
-        if let Some(host) = &mut self.pmix {
-            host.job_ended(&self.server, job);
-        }
-    }
-
     pub(super) fn pmix_end_ranks_and_jobs(&mut self) {
         if let Some(host) = &mut self.pmix {
             host.end_ranks_and_jobs(&self.server);
-        }
-    }
-
-    pub(super) fn pmix_name_done(&mut self, token: u64, result: fastpmi_server::NameResult) {
-        if let Some(host) = &mut self.pmix {
-            host.name_done(token, result);
-        }
-    }
-
-    pub(super) fn pmix_retry_lookups(&mut self) {
-        let Some(host) = &mut self.pmix else { return };
-        if host.retry_lookups(&mut self.server, &mut self.events) {
-            // With a shared name server the lookups are events to send
-            // now: the loop would otherwise sleep on them.
-            self.apply_events();
-        }
-    }
-
-    pub(super) fn pmix_record_due(&mut self) {
-        if let Some(host) = &mut self.pmix {
-            host.record_due(&self.server, &self.procs);
         }
     }
 }
@@ -446,7 +382,9 @@ impl Launcher {
         }
         self.server
             .rank_exited(job, rank, status.success(), &mut self.events);
-        self.pmix_rank_ended(job, rank);
+        if let Some(host) = &mut self.pmix {
+            host.rank_ended(&self.server, job, rank);
+        }
         self.rank_gone(job);
     }
 
@@ -495,7 +433,9 @@ impl Launcher {
     /// started yet, and arm the SIGKILL deadline.
     fn teardown_jobs(&mut self, jobs: &[JobIdx], sig: Signal) {
         // PMIx clients hear which rank ended first (their handlers run).
-        self.pmix_notify_failure(jobs);
+        if let Some(host) = &self.pmix {
+            host.notify_failure(jobs, &self.server, &self.procs);
+        }
         for &j in jobs {
             self.jobs.tear_down(j);
         }
@@ -514,7 +454,9 @@ impl Launcher {
         }
         self.binding.release(job);
         self.conns.unlisten(job);
-        self.pmix_job_ended(job);
+        if let Some(host) = &mut self.pmix {
+            host.job_ended(&self.server, job);
+        }
         tracing::debug!(job = %self.server.job_id(job), "job ended");
     }
 

@@ -442,7 +442,11 @@ impl Launcher {
             Woken::PmixUpcalls => self.pmix_upcalls(),
             Woken::Forks => self.forks_done(),
             Woken::Store => self.server.poll_store(&mut self.events),
-            Woken::Names => self.name_replies(),
+            Woken::Names => {
+                if let Some(n) = &self.names {
+                    n.hand_replies(&mut self.server, &mut self.events);
+                }
+            }
             Woken::Outer => {
                 if let Some(n) = &self.nest {
                     n.outer_replies(&mut self.server, &mut self.events);
@@ -471,7 +475,7 @@ impl Launcher {
                 }
                 self.apply_events();
             }
-            Due::Watchers => self.update_watchers(),
+            Due::Watchers => self.jobs.update_watchers(&self.server, &self.waker),
             Due::FenceTimeouts => self.check_fence_timeouts(),
             Due::StuckFences => {
                 if self.server.needs_stuck_check() {
@@ -491,10 +495,11 @@ impl Launcher {
                 }
             }
             Due::Pmix => {
-                self.pmix_retry_lookups();
-                self.pmix_record_due();
-                if self.pmix.as_ref().and_then(pmix::PmixHost::dead_tick) == Some(Duration::ZERO) {
-                    self.pmix_end_ranks_and_jobs();
+                let Some(host) = &mut self.pmix else { return };
+                if host.due(&mut self.server, &mut self.events, &self.procs) {
+                    // With a shared name server the lookups are events to
+                    // send now: the loop would otherwise sleep on them.
+                    self.apply_events();
                 }
             }
             Due::Singletons => self.singletons.check(&self.server, &self.procs),

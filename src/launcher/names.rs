@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::nameserver::Connection;
-use fastpmi_server::{NameError, NameOp, NameResult};
+use fastpmi_server::{Event, NameError, NameOp, NameResult, Server};
 
 /// How long one name-server call may take before it fails.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,8 +50,12 @@ impl NameClient {
         let _ = self.tx.send((id, owner, op));
     }
 
-    pub fn replies(&self) -> Vec<(u64, NameResult)> {
-        std::mem::take(&mut *self.replies.lock().unwrap_or_else(|e| e.into_inner()))
+    /// Hand the name server's answers to the ranks waiting for them.
+    pub fn hand_replies(&self, server: &mut Server, events: &mut Vec<Event>) {
+        let replies = std::mem::take(&mut *self.replies.lock().unwrap_or_else(|e| e.into_inner()));
+        for (id, result) in replies {
+            server.name_reply(id, result, events);
+        }
     }
 }
 

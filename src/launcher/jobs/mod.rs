@@ -9,7 +9,7 @@ use crate::launcher::starting::JobView;
 use crate::launcher::watch::{self, FenceWatcher};
 use fastpmi_segment::JobSegment;
 use fastpmi_server::store::Store;
-use fastpmi_server::JobIdx;
+use fastpmi_server::{JobIdx, Server};
 
 pub(in crate::launcher) mod create;
 
@@ -188,5 +188,30 @@ fn add_stats(sum: &mut shm_layout::RankStats, seg: &JobSegment) {
         sum.gets += st.gets;
         sum.fences += st.fences;
         sum.node_attr_ops += st.node_attr_ops;
+    }
+}
+
+impl Jobs {
+    /// Point each job's fence watcher at the fence its socket ranks wait
+    /// in, starting a job's watchers when its socket ranks first wait for a
+    /// fence or a node attribute.
+    pub(in crate::launcher) fn update_watchers(
+        &mut self,
+        server: &Server,
+        waker: &Arc<mio::Waker>,
+    ) {
+        for job in 0..self.len() {
+            let gen = server.fence_wait_generation(job);
+            if gen.is_some() || server.waits_for_attr(job) {
+                if let Some(w) = self.watch(job, waker) {
+                    w.point_at(gen);
+                }
+            }
+        }
+        for (job, w) in self.fence_watchers() {
+            if server.fence_wait_generation(job).is_none() {
+                w.point_at(None);
+            }
+        }
     }
 }

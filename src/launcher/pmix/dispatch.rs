@@ -64,13 +64,21 @@ impl PmixHost {
         self.names.done(token, result);
     }
 
-    /// Ask the lookups waiting for names again, when due; whether they
-    /// were (their operations may be `events` to send at once).
-    pub(in crate::launcher) fn retry_lookups(
+    /// What is due after a pass of the event loop: the lookups waiting
+    /// for names asked again, the clients' files recorded, dead ranks let
+    /// go. Whether lookups were asked again (their operations may be
+    /// `events` to send at once).
+    pub(in crate::launcher) fn due(
         &mut self,
         server: &mut Server,
         events: &mut Vec<Event>,
+        procs: &Procs,
     ) -> bool {
-        self.names.retry(server, events)
+        let retried = self.names.retry(server, events);
+        self.record_due(server, procs);
+        if self.dead_tick() == Some(Duration::ZERO) {
+            self.end_ranks_and_jobs(server);
+        }
+        retried
     }
 }
