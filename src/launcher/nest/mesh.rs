@@ -16,7 +16,8 @@
 //!   death.
 //!
 //! A connection that ends without `bye` is the death of every rank of its
-//! node server (they die with it: `PR_SET_PDEATHSIG`).
+//! node server (they die with it: `PR_SET_PDEATHSIG`). The lines' form is
+//! [`super::lines`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Read, Write};
@@ -27,10 +28,10 @@ use std::time::{Duration, Instant};
 use fastpmi_server::deaths::DeathCause;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
-use sha2::{Digest, Sha256};
 
 use super::agreement::Agreement;
 use super::door::{Card, Door};
+use super::lines::{died_line, parse_line, same_token, Line};
 
 const DOOR: Token = Token(0);
 const WAKE: Token = Token(1);
@@ -153,54 +154,6 @@ impl Mesh {
     pub(super) fn heard(&self) -> Vec<Heard> {
         std::mem::take(&mut *self.heard.lock().unwrap_or_else(|p| p.into_inner()))
     }
-}
-
-fn died_line(rank: u32, cause: DeathCause) -> String {
-    let (kind, code) = match cause {
-        DeathCause::Exited(c) => ("exited", c),
-        DeathCause::Signaled(s) => ("signaled", s),
-        DeathCause::Aborted(c) => ("aborted", c),
-        DeathCause::ConnectionLost => ("lost", 0),
-        DeathCause::NodeLost => ("node", 0),
-    };
-    format!("died {rank} {kind} {code}")
-}
-
-/// One line from an established peer.
-#[derive(Debug, PartialEq, Eq)]
-enum Line {
-    Died { rank: u32, cause: DeathCause },
-    Stop(u64),
-    Bye,
-}
-
-fn parse_line(l: &str) -> Option<Line> {
-    let w: Vec<&str> = l.split(' ').collect();
-    match w.as_slice() {
-        ["died", rank, kind, code] => {
-            let code: i32 = code.parse().ok()?;
-            let cause = match *kind {
-                "exited" => DeathCause::Exited(code),
-                "signaled" => DeathCause::Signaled(code),
-                "aborted" => DeathCause::Aborted(code),
-                "lost" => DeathCause::ConnectionLost,
-                "node" => DeathCause::NodeLost,
-                _ => return None,
-            };
-            Some(Line::Died {
-                rank: rank.parse().ok()?,
-                cause,
-            })
-        }
-        ["stop", round] => Some(Line::Stop(round.parse().ok()?)),
-        ["bye"] => Some(Line::Bye),
-        _ => None,
-    }
-}
-
-fn same_token(a: &str, b: &str) -> bool {
-    // Compared as digests: how long a prefix matched tells nothing.
-    Sha256::digest(a.as_bytes()) == Sha256::digest(b.as_bytes())
 }
 
 struct Peer {
@@ -544,34 +497,6 @@ impl Thread {
 mod tests {
     use super::*;
     use std::net::{IpAddr, Ipv4Addr};
-
-    #[test]
-    fn lines_round_trip_and_garbage_is_refused() {
-        for c in [
-            DeathCause::Exited(3),
-            DeathCause::Signaled(9),
-            DeathCause::Aborted(-1),
-            DeathCause::ConnectionLost,
-            DeathCause::NodeLost,
-        ] {
-            assert_eq!(
-                parse_line(&died_line(17, c)),
-                Some(Line::Died { rank: 17, cause: c })
-            );
-        }
-        assert_eq!(parse_line("stop 4"), Some(Line::Stop(4)));
-        assert_eq!(parse_line("bye"), Some(Line::Bye));
-        for bad in [
-            "",
-            "died",
-            "died x exited 1",
-            "died 1 eaten 1",
-            "stop -1",
-            "bye now",
-        ] {
-            assert_eq!(parse_line(bad), None, "{bad:?}");
-        }
-    }
 
     /// Two meshes on this host: a death said by one is heard by the other,
     /// a stranger with the wrong token is refused, and an end without bye

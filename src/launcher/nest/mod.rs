@@ -15,6 +15,7 @@
 mod agreement;
 mod door;
 mod exchange;
+mod lines;
 mod mesh;
 mod trade;
 
