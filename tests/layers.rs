@@ -610,3 +610,58 @@ fn the_file_graph_sees_use_groups_super_paths_and_child_modules() {
         .collect();
     assert!(find_cycle(&g).is_some());
 }
+
+/// The error type of each `Result<T, E>` written in `code`.
+fn result_errors(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("Result<") {
+        rest = &rest[i + "Result<".len()..];
+        let (mut depth, mut comma) = (0i32, None);
+        for (j, c) in rest.char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                ')' | ']' => depth -= 1,
+                '>' if depth == 0 => {
+                    if let Some(k) = comma {
+                        out.push(rest[k + 1..j].trim().to_string());
+                    }
+                    break;
+                }
+                '>' => depth -= 1,
+                ',' if depth == 0 => comma = Some(j),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn library_code_has_typed_errors_not_strings() {
+    assert_eq!(
+        result_errors("fn f() -> Result<Vec<(u8, u8)>, String> {} fn g() -> io::Result<()>"),
+        ["String"]
+    );
+    for dir in CRATE_SOURCES {
+        let mut files = Vec::new();
+        rs_files(&root().join(dir), &mut files);
+        for f in files {
+            let mut code = code_of(&f);
+            // Tests may use strings.
+            if let Some(i) = code.find("#[cfg(test)]\nmod ") {
+                code.truncate(i);
+            }
+            let name = f.strip_prefix(root()).unwrap().display().to_string();
+            if name.starts_with("bench/") || name.contains("/tests") {
+                continue;
+            }
+            for e in result_errors(&code) {
+                assert!(
+                    e != "String" && e != "&str" && e != "&'static str",
+                    "{name}: Result<_, {e}>: library code returns typed errors"
+                );
+            }
+        }
+    }
+}

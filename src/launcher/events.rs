@@ -542,7 +542,7 @@ impl Launcher {
         };
         let mut new = match spawn::plan_job(&at, parent, rank, req, pmix, errors) {
             Ok(new) => new,
-            Err(msg) => return failed(msg),
+            Err(e) => return failed(e.to_string()),
         };
         let plans = std::mem::take(&mut new.plans);
         let job = match self.create_job(new.jobid.clone(), plans, new.universe, Some(new.by)) {
@@ -551,9 +551,9 @@ impl Launcher {
         };
         match spawn::fill_job(&mut self.server, job, req, new) {
             Ok(outcome) => (outcome, Some(job)),
-            Err(msg) => {
+            Err(e) => {
                 self.abandon_job(job);
-                failed(msg)
+                failed(e.to_string())
             }
         }
     }

@@ -62,6 +62,23 @@ pub(super) struct NewJob {
     pub errcodes: Vec<i32>,
 }
 
+/// Why a spawn starts no job.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum SpawnRefused {
+    #[error("the launcher is shutting down")]
+    ShuttingDown,
+    #[error("{total} more processes would exceed {LIVE_RANKS_MAX} live ranks ({live} now)")]
+    TooManyRanks { total: usize, live: usize },
+    /// Every command failed (each said in `errors`).
+    #[error("{}", .0.join("; "))]
+    NoCommandRuns(Vec<String>),
+    #[error("pre-put {key}: {source}")]
+    Preput {
+        key: String,
+        source: fastpmi_server::store::StoreError,
+    },
+}
+
 /// Check spawn request `req` by `rank` of `parent` and plan its job
 /// (`pmix`: of PMIx ranks). A command that cannot run gets a line in
 /// `errors` and error codes; when nothing can start, why.
@@ -72,16 +89,14 @@ pub(super) fn plan_job(
     req: &SpawnRequest,
     pmix: bool,
     errors: &mut Vec<String>,
-) -> Result<NewJob, String> {
+) -> Result<NewJob, SpawnRefused> {
     if at.procs.interrupted().is_some() || at.jobs.torn_down(parent) {
-        return Err("the launcher is shutting down".into());
+        return Err(SpawnRefused::ShuttingDown);
     }
     let live = at.procs.running() + at.starter.queued();
     let total = req.total_procs() as usize;
     if live + total > LIVE_RANKS_MAX {
-        return Err(format!(
-            "{total} more processes would exceed {LIVE_RANKS_MAX} live ranks ({live} now)"
-        ));
+        return Err(SpawnRefused::TooManyRanks { total, live });
     }
     let mut plans = Vec::with_capacity(req.cmds.len());
     let mut errcodes = Vec::with_capacity(total);
@@ -125,7 +140,7 @@ pub(super) fn plan_job(
         }
     }
     if errors.len() == req.cmds.len() {
-        return Err(errors.join("; "));
+        return Err(SpawnRefused::NoCommandRuns(errors.clone()));
     }
     let n = at.server.job_count();
     Ok(NewJob {
@@ -145,11 +160,14 @@ pub(super) fn fill_job(
     job: JobIdx,
     req: &SpawnRequest,
     new: NewJob,
-) -> Result<SpawnOutcome, String> {
+) -> Result<SpawnOutcome, SpawnRefused> {
     for (k, v) in &req.preput {
-        if let Err(e) = server.preput(job, k.as_bytes(), v.as_bytes()) {
-            return Err(format!("pre-put {k}: {e}"));
-        }
+        server
+            .preput(job, k.as_bytes(), v.as_bytes())
+            .map_err(|source| SpawnRefused::Preput {
+                key: k.clone(),
+                source,
+            })?;
     }
     let NewJob {
         jobid,
