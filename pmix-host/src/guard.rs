@@ -41,7 +41,7 @@ fn crashes_on_attributes(version: &str) -> bool {
     major.is_some_and(|m| m < 5)
 }
 
-/// `PMIX_QUERY_ATTRIBUTE_SUPPORT`.
+/// [`crate::keys::PMIX_QUERY_ATTRIBUTE_SUPPORT`], as a C string.
 const ATTRIBUTE_SUPPORT: &CStr = c"pmix.qry.attrs";
 
 /// See the module docs. Named as the library's, so that the dynamic
@@ -82,6 +82,14 @@ pub unsafe extern "C" fn PMIx_Query_info_nb(
 #[cfg(test)]
 mod tests {
     use super::crashes_on_attributes;
+
+    #[test]
+    fn the_attribute_support_key_is_the_tables() {
+        assert_eq!(
+            super::ATTRIBUTE_SUPPORT.to_str(),
+            Ok(crate::keys::PMIX_QUERY_ATTRIBUTE_SUPPORT)
+        );
+    }
 
     #[test]
     fn only_openpmix_4_is_guarded() {

@@ -26,6 +26,7 @@ mod done;
 mod error;
 mod families;
 mod guard;
+pub mod keys;
 mod requests;
 mod server;
 mod upcalls;

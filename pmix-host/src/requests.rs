@@ -87,7 +87,7 @@ pub(crate) unsafe extern "C" fn up_tool_connected(
     let me = rustix::process::geteuid().as_raw();
     let uid = infos
         .iter()
-        .find(|i| key_text(&i.key) == "pmix.euid" && i.value.type_ == ty::UINT32)
+        .find(|i| key_text(&i.key) == crate::keys::PMIX_USERID && i.value.type_ == ty::UINT32)
         // SAFETY: a uint32 value, as its type says.
         .map(|i| unsafe { i.value.data.uint32 });
     let Some(cb) = cb else { return };
@@ -145,7 +145,7 @@ pub(crate) unsafe extern "C" fn up_group(
         _ => return PMIX_ERR_BAD_PARAM,
     };
     let ctxid = dirs.iter().any(|i| {
-        key_text(&i.key) == "pmix.grp.actxid"
+        key_text(&i.key) == crate::keys::PMIX_GROUP_ASSIGN_CONTEXT_ID
             && i.value.type_ == ty::BOOL
             // SAFETY: a bool value, as its type says.
             && unsafe { i.value.data.flag }
@@ -153,14 +153,17 @@ pub(crate) unsafe extern "C" fn up_group(
     // PMIX_GROUP_NOTIFY_TERMINATION: the members want an event when one of
     // them dies (the library keeps no membership: the host sends it).
     let notify_termination = dirs.iter().any(|i| {
-        key_text(&i.key) == "pmix.grp.notterm"
+        key_text(&i.key) == crate::keys::PMIX_GROUP_NOTIFY_TERMINATION
             && i.value.type_ == ty::BOOL
             // SAFETY: a bool value, as its type says.
             && unsafe { i.value.data.flag }
     });
     let endpoints = dirs
         .iter()
-        .find(|i| key_text(&i.key) == "pmix.grp.endpt" && i.value.type_ == ty::BYTE_OBJECT)
+        .find(|i| {
+            key_text(&i.key) == crate::keys::PMIX_GROUP_ENDPT_DATA
+                && i.value.type_ == ty::BYTE_OBJECT
+        })
         .map(|i| {
             // SAFETY: a byte object, as its type says: `size` bytes at
             // `bytes` (or none), valid for the call.
@@ -256,7 +259,7 @@ unsafe fn wdir_of(info: *const Info, n: usize) -> Option<String> {
     let infos = unsafe { std::slice::from_raw_parts(info, n) };
     infos
         .iter()
-        .find(|i| key_text(&i.key) == "pmix.wdir" && i.value.type_ == ty::STRING)
+        .find(|i| key_text(&i.key) == crate::keys::PMIX_WDIR && i.value.type_ == ty::STRING)
         // SAFETY: a string value, NUL-terminated or NULL.
         .and_then(|i| unsafe { opt_string(i.value.data.string) })
 }

@@ -302,9 +302,9 @@ impl Server {
         module[SLOT_JOB_CONTROL] = up_job_control as *const () as usize;
         let mut infos = InfoList::default();
         let dir = tmpdir.to_string_lossy();
-        infos.string("pmix.srvr.tmpdir", &dir)?;
-        infos.string("pmix.sys.tmpdir", &dir)?;
-        infos.flag("pmix.srvr.tool", true);
+        infos.string(crate::keys::PMIX_SERVER_TMPDIR, &dir)?;
+        infos.string(crate::keys::PMIX_SYSTEM_TMPDIR, &dir)?;
+        infos.flag(crate::keys::PMIX_SERVER_TOOL_SUPPORT, true);
 
         // SAFETY: `module` is a zero-padded pmix_server_module_t of function
         // pointers with the prototypes above; `infos` lives for the call.
@@ -491,8 +491,8 @@ impl Server {
     pub fn notify_terminated(&self, nspace: &str, rank: u32, code: i32) -> Result<(), PmixError> {
         let source = proc_of(nspace, rank);
         let mut infos = InfoList::default();
-        infos.proc_("pmix.evproc", source);
-        infos.int("pmix.exit.code", code);
+        infos.proc_(crate::keys::PMIX_EVENT_AFFECTED_PROC, source);
+        infos.int(crate::keys::PMIX_EXIT_CODE, code);
         self.notify(
             PMIX_EVENT_PROC_TERMINATED,
             &source,
@@ -527,12 +527,12 @@ impl Server {
             .collect();
         let infos = |nondefault: bool| {
             let mut infos = InfoList::default();
-            infos.proc_("pmix.evproc", dead);
+            infos.proc_(crate::keys::PMIX_EVENT_AFFECTED_PROC, dead);
             // The range as an array: not a PMIX_PROC value of its own.
-            infos.procs("pmix.evrange", range.clone());
-            infos.int("pmix.exit.code", code);
+            infos.procs(crate::keys::PMIX_EVENT_CUSTOM_RANGE, range.clone());
+            infos.int(crate::keys::PMIX_EXIT_CODE, code);
             if nondefault {
-                infos.flag("pmix.evnondef", true);
+                infos.flag(crate::keys::PMIX_EVENT_NON_DEFAULT, true);
             }
             infos
         };
@@ -555,10 +555,10 @@ impl Server {
     ) -> Result<(), PmixError> {
         let source = proc_of(dead.0, dead.1);
         let mut infos = InfoList::default();
-        infos.proc_("pmix.evproc", source);
-        infos.string("pmix.grp.id", group)?;
+        infos.proc_(crate::keys::PMIX_EVENT_AFFECTED_PROC, source);
+        infos.string(crate::keys::PMIX_GROUP_ID, group)?;
         infos.procs(
-            "pmix.evrange",
+            crate::keys::PMIX_EVENT_CUSTOM_RANGE,
             rest.iter().map(|(ns, r)| proc_of(ns, *r)).collect(),
         );
         self.notify(PMIX_GROUP_MEMBER_FAILED, &source, PMIX_RANGE_CUSTOM, infos)
@@ -627,9 +627,12 @@ impl Server {
         // processes (a wildcard source would be all of them).
         let source = proc_of("fastpmi-launcher", 0);
         let mut infos = InfoList::default();
-        infos.flag("pmix.evnondef", true);
+        infos.flag(crate::keys::PMIX_EVENT_NON_DEFAULT, true);
         // Only this job's ranks (`PMIX_EVENT_CUSTOM_RANGE`).
-        infos.procs("pmix.evrange", vec![proc_of(nspace, PMIX_RANK_WILDCARD)]);
+        infos.procs(
+            crate::keys::PMIX_EVENT_CUSTOM_RANGE,
+            vec![proc_of(nspace, PMIX_RANK_WILDCARD)],
+        );
         self.notify(PMIX_DEBUGGER_RELEASE, &source, PMIX_RANGE_CUSTOM, infos)
     }
 

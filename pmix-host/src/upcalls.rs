@@ -252,10 +252,12 @@ pub(crate) unsafe extern "C" fn up_lookup(
             std::slice::from_raw_parts(info, ninfo)
         }
     };
-    let wait = infos.iter().any(|i| key_text(&i.key) == "pmix.wait");
+    let wait = infos
+        .iter()
+        .any(|i| key_text(&i.key) == crate::keys::PMIX_WAIT);
     let timeout = infos
         .iter()
-        .find(|i| key_text(&i.key) == "pmix.timeout" && i.value.type_ == ty::INT)
+        .find(|i| key_text(&i.key) == crate::keys::PMIX_TIMEOUT && i.value.type_ == ty::INT)
         // SAFETY: an int value, as its type says.
         .map(|i| unsafe { i.value.data.int })
         .filter(|&t| t > 0)
@@ -375,7 +377,7 @@ unsafe fn lost_procs(source: *const Proc, info: *const Info, ninfo: usize) -> Ve
         unsafe { std::slice::from_raw_parts(info, ninfo) }
     };
     for i in infos {
-        if i.value.type_ != ty::PROC || key_text(&i.key) != "pmix.procid" {
+        if i.value.type_ != ty::PROC || key_text(&i.key) != crate::keys::PMIX_PROCID {
             continue;
         }
         // SAFETY: a PMIX_PROC value, as its type says: a proc, or NULL.

@@ -10,11 +10,11 @@ use pmix_host::{proc_of, GroupUpcall, InfoList, PMIX_SUCCESS};
 use super::host::PmixHost;
 
 /// `PMIX_GROUP_CONTEXT_ID` (`size_t`).
-const GROUP_CONTEXT_ID: &str = "pmix.grp.ctxid";
+const GROUP_CONTEXT_ID: &str = pmix_host::keys::PMIX_GROUP_CONTEXT_ID;
 /// `PMIX_GROUP_MEMBERSHIP` (array of procs).
-const GROUP_MEMBERSHIP: &str = "pmix.grp.mbrs";
+const GROUP_MEMBERSHIP: &str = pmix_host::keys::PMIX_GROUP_MEMBERSHIP;
 /// `PMIX_GROUP_ENDPT_DATA` (byte object).
-const GROUP_ENDPT_DATA: &str = "pmix.grp.endpt";
+const GROUP_ENDPT_DATA: &str = pmix_host::keys::PMIX_GROUP_ENDPT_DATA;
 
 impl PmixHost {
     /// A group constructed or destructed (`server` gives the context id).

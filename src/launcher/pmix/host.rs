@@ -160,72 +160,87 @@ impl PmixHost {
         // `--stop-in-init`: every rank waits in PMIx_Init for
         // PMIX_DEBUGGER_RELEASE (`Server::release_debugger`).
         if held {
-            job.rank("pmix.dbg.init", pmix_host::PMIX_RANK_WILDCARD);
+            job.rank(
+                pmix_host::keys::PMIX_DEBUG_STOP_IN_INIT,
+                pmix_host::PMIX_RANK_WILDCARD,
+            );
         }
-        job.u32("pmix.univ.size", universe.max(size));
-        job.u32("pmix.job.size", size);
-        job.u32("pmix.max.size", universe.max(size));
-        job.string("pmix.jobid", nspace)?;
-        job.u32("pmix.num.nodes", 1);
-        job.string("pmix.nmap", &self.server.regex(&self.hostname, false)?)?;
+        job.u32(pmix_host::keys::PMIX_UNIV_SIZE, universe.max(size));
+        job.u32(pmix_host::keys::PMIX_JOB_SIZE, size);
+        job.u32(pmix_host::keys::PMIX_MAX_PROCS, universe.max(size));
+        job.string(pmix_host::keys::PMIX_JOBID, nspace)?;
+        job.u32(pmix_host::keys::PMIX_NUM_NODES, 1);
+        job.string(
+            pmix_host::keys::PMIX_NODE_MAP,
+            &self.server.regex(&self.hostname, false)?,
+        )?;
         // Every rank on this node, listed (the library's "raw" parser does
         // not expand ranges).
         let peers: Vec<String> = (0..size).map(|r| r.to_string()).collect();
         let peers = peers.join(",");
-        job.string("pmix.pmap", &self.server.regex(&peers, true)?)?;
-        job.u32("pmix.job.napps", apps.len() as u32);
+        job.string(
+            pmix_host::keys::PMIX_PROC_MAP,
+            &self.server.regex(&peers, true)?,
+        )?;
+        job.u32(pmix_host::keys::PMIX_JOB_NUM_APPS, apps.len() as u32);
         // A spawned job: its parent (Open MPI's children connect to it).
         if let Some((ns, r)) = parent {
-            job.proc_("pmix.parent", pmix_host::proc_of(ns, r));
-            job.flag("pmix.spawned", true);
+            job.proc_(pmix_host::keys::PMIX_PARENT_ID, pmix_host::proc_of(ns, r));
+            job.flag(pmix_host::keys::PMIX_SPAWNED, true);
         }
         // The ranks' session directories (Open MPI's files), in this
         // launcher's directory: removed with it at exit.
         let nsdir = self.tmpdir.join(nspace);
-        job.string("pmix.tmpdir", &self.tmpdir.to_string_lossy())?;
-        job.string("pmix.nsdir", &nsdir.to_string_lossy())?;
+        job.string(pmix_host::keys::PMIX_TMPDIR, &self.tmpdir.to_string_lossy())?;
+        job.string(pmix_host::keys::PMIX_NSDIR, &nsdir.to_string_lossy())?;
         // The node's topology the launcher already has: ranks load it from
         // XML instead of each discovering it (Open MPI asks for this key
         // when nothing better is offered).
         if let Some(xml) = topology_xml {
-            job.string("pmix.hwlocxml2", xml)?;
+            job.string(pmix_host::keys::PMIX_HWLOC_XML_V2, xml)?;
         }
         // This node: every rank (what PRRTE registers per node).
         let mut node = InfoList::default();
-        node.u32("pmix.nodeid", 0);
-        node.string("pmix.hname", &self.hostname)?;
-        node.string("pmix.lpeers", &peers)?;
-        node.u32("pmix.local.size", size);
-        node.u32("pmix.node.size", size);
-        node.rank("pmix.lldr", 0);
+        node.u32(pmix_host::keys::PMIX_NODEID, 0);
+        node.string(pmix_host::keys::PMIX_HOSTNAME, &self.hostname)?;
+        node.string(pmix_host::keys::PMIX_LOCAL_PEERS, &peers)?;
+        node.u32(pmix_host::keys::PMIX_LOCAL_SIZE, size);
+        node.u32(pmix_host::keys::PMIX_NODE_SIZE, size);
+        node.rank(pmix_host::keys::PMIX_LOCALLDR, 0);
         // More ranks than CPUs: Open MPI then yields while it waits (in
         // MPI_Init's fence, say) instead of spinning on CPUs the ranks
         // still starting need. What prterun says with --oversubscribe.
         if super::env::oversubscribed(size) {
-            node.flag("pmix.ndosub", true);
+            node.flag(pmix_host::keys::PMIX_NODE_OVERSUBSCRIBED, true);
         }
-        job.array("pmix.node.arr", node);
+        job.array(pmix_host::keys::PMIX_NODE_INFO_ARRAY, node);
         let mut first = 0u32;
         for (appnum, app) in apps.iter().enumerate() {
             let mut a = InfoList::default();
-            a.u32("pmix.appnum", appnum as u32);
-            a.u32("pmix.app.size", app.nranks);
-            a.rank("pmix.aldr", first);
+            a.u32(pmix_host::keys::PMIX_APPNUM, appnum as u32);
+            a.u32(pmix_host::keys::PMIX_APP_SIZE, app.nranks);
+            a.rank(pmix_host::keys::PMIX_APPLDR, first);
             if let Some(ps) = &app.pset {
-                a.string("pmix.pset.nm", ps)?;
+                a.string(pmix_host::keys::PMIX_PSET_NAME, ps)?;
             }
-            job.array("pmix.app.arr", a);
+            job.array(pmix_host::keys::PMIX_APP_INFO_ARRAY, a);
             for r in 0..app.nranks {
                 let rank = first + r;
                 let mut p = InfoList::default();
-                p.rank("pmix.rank", rank);
-                p.u32("pmix.appnum", appnum as u32);
-                p.rank("pmix.apprank", r);
-                p.rank("pmix.grank", rank);
-                p.u16("pmix.lrank", rank.min(u16::MAX as u32) as u16);
-                p.u16("pmix.nrank", rank.min(u16::MAX as u32) as u16);
-                p.u32("pmix.nodeid", 0);
-                p.string("pmix.hname", &self.hostname)?;
+                p.rank(pmix_host::keys::PMIX_RANK, rank);
+                p.u32(pmix_host::keys::PMIX_APPNUM, appnum as u32);
+                p.rank(pmix_host::keys::PMIX_APP_RANK, r);
+                p.rank(pmix_host::keys::PMIX_GLOBAL_RANK, rank);
+                p.u16(
+                    pmix_host::keys::PMIX_LOCAL_RANK,
+                    rank.min(u16::MAX as u32) as u16,
+                );
+                p.u16(
+                    pmix_host::keys::PMIX_NODE_RANK,
+                    rank.min(u16::MAX as u32) as u16,
+                );
+                p.u32(pmix_host::keys::PMIX_NODEID, 0);
+                p.string(pmix_host::keys::PMIX_HOSTNAME, &self.hostname)?;
                 // Not the rank's pset name as well: Open MPI 5.0's
                 // MPI_Group_from_session_pset then reallocates an array it
                 // did not allocate and corrupts its heap (docs/pmix.md).
@@ -237,19 +252,19 @@ impl PmixHost {
                         text: format!("{}: {e}", pdir.display()),
                     });
                 }
-                p.string("pmix.pdir", &pdir.to_string_lossy())?;
+                p.string(pmix_host::keys::PMIX_PROCDIR, &pdir.to_string_lossy())?;
                 // Its binding (Open MPI then knows it is bound), and its
                 // locality, which Open MPI asks of every process it
                 // connects to (a spawned job's, say).
                 let bound = ranks.cpus.get(rank as usize).and_then(Option::as_deref);
                 if let Some(cpus) = bound {
-                    p.string("pmix.cpuset", cpus)?;
+                    p.string(pmix_host::keys::PMIX_CPUSET, cpus)?;
                 }
                 match self.server.locality(bound.unwrap_or(&ranks.all_cpus)) {
-                    Ok(loc) => p.string("pmix.locstr", &loc)?,
+                    Ok(loc) => p.string(pmix_host::keys::PMIX_LOCALITY_STRING, &loc)?,
                     Err(e) => tracing::debug!("rank {rank}: no locality string: {e}"),
                 }
-                job.array("pmix.pdata", p);
+                job.array(pmix_host::keys::PMIX_PROC_INFO_ARRAY, p);
             }
             first += app.nranks;
         }

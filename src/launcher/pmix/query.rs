@@ -16,21 +16,21 @@ use crate::launcher::os;
 use crate::launcher::supervise::Procs;
 
 /// The keys answered (`pmix_common.h`).
-const QUERY_NAMESPACES: &str = "pmix.qry.ns";
-const QUERY_NUM_PSETS: &str = "pmix.qry.psetnum";
-const QUERY_PSET_NAMES: &str = "pmix.qry.psets";
-const QUERY_PSET_MEMBERSHIP: &str = "pmix.qry.pmems";
-const QUERY_PROC_TABLE: &str = "pmix.qry.ptable";
-const QUERY_LOCAL_PROC_TABLE: &str = "pmix.qry.lptable";
-const QUERY_NUM_GROUPS: &str = "pmix.qry.pgrpnum";
-const QUERY_GROUP_NAMES: &str = "pmix.qry.pgrp";
-const QUERY_GROUP_MEMBERSHIP: &str = "pmix.qry.pgrpmems";
+const QUERY_NAMESPACES: &str = pmix_host::keys::PMIX_QUERY_NAMESPACES;
+const QUERY_NUM_PSETS: &str = pmix_host::keys::PMIX_QUERY_NUM_PSETS;
+const QUERY_PSET_NAMES: &str = pmix_host::keys::PMIX_QUERY_PSET_NAMES;
+const QUERY_PSET_MEMBERSHIP: &str = pmix_host::keys::PMIX_QUERY_PSET_MEMBERSHIP;
+const QUERY_PROC_TABLE: &str = pmix_host::keys::PMIX_QUERY_PROC_TABLE;
+const QUERY_LOCAL_PROC_TABLE: &str = pmix_host::keys::PMIX_QUERY_LOCAL_PROC_TABLE;
+const QUERY_NUM_GROUPS: &str = pmix_host::keys::PMIX_QUERY_NUM_GROUPS;
+const QUERY_GROUP_NAMES: &str = pmix_host::keys::PMIX_QUERY_GROUP_NAMES;
+const QUERY_GROUP_MEMBERSHIP: &str = pmix_host::keys::PMIX_QUERY_GROUP_MEMBERSHIP;
 /// The qualifier naming a group.
-const GROUP_ID: &str = "pmix.grp.id";
+const GROUP_ID: &str = pmix_host::keys::PMIX_GROUP_ID;
 /// The qualifier naming a process set.
-const PSET_NAME: &str = "pmix.pset.nm";
+const PSET_NAME: &str = pmix_host::keys::PMIX_PSET_NAME;
 /// The qualifier naming a namespace.
-const NSPACE: &str = "pmix.nspace";
+const NSPACE: &str = pmix_host::keys::PMIX_NSPACE;
 
 impl PmixHost {
     /// Answer `queries` of a process of `nspace` (a tool's namespace is no
