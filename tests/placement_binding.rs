@@ -249,8 +249,13 @@ fn mpich5_reads_pmi_hwloc_xmlfile() {
 }
 
 /// A rank's view of the launcher: the topology XML it exports (its memfd
-/// `fastpmi-topology`) and the rank's own `HWLOC_PLUGINS_BLACKLIST`.
-const LAUNCHER_VIEW: &str = r#"for f in /proc/$PPID/fd/*; do
+/// `fastpmi-topology`) and the rank's own `HWLOC_PLUGINS_BLACKLIST`. The
+/// launcher exports the XML while its first ranks start, before it serves
+/// any PMI request: the rank looks once its `init` (PMI-1, on fd 3) is
+/// answered, and finalizes.
+const LAUNCHER_VIEW: &str = r#"printf 'cmd=init pmi_version=1 pmi_subversion=1\n' >&3; read -r _ <&3
+printf 'cmd=finalize\n' >&3; read -r _ <&3
+for f in /proc/$PPID/fd/*; do
   case $(readlink "$f") in *fastpmi-topology*) cat "$f";; esac
 done
 echo
