@@ -445,3 +445,83 @@ fn pmix_ranks_skip_the_verbs_probe_without_rdma_devices() {
     );
     assert_eq!(run(None, &["--pmi", "pmi"]), "FI=unset");
 }
+
+/// On a node without a fabric device, Open MPI ranks leave out the OFI
+/// BTL, which finds no provider there and then sleeps a second in every
+/// rank's `MPI_Init` (`OMPI_MCA_btl=^ofi`, docs/pmix.md); a user's choice
+/// of BTLs (the launcher's environment, `-env`, an MCA parameter file) is
+/// kept, and PMI ranks get nothing.
+#[test]
+fn pmix_ranks_leave_out_the_ofi_btl_without_fabric_devices() {
+    let fabric = [
+        "/sys/class/infiniband",
+        "/sys/class/infiniband_verbs",
+        "/sys/class/cxi",
+    ]
+    .iter()
+    .any(|d| std::fs::read_dir(d).is_ok_and(|mut e| e.next().is_some()));
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("mca-params.conf");
+    std::fs::write(&conf, "# chosen by hand\nbtl = self,sm,tcp\n").unwrap();
+    let other = dir.path().join("other.conf");
+    std::fs::write(&other, "btl_tcp_if_include = lo\n").unwrap();
+    let script = r#"echo "BTL=${OMPI_MCA_btl-unset}""#;
+    let run = |env: &[(&str, &std::ffi::OsStr)], args: &[&str]| -> String {
+        let mut all: Vec<&str> = vec!["-n", "1"];
+        all.extend(args);
+        all.extend(["sh", "-c", script]);
+        let mut cmd = common::launch(all)
+            .timeout(Duration::from_secs(60))
+            .env_remove("OMPI_MCA_btl")
+            .env_remove("OMPI_MCA_mca_base_param_files")
+            // No user or installation file decides for the default case.
+            .env("HOME", dir.path())
+            .env_remove("OPAL_PREFIX");
+        for (k, v) in env {
+            cmd = cmd.env(k, v);
+        }
+        let out = cmd.run();
+        out.assert_success();
+        out.stdout.trim().to_string()
+    };
+    let default = if fabric { "BTL=unset" } else { "BTL=^ofi" };
+    assert_eq!(
+        run(&[], &["--pmi", "pmix"]),
+        default,
+        "fabric device: {fabric}"
+    );
+    assert_eq!(
+        run(&[("OMPI_MCA_btl", "tcp,self".as_ref())], &["--pmi", "pmix"]),
+        "BTL=tcp,self"
+    );
+    assert_eq!(
+        run(&[], &["--pmi", "pmix", "-env", "OMPI_MCA_btl", "self,sm"]),
+        "BTL=self,sm"
+    );
+    let files = "OMPI_MCA_mca_base_param_files";
+    assert_eq!(
+        run(&[(files, conf.as_os_str())], &["--pmi", "pmix"]),
+        "BTL=unset"
+    );
+    assert_eq!(
+        run(&[(files, other.as_os_str())], &["--pmi", "pmix"]),
+        default
+    );
+    // The files Open MPI reads without that variable: the user's, the
+    // installation's.
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join(".openmpi")).unwrap();
+    std::fs::copy(&conf, home.join(".openmpi/mca-params.conf")).unwrap();
+    assert_eq!(
+        run(&[("HOME", home.as_os_str())], &["--pmi", "pmix"]),
+        "BTL=unset"
+    );
+    let prefix = dir.path().join("prefix");
+    std::fs::create_dir_all(prefix.join("etc")).unwrap();
+    std::fs::copy(&conf, prefix.join("etc/openmpi-mca-params.conf")).unwrap();
+    assert_eq!(
+        run(&[("OPAL_PREFIX", prefix.as_os_str())], &["--pmi", "pmix"]),
+        "BTL=unset"
+    );
+    assert_eq!(run(&[], &["--pmi", "pmi"]), "BTL=unset");
+}

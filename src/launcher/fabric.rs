@@ -10,6 +10,14 @@
 //! Open MPI ranks, unless the user chose providers (`FI_PROVIDER` set, to
 //! anything: see `pmix::app_env_defaults`). Where an RDMA device exists
 //! nothing changes.
+//!
+//! Open MPI 5's OFI BTL, once opened, finds no provider on a node without
+//! a fabric device (its default excludes tcp, udp, shm and the like), and
+//! its component close then sleeps one second (`sleep(1)` after
+//! `opal_common_ofi_close`, in `MPI_Init` of every rank): 2.45 s of a
+//! 64-rank job of 2.45 s was 1.0 s of that sleep. On such a node the
+//! launcher leaves the component out (`OMPI_MCA_btl=^ofi`) unless the user
+//! chose BTLs (docs/pmix.md, "The OFI BTL's sleep").
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -26,6 +34,24 @@ pub(super) fn verbs_finds_nothing() -> bool {
         let nothing = !RDMA_CLASSES.iter().any(|c| has_entries(c));
         if nothing {
             tracing::debug!("no RDMA device on this node: FI_PROVIDER=^verbs for Open MPI ranks");
+        }
+        nothing
+    })
+}
+
+/// Where the kernel lists HPE Slingshot NICs (libfabric's cxi provider),
+/// which are not RDMA-class devices.
+const CXI_CLASS: &str = "/sys/class/cxi";
+
+/// Whether Open MPI's OFI BTL can find no provider on this node: no RDMA
+/// device (verbs, EFA, Omni-Path and usNIC devices are all listed there)
+/// and no Slingshot NIC. Looked up once.
+pub(super) fn ofi_btl_finds_nothing() -> bool {
+    static NOTHING: OnceLock<bool> = OnceLock::new();
+    *NOTHING.get_or_init(|| {
+        let nothing = verbs_finds_nothing() && !has_entries(CXI_CLASS);
+        if nothing {
+            tracing::debug!("no fabric device on this node: OMPI_MCA_btl=^ofi for Open MPI ranks");
         }
         nothing
     })

@@ -55,6 +55,10 @@ pub(in crate::launcher) fn wait_timer_slack(size: u32, knobs: &crate::config::Kn
 /// - In a fault-tolerant job, `OMPI_MCA_mpi_ft_enable=1`, as `prterun
 ///   --with-ft ulfm` sets it: Open MPI 5's ULFM (its ranks keep going
 ///   after a peer's death and take the launcher's event for it).
+/// - `OMPI_MCA_btl=^ofi` on a node without a fabric device, where Open
+///   MPI 5's OFI BTL finds nothing and then sleeps a second in every
+///   rank's `MPI_Init` ([`crate::launcher::fabric`]); not where an MCA
+///   parameter file Open MPI reads chooses BTLs.
 pub(in crate::launcher) fn app_env_defaults(fault_tolerant: bool) -> Vec<(OsString, OsString)> {
     let mut all = vec![("OMPI_MCA_schizo", "^orte"), ("OMPI_MCA_ess", "pmi")];
     if fault_tolerant {
@@ -63,8 +67,56 @@ pub(in crate::launcher) fn app_env_defaults(fault_tolerant: bool) -> Vec<(OsStri
     if crate::launcher::fabric::verbs_finds_nothing() {
         all.push(("FI_PROVIDER", "^verbs"));
     }
+    if crate::launcher::fabric::ofi_btl_finds_nothing() && !mca_files_set("btl") {
+        all.push(("OMPI_MCA_btl", "^ofi"));
+    }
     all.into_iter()
         .filter(|(k, _)| std::env::var_os(k).is_none())
         .map(|(k, v)| (k.into(), v.into()))
         .collect()
+}
+
+/// Whether an MCA parameter file Open MPI reads sets `key` (a line
+/// `key = value`): the files `OMPI_MCA_mca_base_param_files` names, or
+/// else the user's `~/.openmpi/mca-params.conf` and the installation's
+/// `$OPAL_PREFIX/etc/openmpi-mca-params.conf`. A variable the launcher
+/// gave would override the file's choice.
+fn mca_files_set(key: &str) -> bool {
+    let files: Vec<std::path::PathBuf> = match std::env::var_os("OMPI_MCA_mca_base_param_files") {
+        Some(list) => std::env::split_paths(&list).collect(),
+        None => [
+            std::env::var_os("HOME")
+                .map(|h| std::path::Path::new(&h).join(".openmpi/mca-params.conf")),
+            std::env::var_os("OPAL_PREFIX")
+                .map(|p| std::path::Path::new(&p).join("etc/openmpi-mca-params.conf")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    };
+    files
+        .iter()
+        .any(|f| std::fs::read_to_string(f).is_ok_and(|text| sets_key(&text, key)))
+}
+
+/// Whether MCA parameter file text sets `key`.
+fn sets_key(text: &str, key: &str) -> bool {
+    text.lines().any(|line| {
+        let line = line.trim();
+        !line.starts_with('#') && line.split_once('=').is_some_and(|(k, _)| k.trim() == key)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sets_key;
+
+    #[test]
+    fn a_parameter_file_sets_a_key_only_on_an_uncommented_line_of_its_name() {
+        assert!(sets_key("btl = self,sm\n", "btl"));
+        assert!(sets_key("  # BTLs\nbtl=tcp,self\n", "btl"));
+        assert!(!sets_key("# btl = self,sm\n", "btl"));
+        assert!(!sets_key("btl_tcp_if_include = eth0\n", "btl"));
+        assert!(!sets_key("", "btl"));
+    }
 }
