@@ -229,20 +229,30 @@ fn ps_shows_the_node_attribute_a_shared_memory_rank_waits_for() {
     );
 }
 
-/// The nice value of thread `tid` of process `pid` (field 19 of its stat).
-fn nice(pid: u32, tid: &str) -> i32 {
+/// The scheduling of thread `tid` of process `pid`: its policy (field 41
+/// of its stat: 0 the fair class, 2 round-robin real time), real-time
+/// priority (field 40) and nice value (field 19).
+fn sched(pid: u32, tid: &str) -> (u32, u32, i32) {
     let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
-    after
+    let after: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, a)| a)
         .split_whitespace()
-        .nth(16)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no nice value in /proc/{pid}/task/{tid}/stat: {stat:?}"))
+        .collect();
+    // Fields from 3 (the state) on.
+    let field = |n: usize| after.get(n - 3).copied().unwrap_or_default();
+    match (field(41).parse(), field(40).parse(), field(19).parse()) {
+        (Ok(p), Ok(rt), Ok(n)) => (p, rt, n),
+        _ => panic!("no scheduling fields in /proc/{pid}/task/{tid}/stat: {stat:?}"),
+    }
 }
 
-/// The threads that answered `ps` run at nice -20 (the tests run as root,
-/// who may); the event loop, the forker threads and every rank keep 0.
+/// The threads that answered `ps` run in the real-time class at its lowest
+/// priority (the tests run as root, who may); the event loop, the forker
+/// threads and every rank stay in the fair class at nice 0.
 fn assert_tools_ahead_of_ranks(launcher: u32, ranks: &[u32]) {
+    const FAIR: (u32, u32, i32) = (0, 0, 0);
+    const ROUND_ROBIN_1: (u32, u32, i32) = (2, 1, 0);
     let mut rendezvous = 0;
     for t in fs::read_dir(format!("/proc/{launcher}/task"))
         .unwrap()
@@ -252,12 +262,12 @@ fn assert_tools_ahead_of_ranks(launcher: u32, ranks: &[u32]) {
         let comm = fs::read_to_string(t.path().join("comm")).unwrap_or_default();
         let want = if comm.starts_with("fastpmi-rendezv") {
             rendezvous += 1;
-            -20
+            ROUND_ROBIN_1
         } else {
-            0
+            FAIR
         };
         assert_eq!(
-            nice(launcher, &tid),
+            sched(launcher, &tid),
             want,
             "launcher thread {tid} ({})",
             comm.trim()
@@ -268,6 +278,6 @@ fn assert_tools_ahead_of_ranks(launcher: u32, ranks: &[u32]) {
         "no rendezvous thread in launcher {launcher}"
     );
     for &r in ranks {
-        assert_eq!(nice(r, &r.to_string()), 0, "rank process {r}");
+        assert_eq!(sched(r, &r.to_string()), FAIR, "rank process {r}");
     }
 }

@@ -20,6 +20,9 @@ const SOCKET_POLL: Duration = Duration::from_millis(20);
 impl Pmi {
     /// The job's dead ranks, ascending (empty while every rank lives, and
     /// always outside fault-tolerant jobs: there a death ends the job).
+    /// It holds at least the deaths [`Pmi::deaths`] counted before, and
+    /// may hold one being recorded that it did not count yet: ranks that
+    /// must agree on a view read both until the count matches the list.
     pub fn dead_ranks(&self) -> Result<Vec<u32>, PmiError> {
         self.live()?;
         if let Some(shm) = self.shm() {

@@ -115,7 +115,6 @@ pub fn serve(listener: UnixListener, handler: Handler) -> io::Result<()> {
 }
 
 fn accept_loop(listener: UnixListener, handler: Handler, active: Arc<AtomicUsize>) {
-    // This thread and the client threads it starts (they inherit it).
     super::ahead_of_ranks();
     for stream in listener.incoming() {
         let Ok(mut stream) = stream else { continue };
@@ -142,6 +141,8 @@ fn accept_loop(listener: UnixListener, handler: Handler, active: Arc<AtomicUsize
         let spawned = std::thread::Builder::new()
             .name("fastpmi-rendezvous-client".into())
             .spawn(move || {
+                // A real-time class is not inherited.
+                super::ahead_of_ranks();
                 match rest {
                     Some(rest) => {
                         let _ = stream.set_write_timeout(Some(CLIENT_DEADLINE));

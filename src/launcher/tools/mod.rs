@@ -298,9 +298,13 @@ impl ToolsRt {
     /// Build a snapshot and make it the one `ps` answers from.
     fn publish_snapshot(&mut self, view: View<'_>) -> Arc<Snapshot> {
         let snap = Arc::new(self.snapshot(view));
-        if let Ok(mut p) = self.published.lock() {
-            *p = Some(snap.clone());
-        }
+        // The old one is freed after the lock is let go: a tools thread,
+        // which runs ahead of this one, may be waiting for it.
+        let _old = self
+            .published
+            .lock()
+            .ok()
+            .and_then(|mut p| p.replace(snap.clone()));
         self.dirty = false;
         self.last_published = Instant::now();
         snap
