@@ -14,8 +14,8 @@
 //! Open MPI 5's OFI BTL, once opened, finds no provider on a node without
 //! a fabric device (its default excludes tcp, udp, shm and the like), and
 //! its component close then sleeps one second (`sleep(1)` after
-//! `opal_common_ofi_close`, in `MPI_Init` of every rank): 2.45 s of a
-//! 64-rank job of 2.45 s was 1.0 s of that sleep. On such a node the
+//! `opal_common_ofi_close`, in `MPI_Init` of every rank): 1.0 s of a
+//! 64-rank job's 2.45 s was that sleep. On such a node the
 //! launcher leaves the component out (`OMPI_MCA_btl=^ofi`) unless the user
 //! chose BTLs (docs/pmix.md, "The OFI BTL's sleep").
 

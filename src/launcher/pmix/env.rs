@@ -67,7 +67,11 @@ pub(in crate::launcher) fn app_env_defaults(fault_tolerant: bool) -> Vec<(OsStri
     if crate::launcher::fabric::verbs_finds_nothing() {
         all.push(("FI_PROVIDER", "^verbs"));
     }
-    if crate::launcher::fabric::ofi_btl_finds_nothing() && !mca_files_set("btl") {
+    // The files only where the launcher's environment does not decide.
+    if crate::launcher::fabric::ofi_btl_finds_nothing()
+        && std::env::var_os("OMPI_MCA_btl").is_none()
+        && !mca_files_set("btl")
+    {
         all.push(("OMPI_MCA_btl", "^ofi"));
     }
     all.into_iter()
